@@ -1,0 +1,173 @@
+// ClusterState: the nodes, their free resources and the tasks placed on them.
+//
+// This is the one owner of resource accounting. Bind() is the only way to take
+// resources and it checks every grant against what is free before changing
+// anything, so no GPU's milli or memory (and no node's CPU or memory) can be
+// allocated beyond capacity, whatever the caller does.
+//
+// Layout: nodes get dense ids (NodeId, in insertion order; that order is also
+// the scheduler's deterministic tie-break order). The quantities the scheduling
+// hot loop reads are kept as parallel arrays indexed by NodeId (struct of
+// arrays), together with per-node summaries that are updated incrementally on
+// every Bind/Release: free whole GPUs, the largest free share on one GPU, a
+// bitmask of GPU models. A filter can thus reject most nodes from one or two
+// array reads without looking at individual GPUs.
+//
+// Threading: not thread-safe. One scheduler thread owns an instance; a what-if
+// evaluation (policy preview) works on a copy, which is a plain value copy.
+#ifndef HF_CORE_CLUSTER_STATE_H_
+#define HF_CORE_CLUSTER_STATE_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/model.h"
+#include "core/status.h"
+
+namespace hf {
+
+// A task that holds resources on a node.
+struct PlacedTask {
+  TaskKey key = 0;
+  std::string name;
+  std::string group;
+  int32_t priority = 0;
+  bool preemptible = true;
+  bool rdma = false;
+  TaskState state = TaskState::kScheduled;  // kScheduled or kRunning
+  int64_t started_at_ms = 0;                // when it started running; 0 if not yet
+  Allocation alloc;
+};
+
+// How many tasks of one group (or with one name) sit on one node.
+struct NodeCount {
+  NodeId node;
+  int32_t count;
+  int32_t rdma_count;
+};
+
+class ClusterState {
+ public:
+  // Bits of GPU models known to this cluster; 64 distinct models at most.
+  using ModelMask = uint64_t;
+  static constexpr ModelMask kAnyModel = ~ModelMask{0};
+  static constexpr size_t kMaxModels = 64;
+
+  // Adds a node (validated; the name must be new). Returns its id.
+  Result<NodeId> AddNode(const NodeSpec& spec);
+
+  size_t node_count() const { return specs_.size(); }
+  const NodeSpec& spec(NodeId n) const { return specs_[n]; }
+  // kNoNode when no node has that name.
+  NodeId FindNode(std::string_view name) const;
+
+  void SetCondition(NodeId n, NodeCondition c);
+  NodeCondition condition(NodeId n) const { return condition_[n]; }
+
+  // Records a measurement and clears the in-flight estimate (the tasks placed
+  // since the previous measurement are now part of what was measured).
+  void ReportUsage(NodeId n, const NodeUsage& usage);
+  bool measured(NodeId n) const { return measured_[n]; }
+  const NodeUsage& usage(NodeId n) const { return usage_[n]; }
+
+  // Commits a placement. Checks, before changing anything: the task is not
+  // placed already; alloc.node exists; CPU and memory fit; every GPU grant
+  // names a distinct GPU of that node, a model the task allows, a share in
+  // 1..1000 and memory that fit what is free; the RDMA device exists.
+  // `state` is kScheduled or kRunning.
+  Status Bind(const Task& task, const Allocation& alloc, TaskState state = TaskState::kScheduled,
+              int64_t now_ms = 0);
+  // Frees everything a placed task holds. NotFound if it holds nothing.
+  Status Release(TaskKey key);
+  // Marks a placed task running (it started on its node at now_ms).
+  Status MarkRunning(TaskKey key, int64_t now_ms);
+
+  const PlacedTask* FindPlaced(TaskKey key) const;
+  const std::vector<TaskKey>& TasksOn(NodeId n) const { return tasks_on_[n]; }
+  size_t placed_count() const { return placed_.size(); }
+
+  // Where tasks of a group run (empty if nowhere); likewise tasks named `name`.
+  std::span<const NodeCount> GroupNodes(std::string_view group) const;
+  std::span<const NodeCount> NameNodes(std::string_view name) const;
+
+  // Bits for the given model names; kAnyModel for an empty list. Models no
+  // node has map to no bit (so they match nothing).
+  ModelMask MaskOf(const std::vector<std::string>& models) const;
+
+  // Totals and free amounts, per node.
+  int64_t total_cpu(NodeId n) const { return total_cpu_[n]; }
+  int64_t total_memory(NodeId n) const { return total_mem_[n]; }
+  int64_t total_gpu_milli(NodeId n) const { return int64_t{gpu_count_[n]} * kWholeGpuMilli; }
+  int64_t free_cpu(NodeId n) const { return free_cpu_[n]; }
+  int64_t free_memory(NodeId n) const { return free_mem_[n]; }
+  int64_t used_gpu_milli(NodeId n) const { return used_gpu_milli_[n]; }
+  int32_t gpu_count(NodeId n) const { return gpu_count_[n]; }
+  int32_t free_whole_gpus(NodeId n) const { return free_whole_[n]; }
+  int32_t max_free_milli(NodeId n) const { return max_free_milli_[n]; }
+  ModelMask model_mask(NodeId n) const { return model_mask_[n]; }
+  bool has_rdma(NodeId n) const { return !specs_[n].rdma.empty(); }
+  bool schedulable(NodeId n) const { return condition_[n] == NodeCondition::kReady; }
+
+  // Per-GPU free amounts of node n, in the order of spec(n).gpus.
+  std::span<const int32_t> gpu_free_milli(NodeId n) const {
+    return {gpu_free_milli_.data() + gpu_begin_[n], size_t(gpu_count_[n])};
+  }
+  std::span<const int64_t> gpu_free_memory(NodeId n) const {
+    return {gpu_free_mem_.data() + gpu_begin_[n], size_t(gpu_count_[n])};
+  }
+  std::span<const ModelMask> gpu_model_bits(NodeId n) const {
+    return {gpu_model_bit_.data() + gpu_begin_[n], size_t(gpu_count_[n])};
+  }
+  // Position of the GPU with the given index in spec(n).gpus, or -1.
+  int32_t GpuSlot(NodeId n, int32_t gpu_index) const;
+
+  // The in-flight estimate: what was placed on n since its last measurement.
+  int64_t inflight_cpu(NodeId n) const { return inflight_cpu_[n]; }
+  int64_t inflight_memory(NodeId n) const { return inflight_mem_[n]; }
+  int64_t inflight_gpu_milli(NodeId n) const { return inflight_gpu_milli_[n]; }
+  // Mean measured utilization over the node's GPUs (0 if none reported).
+  double measured_gpu_utilization(NodeId n) const { return gpu_util_[n]; }
+
+  // Bumped whenever nodes are added or change position, so plugins can cache
+  // per-node derived data.
+  uint64_t nodes_version() const { return nodes_version_; }
+
+ private:
+  void RecomputeGpuSummary(NodeId n);
+  void AddToIndex(std::unordered_map<std::string, std::vector<NodeCount>>& index,
+                  const std::string& key, NodeId n, int32_t delta, bool rdma);
+
+  std::vector<NodeSpec> specs_;
+  std::unordered_map<std::string, NodeId> by_name_;
+  std::vector<std::string> model_names_;  // bit i = model_names_[i]
+
+  // Parallel per-node arrays.
+  std::vector<NodeCondition> condition_;
+  std::vector<int64_t> total_cpu_, total_mem_, free_cpu_, free_mem_, used_gpu_milli_;
+  std::vector<int32_t> gpu_count_, free_whole_, max_free_milli_;
+  std::vector<uint32_t> gpu_begin_;
+  std::vector<ModelMask> model_mask_;
+  std::vector<uint8_t> measured_;
+  std::vector<NodeUsage> usage_;
+  std::vector<double> gpu_util_;
+  std::vector<int64_t> inflight_cpu_, inflight_mem_, inflight_gpu_milli_;
+  std::vector<std::vector<TaskKey>> tasks_on_;
+
+  // Flat per-GPU arrays; node n owns [gpu_begin_[n], gpu_begin_[n] + gpu_count_[n]).
+  std::vector<int32_t> gpu_free_milli_;
+  std::vector<int64_t> gpu_free_mem_;
+  std::vector<ModelMask> gpu_model_bit_;
+
+  std::unordered_map<TaskKey, PlacedTask> placed_;
+  std::unordered_map<std::string, std::vector<NodeCount>> group_index_;
+  std::unordered_map<std::string, std::vector<NodeCount>> name_index_;
+  uint64_t nodes_version_ = 0;
+};
+
+}  // namespace hf
+
+#endif  // HF_CORE_CLUSTER_STATE_H_

@@ -1,0 +1,81 @@
+// Resource fit: can a node's free resources hold a task's requests?
+//
+// Shared by the always-on fit filter (on live state), by preemption (on a
+// what-if copy of one node with victims removed) and by device pickers.
+#ifndef HF_CORE_FIT_H_
+#define HF_CORE_FIT_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/cluster_state.h"
+#include "core/model.h"
+
+namespace hf {
+
+enum class FitFailure : uint8_t {
+  kNone,
+  kInsufficientCpu,
+  kInsufficientMemory,
+  kInsufficientGpu,        // too few GPUs, or too little free share on them
+  kGpuModelMismatch,       // enough GPUs, but not of an allowed model
+  kInsufficientGpuMemory,  // enough share, but not enough free memory per GPU
+};
+
+// One node's free GPUs, as parallel spans in the node's GPU order.
+struct GpuFreeView {
+  std::span<const int32_t> milli;
+  std::span<const int64_t> memory_mib;
+  std::span<const ClusterState::ModelMask> model_bit;
+};
+
+// Checks the GPU part of a request against free GPUs. `allowed` is the task's
+// model mask (ClusterState::MaskOf).
+FitFailure CheckGpuFit(const GpuFreeView& free, const Requests& req, ClusterState::ModelMask allowed);
+
+// Whether GPU `slot` can take one share of the request.
+inline bool GpuSlotFits(const GpuFreeView& free, size_t slot, const Requests& req,
+                        ClusterState::ModelMask allowed) {
+  return (free.model_bit[slot] & allowed) && free.milli[slot] >= req.gpu_milli &&
+         free.memory_mib[slot] >= req.gpu_memory_mib;
+}
+
+// A detached copy of one node's free resources, for what-if evaluation.
+struct NodeFree {
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  std::vector<int32_t> gpu_milli;
+  std::vector<int64_t> gpu_memory_mib;
+  std::vector<ClusterState::ModelMask> gpu_model_bit;
+
+  static NodeFree Of(const ClusterState& cluster, NodeId n);
+  // Gives back what `alloc` holds (as if the task were gone).
+  void Return(const ClusterState& cluster, const Allocation& alloc);
+  // Takes what `alloc` holds (the inverse of Return).
+  void Take(const ClusterState& cluster, const Allocation& alloc);
+  GpuFreeView gpus() const { return {gpu_milli, gpu_memory_mib, gpu_model_bit}; }
+  FitFailure Check(const Requests& req, ClusterState::ModelMask allowed) const;
+};
+
+}  // namespace hf
+
+
+
+namespace hf {
+
+// The mean, over the resources node n has (CPU, memory, GPU share), of
+// min(used + requested, total) / total: how full the node would be with the
+// task on it. Resources the node lacks (total 0) are left out; 0 if it has
+// none. Shared by Binpack (score = mean x 100) and Spread ((1 - mean) x 100).
+double UtilizationWithTask(const ClusterState& cluster, NodeId n, const Requests& req);
+
+// Chooses `req.gpu` GPUs for a shared request (gpu_milli < 1000) on node n:
+// with best_fit, those with the least free share that still fits (packing);
+// otherwise those with the most (spreading). Ties go to the lower slot.
+// Returns fewer grants than asked when the node cannot hold the request.
+std::vector<GpuGrant> PickSharedGpus(const ClusterState& cluster, NodeId n, const Requests& req,
+                                     bool best_fit);
+
+}  // namespace hf
+#endif  // HF_CORE_FIT_H_

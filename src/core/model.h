@@ -1,0 +1,143 @@
+// The domain model shared by every part of HeteroFlow (SPEC §2).
+//
+// All resource quantities are integers: CPU in millicores, memory in MiB, a
+// GPU share in milli-GPUs (1000 = one whole GPU), GPU memory in MiB. These are
+// plain value types; ClusterState (cluster_state.h) owns the live accounting.
+#ifndef HF_CORE_MODEL_H_
+#define HF_CORE_MODEL_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace hf {
+
+inline constexpr int32_t kWholeGpuMilli = 1000;
+
+// One accelerator on a node. Locality ids are small integers as reported by
+// the node (NUMA node, PCIe switch, NVLink domain); -1 means unknown.
+struct GpuDevice {
+  int32_t index = 0;
+  std::string uuid;
+  std::string model;  // e.g. "A100-80G", "H100", "T4", "910B"
+  std::string vendor = "nvidia";
+  int64_t memory_mib = 0;
+  int32_t numa = -1;
+  int32_t pcie_switch = -1;
+  int32_t nvlink_domain = -1;
+};
+
+// One RDMA NIC on a node and where it sits.
+struct RdmaDevice {
+  std::string name;  // e.g. "mlx5_0"
+  int32_t numa = -1;
+  int32_t pcie_switch = -1;
+};
+
+// Where a node sits in the network. Empty strings mean unknown.
+struct TopologyPosition {
+  std::string zone;
+  std::string switch_name;
+  std::string rack;
+};
+
+enum class NodeCondition : uint8_t {
+  kReady,
+  kNotReady,  // heartbeats stopped; takes nothing
+  kDraining,  // cordoned: keeps its tasks, takes no new ones
+};
+const char* NodeConditionName(NodeCondition c);
+
+// Measured usage as reported by a node's agent (not allocations).
+struct GpuUsage {
+  int32_t index = 0;
+  double utilization = 0;  // 0..1
+  int64_t memory_used_mib = 0;
+};
+struct NodeUsage {
+  double cpu_load = 0;     // 0..1
+  double memory_used = 0;  // 0..1
+  std::vector<GpuUsage> gpus;
+  int64_t reported_at_ms = 0;
+};
+
+// A node as declared or discovered: its identity and capacity.
+struct NodeSpec {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  std::vector<GpuDevice> gpus;
+  std::vector<RdmaDevice> rdma;
+  TopologyPosition topology;
+
+  // Checks names, non-negative capacities and unique GPU indices.
+  Status Validate() const;
+};
+
+// What a task asks for. gpu_milli applies to each of the `gpu` GPUs: 1000 means
+// exclusive GPUs, less means the task may share each GPU with others.
+struct Requests {
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  int32_t gpu = 0;
+  int32_t gpu_milli = kWholeGpuMilli;
+  int64_t gpu_memory_mib = 0;           // per GPU; 0 = no memory requirement
+  std::vector<std::string> gpu_models;  // allowed models; empty = any
+
+  // Checks ranges: non-negative quantities, gpu_milli in 1..1000 when gpu > 0.
+  Status Validate() const;
+};
+
+enum class TaskState : uint8_t { kPending, kScheduled, kRunning, kSucceeded, kFailed, kCancelled };
+const char* TaskStateName(TaskState s);
+std::optional<TaskState> ParseTaskState(const std::string& s);
+
+enum class TaskKind : uint8_t { kBatch, kInference };
+
+using TaskKey = uint64_t;
+
+// A unit of work to place. `key` is a dense, unique id chosen by the owner
+// (the store's row id, or the simulator's pod index); `name` is for humans and
+// for other tasks' depends_on.
+struct Task {
+  TaskKey key = 0;
+  std::string name;
+  std::string group;  // the instances of one distributed job share a group
+  int32_t priority = 0;
+  TaskKind kind = TaskKind::kBatch;
+  Requests requests;
+  bool rdma_required = false;
+  std::vector<std::string> depends_on;
+  bool preemptible = true;
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;
+};
+
+// One GPU (or part of one) granted to a task.
+struct GpuGrant {
+  int32_t index = 0;  // the GPU's index on its node
+  int32_t milli = 0;
+  int64_t memory_mib = 0;
+  bool operator==(const GpuGrant&) const = default;
+};
+
+using NodeId = uint32_t;
+inline constexpr NodeId kNoNode = UINT32_MAX;
+
+// Where a task runs, down to the devices.
+struct Allocation {
+  NodeId node = kNoNode;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  std::vector<GpuGrant> gpus;
+  std::string rdma_device;  // empty when none was allocated
+};
+
+}  // namespace hf
+
+#endif  // HF_CORE_MODEL_H_

@@ -1,0 +1,407 @@
+#include "framework/framework.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/fit.h"
+
+namespace hf::framework {
+
+const char* PluginStatusName(PluginStatus s) {
+  switch (s) {
+    case PluginStatus::kActive: return "active";
+    case PluginStatus::kInactive: return "inactive";
+    case PluginStatus::kError: return "error";
+    case PluginStatus::kConfiguring: return "configuring";
+  }
+  return "unknown";
+}
+
+struct Framework::Slot {
+  const PluginFactory* factory = nullptr;
+  std::unique_ptr<Plugin> plugin;
+  PluginSettings settings;
+  PluginStatus status = PluginStatus::kInactive;
+  std::string message;
+};
+
+Framework::Framework(const Registry& registry, const Clock* clock) {
+  deps_.reasons = &reasons_;
+  deps_.clock = clock;
+  for (const PluginFactory& f : registry.entries()) {
+    auto slot = std::make_unique<Slot>();
+    slot->factory = &f;
+    slot->plugin = f.make(deps_);
+    slot->settings = f.defaults;
+    if (f.required) slot->settings.enabled = true;
+    slots_.push_back(std::move(slot));
+  }
+}
+
+Framework::~Framework() = default;
+
+namespace {
+
+// Applies the keys a policy named onto settings; types were checked by the parser.
+PluginSettings Merge(PluginSettings s, const nlohmann::json& named) {
+  for (auto& [k, v] : named.items()) {
+    if (k == "enabled") s.enabled = v.get<bool>();
+    else if (k == "weight") s.weight = v.get<double>();
+    else if (k == "mode") s.mode = v.get<std::string>();
+    else s.config[k] = v;
+  }
+  return s;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Framework>> Framework::Create(const Registry& registry, const Policy& policy,
+                                                     const Clock* clock) {
+  std::unique_ptr<Framework> fw(new Framework(registry, clock));
+  for (const auto& [name, named] : policy.plugins) {
+    if (!fw->FindSlot(name)) return NotFound("unknown plugin " + name);
+  }
+  HF_RETURN_IF_ERROR(policy.scheduler.Validate());
+  fw->scheduler_ = policy.scheduler;
+  for (auto& slot : fw->slots_) {
+    auto it = policy.plugins.find(slot->factory->name);
+    PluginSettings s = it == policy.plugins.end() ? slot->settings : Merge(slot->settings, it->second);
+    if (slot->factory->required && !s.enabled) {
+      return FailedPrecondition("plugin " + slot->factory->name + " is required and cannot be disabled");
+    }
+    slot->settings.enabled = false;  // conflicts are checked against what is enabled so far
+    if (s.enabled) HF_RETURN_IF_ERROR(fw->CheckConflicts(*slot, true));
+    HF_RETURN_IF_ERROR(fw->ApplySettings(*slot, s));
+  }
+  HF_RETURN_IF_ERROR(fw->SetSchedulerConfig(policy.scheduler));
+  fw->RebuildPointLists();
+  return fw;
+}
+
+Framework::Slot* Framework::FindSlot(std::string_view name) {
+  for (auto& s : slots_) {
+    if (s->factory->name == name) return s.get();
+  }
+  return nullptr;
+}
+
+const Framework::Slot* Framework::FindSlot(std::string_view name) const {
+  return const_cast<Framework*>(this)->FindSlot(name);
+}
+
+Status Framework::CheckConflicts(const Slot& slot, bool enabling) const {
+  if (!enabling) return Status::Ok();
+  const std::string& me = slot.factory->name;
+  for (const auto& other : slots_) {
+    if (other.get() == &slot || !other->settings.enabled) continue;
+    const std::string& them = other->factory->name;
+    auto mine = slot.plugin->ConflictsWith();
+    auto theirs = other->plugin->ConflictsWith();
+    if (std::find(mine.begin(), mine.end(), them) != mine.end() ||
+        std::find(theirs.begin(), theirs.end(), me) != theirs.end()) {
+      return Conflict("cannot enable " + me + " while " + them + " is enabled: " + me + " and " +
+                      them + " are mutually exclusive; disable " + them + " first");
+    }
+  }
+  return Status::Ok();
+}
+
+Status Framework::ApplySettings(Slot& slot, const PluginSettings& s) {
+  const std::string& name = slot.factory->name;
+  HF_RETURN_IF_ERROR(ValidateWeight(s.weight, "plugins." + name + ".weight"));
+  const auto modes = slot.plugin->Modes();
+  PluginSettings settings = s;
+  if (modes.empty()) {
+    if (!settings.mode.empty()) return InvalidArgument("plugin " + name + " has no mode");
+  } else {
+    if (settings.mode.empty()) settings.mode = modes.front();
+    if (std::find(modes.begin(), modes.end(), settings.mode) == modes.end()) {
+      std::string list;
+      for (const auto& m : modes) list += (list.empty() ? "" : " | ") + m;
+      return InvalidArgument("plugins." + name + ".mode must be one of " + list + ", got \"" +
+                             settings.mode + "\"");
+    }
+  }
+  if (!settings.config.is_object()) return InvalidArgument("plugins." + name + ".config must be an object");
+  const PluginStatus before = slot.status;
+  slot.status = PluginStatus::kConfiguring;
+  Status st = slot.plugin->Configure(PluginArgs{settings.mode, settings.config});
+  if (st.code() == StatusCode::kInvalidArgument) {
+    slot.status = before;
+    return st;
+  }
+  slot.settings = settings;
+  slot.message = st.ok() ? "" : st.message();
+  if (!settings.enabled) slot.status = PluginStatus::kInactive;
+  else slot.status = st.ok() ? PluginStatus::kActive : PluginStatus::kError;
+  return Status::Ok();
+}
+
+void Framework::RebuildPointLists() {
+  filters_.clear();
+  post_filters_.clear();
+  scorers_.clear();
+  device_binders_.clear();
+  attachment_binders_.clear();
+  reloadable_.clear();
+  for (auto& slot : slots_) {
+    if (!slot->settings.enabled) continue;
+    Plugin* p = slot->plugin.get();
+    reloadable_.push_back(p);
+    if (slot->status != PluginStatus::kActive) continue;  // error: left out, scheduler goes on
+    if (auto* f = dynamic_cast<FilterPlugin*>(p)) filters_.push_back(f);
+    if (auto* f = dynamic_cast<PostFilterPlugin*>(p)) post_filters_.push_back(f);
+    if (auto* s = dynamic_cast<ScorePlugin*>(p)) {
+      scorers_.push_back({s, dynamic_cast<PreScorePlugin*>(p), slot->settings.weight, slot->factory->name});
+    }
+    if (auto* b = dynamic_cast<BindPlugin*>(p)) {
+      (b->BindStage() == BindPlugin::Stage::kDevices ? device_binders_ : attachment_binders_).push_back(b);
+    }
+  }
+}
+
+std::vector<PluginInfo> Framework::Plugins() const {
+  std::vector<PluginInfo> out;
+  for (const auto& slot : slots_) {
+    out.push_back({slot->factory->name, slot->plugin->Points(), slot->factory->required,
+                   slot->settings, slot->plugin->Modes(), slot->status, slot->message});
+  }
+  return out;
+}
+
+Result<PluginInfo> Framework::GetPlugin(std::string_view name) const {
+  for (auto& info : Plugins()) {
+    if (info.name == name) return info;
+  }
+  return NotFound("unknown plugin " + std::string(name));
+}
+
+Status Framework::UpdatePlugin(std::string_view name, const PluginPatch& patch) {
+  Slot* slot = FindSlot(name);
+  if (!slot) return NotFound("unknown plugin " + std::string(name));
+  PluginSettings s = slot->settings;
+  if (patch.enabled) {
+    if (slot->factory->required && !*patch.enabled) {
+      return FailedPrecondition("plugin " + std::string(name) + " is required and cannot be disabled");
+    }
+    if (*patch.enabled && !s.enabled) HF_RETURN_IF_ERROR(CheckConflicts(*slot, true));
+    s.enabled = *patch.enabled;
+  }
+  if (patch.weight) s.weight = *patch.weight;
+  if (patch.mode) s.mode = *patch.mode;
+  if (patch.config) {
+    if (!patch.config->is_object()) return InvalidArgument("config must be an object");
+    for (auto& [k, v] : patch.config->items()) s.config[k] = v;
+  }
+  HF_RETURN_IF_ERROR(ApplySettings(*slot, s));
+  RebuildPointLists();
+  return Status::Ok();
+}
+
+Status Framework::ReloadPlugin(std::string_view name) {
+  Slot* slot = FindSlot(name);
+  if (!slot) return NotFound("unknown plugin " + std::string(name));
+  slot->status = PluginStatus::kConfiguring;
+  Status st = slot->plugin->Reload();
+  slot->message = st.ok() ? "" : st.message();
+  if (!slot->settings.enabled) slot->status = PluginStatus::kInactive;
+  else slot->status = st.ok() ? PluginStatus::kActive : PluginStatus::kError;
+  RebuildPointLists();
+  return st;
+}
+
+Status Framework::SetSchedulerConfig(const SchedulerConfig& config) {
+  HF_RETURN_IF_ERROR(config.Validate());
+  // The thresholds are the config of the always-on threshold filter.
+  for (auto& slot : slots_) {
+    if (slot->factory->name != "load_threshold") continue;
+    PluginSettings s = slot->settings;
+    s.config = config.ToJson();
+    HF_RETURN_IF_ERROR(ApplySettings(*slot, s));
+  }
+  scheduler_ = config;
+  RebuildPointLists();
+  return Status::Ok();
+}
+
+Policy Framework::CurrentPolicy() const {
+  Policy p;
+  p.scheduler = scheduler_;
+  for (const auto& slot : slots_) {
+    nlohmann::json named = slot->settings.config;
+    named["enabled"] = slot->settings.enabled;
+    named["weight"] = slot->settings.weight;
+    if (!slot->settings.mode.empty()) named["mode"] = slot->settings.mode;
+    if (slot->factory->name == "load_threshold") named = {{"enabled", true}};
+    p.plugins[slot->factory->name] = named;
+  }
+  return p;
+}
+
+std::string Framework::Summarize(size_t node_count) const {
+  std::vector<std::pair<uint32_t, ReasonId>> counts;
+  for (size_t r = 0; r < rejections_.reason_slots(); ++r) {
+    if (uint32_t c = rejections_.count(ReasonId(r))) counts.emplace_back(c, ReasonId(r));
+  }
+  std::sort(counts.begin(), counts.end(), [&](const auto& a, const auto& b) {
+    if (a.first != b.first) return a.first > b.first;
+    return reasons_.text(a.second) < reasons_.text(b.second);
+  });
+  std::string out = "0/" + std::to_string(node_count) + " nodes available";
+  for (size_t i = 0; i < counts.size(); ++i) {
+    out += (i == 0 ? ": " : ", ") + std::to_string(counts[i].first) + " " +
+           reasons_.text(counts[i].second);
+  }
+  return out;
+}
+
+void Framework::PickDefaultGpus(const Task& task, const ClusterState& cluster,
+                                Allocation& alloc) const {
+  const Requests& req = task.requests;
+  const GpuFreeView free{cluster.gpu_free_milli(alloc.node), cluster.gpu_free_memory(alloc.node),
+                         cluster.gpu_model_bits(alloc.node)};
+  const auto allowed = cluster.MaskOf(req.gpu_models);
+  const auto& gpus = cluster.spec(alloc.node).gpus;
+  for (size_t slot = 0; slot < gpus.size() && alloc.gpus.size() < size_t(req.gpu); ++slot) {
+    if (GpuSlotFits(free, slot, req, allowed)) {
+      alloc.gpus.push_back({gpus[slot].index, req.gpu_milli, req.gpu_memory_mib});
+    }
+  }
+}
+
+bool Framework::BindAndCommit(const Task& task, ClusterState& cluster, NodeId node,
+                              const ScheduleOptions& options, Decision& d) {
+  Allocation alloc;
+  alloc.node = node;
+  alloc.cpu_milli = task.requests.cpu_milli;
+  alloc.memory_mib = task.requests.memory_mib;
+  const auto fail = [&](const std::string& why) {
+    d.scheduled = false;
+    d.reason = "bind on " + cluster.spec(node).name + " failed: " + why;
+    return false;
+  };
+  for (BindPlugin* b : device_binders_) {
+    Status st = b->Bind(task, cluster, alloc);
+    if (!st.ok()) return fail(std::string(b->Name()) + ": " + st.message());
+  }
+  if (task.requests.gpu > 0 && alloc.gpus.empty()) PickDefaultGpus(task, cluster, alloc);
+  if (alloc.gpus.size() != size_t(std::max(task.requests.gpu, 0))) {
+    return fail("could not choose " + std::to_string(task.requests.gpu) + " GPU(s)");
+  }
+  for (BindPlugin* b : attachment_binders_) {
+    Status st = b->Bind(task, cluster, alloc);
+    if (!st.ok()) return fail(std::string(b->Name()) + ": " + st.message());
+  }
+  Status st = cluster.Bind(task, alloc, options.bind_state, deps_.clock ? deps_.clock->NowMs() : 0);
+  if (!st.ok()) return fail(st.message());
+  d.scheduled = true;
+  d.alloc = std::move(alloc);
+  return true;
+}
+
+bool Framework::CommitPreemption(const Task& task, ClusterState& cluster,
+                                 const PreemptionPlan& plan, const ScheduleOptions& options,
+                                 Decision& d) {
+  const std::string why = d.reason;
+  std::vector<PlacedTask> evicted;
+  for (TaskKey v : plan.victims) {
+    const PlacedTask* p = cluster.FindPlaced(v);
+    if (!p || p->alloc.node != plan.node) continue;
+    evicted.push_back(*p);
+    HF_CHECK(cluster.Release(v).ok());
+  }
+  if (BindAndCommit(task, cluster, plan.node, options, d)) {
+    for (const auto& e : evicted) d.victims.push_back(e.key);
+    return true;
+  }
+  // The plan did not hold (a bug in a plugin): put the victims back as they were.
+  for (const auto& e : evicted) {
+    Task t;
+    t.key = e.key;
+    t.name = e.name;
+    t.group = e.group;
+    t.priority = e.priority;
+    t.preemptible = e.preemptible;
+    t.rdma_required = e.rdma;
+    HF_CHECK(cluster.Bind(t, e.alloc, e.state, e.started_at_ms).ok());
+  }
+  d.reason = why;
+  return false;
+}
+
+Decision Framework::Schedule(const Task& task, ClusterState& cluster, const ScheduleOptions& options) {
+  Decision d;
+  std::vector<std::string> due;
+  for (Plugin* p : reloadable_) {
+    if (p->ReloadDue()) due.emplace_back(p->Name());
+  }
+  for (const auto& name : due) (void)ReloadPlugin(name);  // failures show as status `error`
+
+  const size_t n = cluster.node_count();
+  nodes_.resize(n);
+  std::iota(nodes_.begin(), nodes_.end(), NodeId{0});
+  rejections_.Reset(n, reasons_.size());
+  for (FilterPlugin* f : filters_) {
+    if (nodes_.empty()) break;
+    f->Filter(task, cluster, nodes_, rejections_);
+  }
+
+  Explanation* ex = nullptr;
+  if (options.explain) {
+    d.explanation.emplace();
+    ex = &*d.explanation;
+    for (const auto& s : scorers_) ex->score_plugins.push_back(s.name);
+    ex->nodes.resize(n);
+    for (NodeId i = 0; i < n; ++i) ex->nodes[i].node = i;
+    for (NodeId r : rejections_.rejected()) ex->nodes[r].reason = reasons_.text(rejections_.reason(r));
+  }
+
+  if (nodes_.empty()) {
+    d.reason = Summarize(n);
+    for (PostFilterPlugin* pf : post_filters_) {
+      PreemptionPlan plan = pf->PostFilter(task, cluster, rejections_);
+      if (plan.node != kNoNode && CommitPreemption(task, cluster, plan, options, d)) break;
+    }
+    return d;
+  }
+
+  size_t best = 0;
+  if (nodes_.size() > 1 || ex) {
+    total_.assign(nodes_.size(), 0.0);
+    if (ex) {
+      for (NodeId node : nodes_) {
+        ex->nodes[node].feasible = true;
+        ex->nodes[node].raw.assign(scorers_.size(), 0.0);
+        ex->nodes[node].weighted.assign(scorers_.size(), 0.0);
+      }
+    }
+    for (size_t si = 0; si < scorers_.size(); ++si) {
+      const Scorer& s = scorers_[si];
+      if (s.weight == 0 && !ex) continue;
+      if (s.pre && !s.pre->PreScore(task, cluster, nodes_)) continue;
+      scratch_.assign(nodes_.size(), 0.0);
+      s.score->Score(task, cluster, nodes_, scratch_);
+      s.score->NormalizeScores(scratch_);
+      for (size_t i = 0; i < nodes_.size(); ++i) {
+        const double v = std::clamp(scratch_[i], 0.0, 100.0);
+        total_[i] += s.weight * v;
+        if (ex) {
+          ex->nodes[nodes_[i]].raw[si] = v;
+          ex->nodes[nodes_[i]].weighted[si] = s.weight * v;
+        }
+      }
+    }
+    // Strictly greater: ties go to the earliest node in stable order.
+    for (size_t i = 1; i < nodes_.size(); ++i) {
+      if (total_[i] > total_[best]) best = i;
+    }
+    d.score = total_[best];
+    if (ex) {
+      for (size_t i = 0; i < nodes_.size(); ++i) ex->nodes[nodes_[i]].total = total_[i];
+    }
+  }
+  BindAndCommit(task, cluster, nodes_[best], options, d);
+  return d;
+}
+
+}  // namespace hf::framework

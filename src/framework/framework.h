@@ -1,0 +1,161 @@
+// The Framework runs one scheduling cycle per task over a ClusterState, with
+// the plugins of the current policy (SPEC §3).
+//
+// Cycle: Filter (every enabled filter, in registry order) -> if no node is
+// left, PostFilter (preemption) -> PreScore -> Score -> PostScore (each
+// plugin's scores normalised to 0..100, then total = sum of weight x score)
+// -> highest total wins, ties to the lowest NodeId -> Bind plugins choose
+// devices -> the allocation is committed to the ClusterState.
+//
+// Policy changes (UpdatePlugin, SetSchedulerConfig) take effect at the next
+// cycle. Binpack and Spread (or any two plugins that declare a conflict)
+// cannot both be enabled.
+//
+// Threading: not thread-safe; one thread schedules and changes the policy.
+// A preview runs on a second Framework built from the same policy.
+#ifndef HF_FRAMEWORK_FRAMEWORK_H_
+#define HF_FRAMEWORK_FRAMEWORK_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/cluster_state.h"
+#include "core/model.h"
+#include "core/status.h"
+#include "framework/plugin.h"
+#include "framework/policy.h"
+#include "framework/reasons.h"
+#include "framework/registry.h"
+
+namespace hf::framework {
+
+enum class PluginStatus { kActive, kInactive, kError, kConfiguring };
+const char* PluginStatusName(PluginStatus s);
+
+struct PluginInfo {
+  std::string name;
+  uint32_t points = 0;
+  bool required = false;
+  PluginSettings settings;
+  std::vector<std::string> modes;
+  PluginStatus status = PluginStatus::kInactive;
+  std::string message;  // why the plugin is in `error`
+};
+
+// A partial update: absent fields stay as they are.
+struct PluginPatch {
+  std::optional<bool> enabled;
+  std::optional<double> weight;
+  std::optional<std::string> mode;
+  std::optional<nlohmann::json> config;  // merged key by key into the config
+};
+
+struct ScheduleOptions {
+  // Record every node's filter verdict and every plugin's scores.
+  bool explain = false;
+  // State the task gets when bound (the simulator starts tasks at once).
+  TaskState bind_state = TaskState::kScheduled;
+};
+
+// One node's part in a decision, when explained.
+struct NodeVerdict {
+  NodeId node = kNoNode;
+  bool feasible = false;
+  std::string reason;           // why Filter rejected it
+  std::vector<double> raw;      // per scoring plugin, after normalisation
+  std::vector<double> weighted; // raw x weight
+  double total = 0;
+};
+
+struct Explanation {
+  std::vector<std::string> score_plugins;  // names, in the order of raw/weighted
+  std::vector<NodeVerdict> nodes;
+};
+
+struct Decision {
+  bool scheduled = false;
+  Allocation alloc;
+  // Tasks evicted to make room (already released from the ClusterState);
+  // the owner returns them to pending.
+  std::vector<TaskKey> victims;
+  // Unschedulable: "0/12 nodes available: 7 insufficient GPU, ...".
+  std::string reason;
+  double score = 0;  // the winner's total
+  std::optional<Explanation> explanation;
+};
+
+class Framework {
+ public:
+  // Builds every registered plugin and applies `policy` over the defaults.
+  // Fails on unknown plugin names, bad values, a conflicting pair, or a
+  // malformed setting; a plugin whose source is unusable (missing file)
+  // starts in status `error` instead.
+  static Result<std::unique_ptr<Framework>> Create(const Registry& registry, const Policy& policy,
+                                                   const Clock* clock);
+  ~Framework();
+
+  // Runs one cycle for `task` and, if it is placed, commits it (and evicts
+  // any victims) in `cluster`.
+  Decision Schedule(const Task& task, ClusterState& cluster, const ScheduleOptions& options = {});
+
+  std::vector<PluginInfo> Plugins() const;
+  Result<PluginInfo> GetPlugin(std::string_view name) const;
+  // Errors: NotFound (unknown plugin), FailedPrecondition (disabling a
+  // required plugin), Conflict (naming the other plugin), InvalidArgument.
+  Status UpdatePlugin(std::string_view name, const PluginPatch& patch);
+  // Re-reads a plugin's outside sources (e.g. the topology file).
+  Status ReloadPlugin(std::string_view name);
+
+  const SchedulerConfig& scheduler_config() const { return scheduler_; }
+  Status SetSchedulerConfig(const SchedulerConfig& config);
+
+  // The current settings as a Policy (for persistence and for previews).
+  Policy CurrentPolicy() const;
+  const ReasonTable& reasons() const { return reasons_; }
+
+ private:
+  struct Slot;
+  Framework(const Registry& registry, const Clock* clock);
+  Status ApplySettings(Slot& slot, const PluginSettings& settings);
+  Status CheckConflicts(const Slot& slot, bool enabling) const;
+  void RebuildPointLists();
+  Slot* FindSlot(std::string_view name);
+  const Slot* FindSlot(std::string_view name) const;
+  std::string Summarize(size_t node_count) const;
+  bool CommitPreemption(const Task& task, ClusterState& cluster, const PreemptionPlan& plan,
+                        const ScheduleOptions& options, Decision& d);
+  void PickDefaultGpus(const Task& task, const ClusterState& cluster, Allocation& alloc) const;
+  bool BindAndCommit(const Task& task, ClusterState& cluster, NodeId node,
+                     const ScheduleOptions& options, Decision& d);
+
+  ReasonTable reasons_;
+  PluginDeps deps_;
+  std::vector<std::unique_ptr<Slot>> slots_;  // registry order
+  SchedulerConfig scheduler_;
+
+  // Active plugins per point, rebuilt on every policy change.
+  std::vector<FilterPlugin*> filters_;
+  std::vector<PostFilterPlugin*> post_filters_;
+  struct Scorer {
+    ScorePlugin* score;
+    PreScorePlugin* pre;  // may be null
+    double weight;
+    std::string name;
+  };
+  std::vector<Scorer> scorers_;
+  std::vector<BindPlugin*> device_binders_, attachment_binders_;
+  std::vector<Plugin*> reloadable_;
+
+  // Per-cycle scratch, reused to avoid allocation on the hot path.
+  std::vector<NodeId> nodes_;
+  Rejections rejections_;
+  std::vector<double> total_, scratch_;
+};
+
+}  // namespace hf::framework
+
+#endif  // HF_FRAMEWORK_FRAMEWORK_H_

@@ -1,0 +1,161 @@
+// The scheduling framework's extension points (SPEC §3).
+//
+// A plugin is one class in its own folder under src/plugins/, registered by
+// name in src/plugins/registry.cc. It implements the interfaces of the points
+// it takes part in; the framework calls them in cycle order:
+//
+//   Filter -> (PostFilter if no node is left) -> PreScore -> Score ->
+//   PostScore (normalise + weigh: done by the framework) -> Bind
+//
+// Interfaces work on a whole list of nodes per call instead of one node per
+// call: a scheduling decision on 10,000 nodes must take tens of microseconds,
+// so each plugin runs its own tight loop over the cluster's arrays.
+//
+// Plugins see the task, the cluster state (read-only) and their own config;
+// never the server, the store or another plugin. Instances are used by one
+// scheduling thread at a time and may keep per-cycle scratch as members.
+#ifndef HF_FRAMEWORK_PLUGIN_H_
+#define HF_FRAMEWORK_PLUGIN_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/clock.h"
+#include "core/cluster_state.h"
+#include "core/model.h"
+#include "core/status.h"
+#include "framework/reasons.h"
+
+namespace hf::framework {
+
+enum ExtensionPoint : uint32_t {
+  kFilterPoint = 1u << 0,
+  kPostFilterPoint = 1u << 1,
+  kPreScorePoint = 1u << 2,
+  kScorePoint = 1u << 3,
+  kBindPoint = 1u << 4,
+};
+// "Filter,Score,Bind": the points in a mask, in cycle order.
+std::string ExtensionPointNames(uint32_t points);
+
+// A plugin's settings: `mode` (only for plugins that have modes) and the
+// free-form config object from the policy (e.g. topology_config).
+struct PluginArgs {
+  std::string mode;
+  nlohmann::json config = nlohmann::json::object();
+};
+
+// What plugins get from the framework when they are built.
+struct PluginDeps {
+  ReasonTable* reasons = nullptr;
+  const Clock* clock = nullptr;
+};
+
+class Plugin {
+ public:
+  virtual ~Plugin() = default;
+  virtual std::string_view Name() const = 0;
+  // Bitmask of ExtensionPoint values this plugin implements.
+  virtual uint32_t Points() const = 0;
+  // Modes accepted by the `mode` setting; empty when the plugin has none.
+  virtual std::vector<std::string> Modes() const { return {}; }
+  // Names of plugins that may not be enabled together with this one.
+  virtual std::vector<std::string> ConflictsWith() const { return {}; }
+
+  // Applies settings. Returns InvalidArgument when the settings are malformed
+  // (the change is refused and the old settings stay); Unavailable when they
+  // are well-formed but name something unusable (e.g. a missing file): the
+  // settings are kept and the plugin is in status `error` until a reload works.
+  virtual Status Configure(const PluginArgs& args) {
+    (void)args;
+    return Status::Ok();
+  }
+  // Re-reads outside sources (files). Same error contract as Configure.
+  virtual Status Reload() { return Status::Ok(); }
+  // Cheap test, called at most once per cycle, whether Reload() is due.
+  virtual bool ReloadDue() { return false; }
+};
+
+// Records why each rejected node was rejected, and how many per reason.
+class Rejections {
+ public:
+  void Reset(size_t node_count, size_t reason_count);
+  void Reject(NodeId n, ReasonId r) {
+    reason_by_node_[n] = r;
+    ++count_by_reason_[r];
+    rejected_.push_back(n);
+  }
+  const std::vector<NodeId>& rejected() const { return rejected_; }
+  ReasonId reason(NodeId n) const { return reason_by_node_[n]; }
+  uint32_t count(ReasonId r) const { return count_by_reason_[r]; }
+  size_t reason_slots() const { return count_by_reason_.size(); }
+
+ private:
+  std::vector<ReasonId> reason_by_node_;
+  std::vector<uint32_t> count_by_reason_;
+  std::vector<NodeId> rejected_;
+};
+
+class FilterPlugin : public virtual Plugin {
+ public:
+  // Removes from `nodes` every node that cannot take `task`, keeping the
+  // relative order of the others, and records each removal with its reason.
+  virtual void Filter(const Task& task, const ClusterState& cluster, std::vector<NodeId>& nodes,
+                      Rejections& rejections) = 0;
+};
+
+// A preemption decision: evict `victims` from `node`, then place the task there.
+struct PreemptionPlan {
+  NodeId node = kNoNode;
+  std::vector<TaskKey> victims;
+};
+
+class PostFilterPlugin : public virtual Plugin {
+ public:
+  // Called when Filter left no node. Returns a plan (node != kNoNode) or an
+  // empty plan when nothing can be done. Only nodes whose rejection reason is
+  // resolvable are worth considering.
+  virtual PreemptionPlan PostFilter(const Task& task, const ClusterState& cluster,
+                                    const Rejections& rejections) = 0;
+};
+
+class PreScorePlugin : public virtual Plugin {
+ public:
+  // Prepares per-task data for Score over `feasible`. Returns false when the
+  // plugin has nothing to say about this task (its Score is skipped and it
+  // contributes 0 to every node).
+  virtual bool PreScore(const Task& task, const ClusterState& cluster,
+                        std::span<const NodeId> feasible) = 0;
+};
+
+class ScorePlugin : public virtual Plugin {
+ public:
+  // Writes one score per node of `nodes` into `scores` (same length). Scores
+  // are 0..100 unless the plugin normalises them (below).
+  virtual void Score(const Task& task, const ClusterState& cluster, std::span<const NodeId> nodes,
+                     std::span<double> scores) = 0;
+  // Maps raw scores onto 0..100 in place (PostScore). Default: none needed.
+  virtual void NormalizeScores(std::span<double> scores) { (void)scores; }
+};
+
+class BindPlugin : public virtual Plugin {
+ public:
+  // Device pickers (GPUs) run first, in registry order; then the framework
+  // picks the lowest free eligible GPUs if none chose; then attachment pickers
+  // (RDMA NICs), which can see the chosen GPUs.
+  enum class Stage { kDevices, kAttachments };
+  virtual Stage BindStage() const { return Stage::kDevices; }
+  // Refines `alloc` on the chosen node: picks GPUs (if alloc.gpus is still
+  // empty and the task needs GPUs), an RDMA device, and so on. Bind plugins
+  // run in registry order; the framework then commits the allocation.
+  virtual Status Bind(const Task& task, const ClusterState& cluster, Allocation& alloc) = 0;
+};
+
+}  // namespace hf::framework
+
+#endif  // HF_FRAMEWORK_PLUGIN_H_

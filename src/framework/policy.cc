@@ -1,0 +1,160 @@
+#include "framework/policy.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+namespace hf::framework {
+namespace {
+
+// Converts a YAML node to JSON, keeping scalars' natural types.
+nlohmann::json ToJson(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: {
+      nlohmann::json j = nlohmann::json::object();
+      for (const auto& kv : node) j[kv.first.as<std::string>()] = ToJson(kv.second);
+      return j;
+    }
+    case YAML::NodeType::Sequence: {
+      nlohmann::json j = nlohmann::json::array();
+      for (const auto& v : node) j.push_back(ToJson(v));
+      return j;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string& s = node.Scalar();
+      if (node.Tag() == "!") return s;  // quoted: keep as string
+      bool b;
+      if (YAML::convert<bool>::decode(node, b)) return b;
+      long long i;
+      if (YAML::convert<long long>::decode(node, i)) return i;
+      double d;
+      if (YAML::convert<double>::decode(node, d)) return d;
+      return s;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+Status ThresholdOk(double v, const char* field) {
+  if (!(v > 0.0 && v <= 1.0)) {
+    return InvalidArgument(std::string(field) + " must be in (0, 1], got " + std::to_string(v));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ValidateWeight(double w, const std::string& field) {
+  if (!std::isfinite(w) || w < 0) return InvalidArgument(field + " must be a finite number >= 0");
+  return Status::Ok();
+}
+
+Status SchedulerConfig::Validate() const {
+  HF_RETURN_IF_ERROR(ThresholdOk(load_threshold, "load_threshold"));
+  HF_RETURN_IF_ERROR(ThresholdOk(gpu_load_threshold, "gpu_load_threshold"));
+  HF_RETURN_IF_ERROR(ThresholdOk(memory_threshold, "memory_threshold"));
+  return Status::Ok();
+}
+
+nlohmann::json SchedulerConfig::ToJson() const {
+  return {{"load_threshold", load_threshold},
+          {"gpu_load_threshold", gpu_load_threshold},
+          {"memory_threshold", memory_threshold}};
+}
+
+Result<Policy> ParsePolicyYaml(const std::string& text, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+  Policy policy;
+  if (!root || root.IsNull()) return policy;
+  if (!root.IsMap()) return InvalidArgument(source + ": expected a mapping with a plugins: block");
+  const auto where = [&](const YAML::Node& n) {
+    return source + ":" + std::to_string(n.Mark().line + 1);
+  };
+  for (const auto& top : root) {
+    const std::string key = top.first.as<std::string>();
+    if (key != "plugins" && key != "scheduler") {
+      // Server configs carry other blocks (nodes:, listen:, ...); the policy ignores them.
+      continue;
+    }
+    if (!top.second.IsMap()) return InvalidArgument(where(top.second) + ": " + key + " must be a mapping");
+    if (key == "plugins") {
+      for (const auto& p : top.second) {
+        const std::string name = p.first.as<std::string>();
+        if (!p.second.IsMap()) {
+          return InvalidArgument(where(p.second) + ": plugins." + name + " must be a mapping");
+        }
+        PluginSettings s;  // for type checks only
+        nlohmann::json named = nlohmann::json::object();
+        for (const auto& kv : p.second) {
+          const std::string k = kv.first.as<std::string>();
+          const std::string field = "plugins." + name + "." + k;
+          nlohmann::json v = ToJson(kv.second);
+          if (k == "enabled") {
+            if (!v.is_boolean()) return InvalidArgument(where(kv.second) + ": " + field + " must be true or false");
+            s.enabled = v.get<bool>();
+          } else if (k == "weight") {
+            if (!v.is_number()) return InvalidArgument(where(kv.second) + ": " + field + " must be a number");
+            s.weight = v.get<double>();
+            Status st = ValidateWeight(s.weight, field);
+            if (!st.ok()) return InvalidArgument(where(kv.second) + ": " + st.message());
+          } else if (k == "mode") {
+            if (!v.is_string()) return InvalidArgument(where(kv.second) + ": " + field + " must be a string");
+            s.mode = v.get<std::string>();
+          }
+          named[k] = v;
+        }
+        policy.plugins[name] = named;
+      }
+    } else {
+      for (const auto& kv : top.second) {
+        const std::string k = kv.first.as<std::string>();
+        const std::string field = "scheduler." + k;
+        nlohmann::json v = ToJson(kv.second);
+        double* target = k == "load_threshold"       ? &policy.scheduler.load_threshold
+                         : k == "gpu_load_threshold" ? &policy.scheduler.gpu_load_threshold
+                         : k == "memory_threshold"   ? &policy.scheduler.memory_threshold
+                                                     : nullptr;
+        if (target) {
+          if (!v.is_number()) return InvalidArgument(where(kv.second) + ": " + field + " must be a number");
+          *target = v.get<double>();
+        } else if (k == "score_weights") {
+          if (!v.is_object()) return InvalidArgument(where(kv.second) + ": " + field + " must be a mapping");
+          for (auto& [plugin, w] : v.items()) {
+            if (!w.is_number()) {
+              return InvalidArgument(where(kv.second) + ": " + field + "." + plugin + " must be a number");
+            }
+            Status st = ValidateWeight(w.get<double>(), field + "." + plugin);
+            if (!st.ok()) return InvalidArgument(where(kv.second) + ": " + st.message());
+            // One source of truth: a score weight is the plugin's weight.
+            auto& named = policy.plugins[plugin];
+            if (named.is_null()) named = nlohmann::json::object();
+            named["weight"] = w;
+          }
+        } else {
+          return InvalidArgument(where(kv.first) + ": unknown key " + field);
+        }
+      }
+      Status st = policy.scheduler.Validate();
+      if (!st.ok()) return InvalidArgument(source + ": scheduler." + st.message());
+    }
+  }
+  return policy;
+}
+
+Result<Policy> LoadPolicyFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound(path + ": cannot open policy file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParsePolicyYaml(ss.str(), path);
+}
+
+}  // namespace hf::framework

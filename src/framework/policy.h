@@ -1,0 +1,69 @@
+// A scheduling policy: which plugins are enabled, with which weights, modes and
+// arguments, plus the scheduler's load thresholds (SPEC §4-§5).
+//
+// The YAML form is the `plugins:` block exactly as the product vision writes
+// it, optionally with a `scheduler:` block:
+//
+//   plugins:
+//     binpack:  {enabled: true,  weight: 1}
+//     spread:   {enabled: false, weight: 1}
+//     preempt:  {enabled: true,  mode: "scheduled", weight: 1}
+//     rdma:     {enabled: true,  weight: 1}
+//     topology: {enabled: true,  weight: 1, topology_config: "/etc/heteroflow/topology.yaml"}
+//   scheduler:
+//     load_threshold: 0.8
+//     gpu_load_threshold: 0.9
+//     memory_threshold: 0.85
+//     score_weights: {binpack: 1.0}
+//
+// Keys other than enabled / weight / mode go into the plugin's config object.
+// Plugins not named keep their defaults.
+#ifndef HF_FRAMEWORK_POLICY_H_
+#define HF_FRAMEWORK_POLICY_H_
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+
+namespace hf::framework {
+
+struct PluginSettings {
+  bool enabled = false;
+  double weight = 1.0;  // >= 0 and finite; applied once, by the framework
+  std::string mode;     // only for plugins with modes (preempt)
+  nlohmann::json config = nlohmann::json::object();
+};
+
+struct SchedulerConfig {
+  double load_threshold = 0.8;       // measured CPU load above this: no new task
+  double gpu_load_threshold = 0.9;   // measured GPU utilization above this: no new GPU task
+  double memory_threshold = 0.85;    // measured memory use above this: no new task
+
+  // Each value must be in (0, 1]; the message names the field.
+  Status Validate() const;
+  nlohmann::json ToJson() const;
+};
+
+struct Policy {
+  // Per plugin, only the keys the source named (enabled, weight, mode, or
+  // config keys), so that a file naming only `weight` keeps the default
+  // `enabled`. Types are checked here; names and values by the framework.
+  std::map<std::string, nlohmann::json> plugins;
+  SchedulerConfig scheduler;
+};
+
+// Parses a YAML document that holds a `plugins:` and/or `scheduler:` block.
+// `source` names the file in error messages.
+Result<Policy> ParsePolicyYaml(const std::string& text, const std::string& source);
+Result<Policy> LoadPolicyFile(const std::string& path);
+
+// Validates a weight value; `field` names it in the message.
+Status ValidateWeight(double w, const std::string& field);
+
+}  // namespace hf::framework
+
+#endif  // HF_FRAMEWORK_POLICY_H_

@@ -1,0 +1,38 @@
+// heteroflow: one binary, one subcommand per role (as nomad and k3s do).
+#include <cstdio>
+#include <string>
+
+#include "sim/simulate_command.h"
+
+namespace {
+
+void Usage() {
+  std::fprintf(stderr,
+               "usage: heteroflow <command> [options]\n\n"
+               "commands:\n"
+               "  simulate   replay a cluster and workload (openb CSV or YAML) offline\n"
+               "  version    print the version\n\n"
+               "Run 'heteroflow <command> --help' for a command's options.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    Usage();
+    return 2;
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "simulate") return hf::sim::RunSimulateCommand(argc - 1, argv + 1);
+  if (cmd == "version" || cmd == "--version") {
+    std::printf("heteroflow 0.1.0\n");
+    return 0;
+  }
+  if (cmd == "help" || cmd == "--help" || cmd == "-h") {
+    Usage();
+    return 0;
+  }
+  std::fprintf(stderr, "heteroflow: unknown command '%s'\n", cmd.c_str());
+  Usage();
+  return 2;
+}

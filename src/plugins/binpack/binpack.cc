@@ -1,0 +1,21 @@
+#include "plugins/binpack/binpack.h"
+
+#include "core/fit.h"
+
+namespace hf::plugins {
+
+void Binpack::Score(const Task& task, const ClusterState& cluster, std::span<const NodeId> nodes,
+                std::span<double> scores) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    scores[i] = 100.0 * UtilizationWithTask(cluster, nodes[i], task.requests);
+  }
+}
+
+Status Binpack::Bind(const Task& task, const ClusterState& cluster, Allocation& alloc) {
+  const Requests& r = task.requests;
+  if (r.gpu == 0 || r.gpu_milli >= kWholeGpuMilli || !alloc.gpus.empty()) return Status::Ok();
+  alloc.gpus = PickSharedGpus(cluster, alloc.node, r, /*best_fit=*/true);
+  return Status::Ok();
+}
+
+}  // namespace hf::plugins

@@ -1,0 +1,34 @@
+// Binpack (Score, Bind). Prefers the fullest node (fewer, fuller nodes; less fragmentation).
+//
+// score = (used_cpu/total_cpu + used_memory/total_memory + used_gpu/total_gpu) / 3 x 100
+// where "used" includes the task being placed, is clamped at capacity, and a
+// resource the node does not have (total 0, e.g. GPU on a CPU-only node) is
+// left out of the mean (SPEC §4). Already 0..100: no normalisation.
+//
+// Bind: for a shared-GPU request (gpu_milli < 1000) picks the GPU with the least free share that still fits (best fit).
+// Whole-GPU requests are left to the topology plugin or the default choice.
+//
+// Mutually exclusive with spread.
+#ifndef HF_PLUGINS_BINPACK_BINPACK_H_
+#define HF_PLUGINS_BINPACK_BINPACK_H_
+
+#include "framework/plugin.h"
+
+namespace hf::plugins {
+
+class Binpack final : public framework::ScorePlugin, public framework::BindPlugin {
+ public:
+  static constexpr const char* kName = "binpack";
+  explicit Binpack(const framework::PluginDeps&) {}
+
+  std::string_view Name() const override { return kName; }
+  uint32_t Points() const override { return framework::kScorePoint | framework::kBindPoint; }
+  std::vector<std::string> ConflictsWith() const override { return {"spread"}; }
+  void Score(const Task& task, const ClusterState& cluster, std::span<const NodeId> nodes,
+             std::span<double> scores) override;
+  Status Bind(const Task& task, const ClusterState& cluster, Allocation& alloc) override;
+};
+
+}  // namespace hf::plugins
+
+#endif  // HF_PLUGINS_BINPACK_BINPACK_H_

@@ -1,0 +1,49 @@
+// Preempt (PostFilter): when Filter leaves no node, evict lower-priority tasks
+// to make room (SPEC §4).
+//
+// Modes: "scheduled" (default: evict only tasks that are scheduled but not yet
+// running), "running" (first try scheduled-only victims on every node; only if
+// that frees no node, running tasks too), "disabled".
+//
+// Victims have strictly lower priority than the preemptor and are
+// preemptible; a running task is not a victim before it has run
+// `min_runtime_seconds` (config, default 60; anti-thrashing).
+// Only nodes that Filter rejected for a resolvable reason (insufficient
+// resources) are considered. On each such node: remove every eligible victim,
+// check the task fits, then add victims back, most important first (higher
+// priority, then later start), while the task still fits: what remains is the
+// minimal victim set. Among nodes, choose the lowest highest-victim priority,
+// then the lowest sum of victim priorities, then the fewest victims, then the
+// lowest NodeId. The framework evicts the victims and binds the preemptor in
+// the same step, so the freed resources are reserved for it.
+//
+// Config: {"min_runtime_seconds": number >= 0}.
+#ifndef HF_PLUGINS_PREEMPT_PREEMPT_H_
+#define HF_PLUGINS_PREEMPT_PREEMPT_H_
+
+#include "framework/plugin.h"
+
+namespace hf::plugins {
+
+class Preempt final : public framework::PostFilterPlugin {
+ public:
+  static constexpr const char* kName = "preempt";
+  explicit Preempt(const framework::PluginDeps& deps);
+
+  std::string_view Name() const override { return kName; }
+  uint32_t Points() const override { return framework::kPostFilterPoint; }
+  std::vector<std::string> Modes() const override { return {"scheduled", "running", "disabled"}; }
+  Status Configure(const framework::PluginArgs& args) override;
+  framework::PreemptionPlan PostFilter(const Task& task, const ClusterState& cluster,
+                                       const framework::Rejections& rejections) override;
+
+ private:
+  const framework::ReasonTable* reasons_;
+  const Clock* clock_;
+  std::string mode_ = "scheduled";
+  int64_t min_runtime_ms_ = 60'000;
+};
+
+}  // namespace hf::plugins
+
+#endif  // HF_PLUGINS_PREEMPT_PREEMPT_H_

@@ -1,0 +1,63 @@
+// Topology (PreScore, Score, Bind) (SPEC §4).
+//
+// Positions: from the file named by config `topology_config` (YAML: zones ->
+// switches -> racks -> nodes; see topology_file.h) when set, otherwise from
+// each node's own `topology` fields. A missing or invalid file puts the plugin
+// in status `error` with the reason; the scheduler goes on without it. The
+// file is re-read when its modification time changes (checked at most once a
+// second) or on request (Reload).
+//
+// Score: proximity levels: same node 100, same rack 75, same switch 50, same
+// zone 25, elsewhere 0. Two parts, each the best level from the node to:
+//   - the nodes running the task's depends_on (tasks or groups of that name);
+//   - the nodes running other instances of the task's group (so a group packs
+//     into one rack).
+// The score is the mean of the parts that apply; the plugin is skipped for a
+// task to which neither applies.
+//
+// Bind: a task asking for several whole GPUs gets GPUs inside one NVLink
+// domain if one can hold it, else inside one PCIe switch, else one NUMA node,
+// else the lowest free ones; among domains that can hold it, the one with the
+// fewest free GPUs (so larger free domains stay whole for larger tasks).
+#ifndef HF_PLUGINS_TOPOLOGY_TOPOLOGY_H_
+#define HF_PLUGINS_TOPOLOGY_TOPOLOGY_H_
+
+#include <string>
+#include <vector>
+
+#include "framework/plugin.h"
+#include "plugins/topology/topology_file.h"
+
+namespace hf::plugins {
+
+class Topology final : public framework::PreScorePlugin,
+                       public framework::ScorePlugin,
+                       public framework::BindPlugin {
+ public:
+  static constexpr const char* kName = "topology";
+  explicit Topology(const framework::PluginDeps& deps);
+
+  std::string_view Name() const override { return kName; }
+  uint32_t Points() const override {
+    return framework::kPreScorePoint | framework::kScorePoint | framework::kBindPoint;
+  }
+  Status Configure(const framework::PluginArgs& args) override;
+  Status Reload() override;
+  bool ReloadDue() override;
+  bool PreScore(const Task& task, const ClusterState& cluster,
+                std::span<const NodeId> feasible) override;
+  void Score(const Task& task, const ClusterState& cluster, std::span<const NodeId> nodes,
+             std::span<double> scores) override;
+  Status Bind(const Task& task, const ClusterState& cluster, Allocation& alloc) override;
+
+ private:
+  // Implementation state (positions per NodeId, interned ids, per-cycle marks)
+  // is defined by topology.cc.
+  struct State;
+  std::shared_ptr<State> state_;
+  const Clock* clock_;
+};
+
+}  // namespace hf::plugins
+
+#endif  // HF_PLUGINS_TOPOLOGY_TOPOLOGY_H_
