@@ -21,6 +21,14 @@
 #ifndef HF_PLUGINS_PREEMPT_PREEMPT_H_
 #define HF_PLUGINS_PREEMPT_PREEMPT_H_
 
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/cluster_state.h"
+#include "core/fit.h"
+#include "core/model.h"
 #include "framework/plugin.h"
 
 namespace hf::plugins {
@@ -38,10 +46,38 @@ class Preempt final : public framework::PostFilterPlugin {
                                        const framework::Rejections& rejections) override;
 
  private:
+  static constexpr int64_t kDefaultMinRuntimeMs = 60'000;
+
+  // How good a node's minimal victim set is; smaller is better, field by
+  // field, in the order the node choice uses.
+  struct Choice {
+    int32_t max_priority = 0;
+    int64_t sum_priority = 0;
+    size_t count = 0;
+    NodeId node = kNoNode;
+  };
+
+  // One sweep over the resolvable rejected nodes; running tasks are victims
+  // only when `allow_running`. Leaves the best plan in best_/best_victims_.
+  void Sweep(const Task& task, const ClusterState& cluster,
+             const framework::Rejections& rejections, ClusterState::ModelMask allowed,
+             bool allow_running, int64_t now_ms);
+  // Finds the minimal victim set on node n and keeps it if it beats best_.
+  void TryNode(const Task& task, const ClusterState& cluster, NodeId n,
+               ClusterState::ModelMask allowed, bool allow_running, int64_t now_ms);
+
   const framework::ReasonTable* reasons_;
   const Clock* clock_;
   std::string mode_ = "scheduled";
-  int64_t min_runtime_ms_ = 60'000;
+  int64_t min_runtime_ms_ = kDefaultMinRuntimeMs;
+
+  // Per-call scratch, kept as members so that a PostFilter over many nodes
+  // does not allocate per node or per victim once warmed up.
+  std::vector<const PlacedTask*> eligible_;
+  std::vector<TaskKey> victims_;
+  NodeFree free_;
+  Choice best_;
+  std::vector<TaskKey> best_victims_;
 };
 
 }  // namespace hf::plugins

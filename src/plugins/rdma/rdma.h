@@ -12,6 +12,10 @@
 #ifndef HF_PLUGINS_RDMA_RDMA_H_
 #define HF_PLUGINS_RDMA_RDMA_H_
 
+#include <cstdint>
+#include <span>
+#include <vector>
+
 #include "framework/plugin.h"
 
 namespace hf::plugins {
@@ -42,6 +46,11 @@ class Rdma final : public framework::FilterPlugin,
  private:
   framework::ReasonId no_rdma_;
   std::span<const NodeCount> group_nodes_;  // valid between PreScore and Score
+  // Score's per-node scratch: count_by_node_[n] holds this cycle's count when
+  // count_stamp_[n] == epoch_, so nothing is cleared between cycles.
+  uint64_t epoch_ = 0;
+  std::vector<uint64_t> count_stamp_;
+  std::vector<int32_t> count_by_node_;
 };
 
 }  // namespace hf::plugins

@@ -22,6 +22,8 @@
 #ifndef HF_PLUGINS_TOPOLOGY_TOPOLOGY_H_
 #define HF_PLUGINS_TOPOLOGY_TOPOLOGY_H_
 
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Runs the whole test suite: unit tests and end-to-end tests of the real binary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/build.sh
+jobs=$(nproc 2>/dev/null || echo 2)
+ctest --test-dir build --output-on-failure -j"$jobs" "$@"

@@ -1,0 +1,205 @@
+#include "core/cluster_state.h"
+
+#include <gtest/gtest.h>
+
+#include "core/fit.h"
+
+namespace hf {
+namespace {
+
+NodeSpec GpuNode(const std::string& name, int gpus, const std::string& model = "A100",
+                 int64_t gpu_mem = 81920) {
+  NodeSpec s;
+  s.name = name;
+  s.cpu_milli = 32000;
+  s.memory_mib = 131072;
+  for (int i = 0; i < gpus; ++i) s.gpus.push_back({i, "", model, "nvidia", gpu_mem, 0, i / 4, i / 4});
+  return s;
+}
+
+Task MakeTask(TaskKey key, int gpu, int milli, int64_t gpu_mem = 0) {
+  Task t;
+  t.key = key;
+  t.name = "t" + std::to_string(key);
+  t.requests.cpu_milli = 1000;
+  t.requests.memory_mib = 1024;
+  t.requests.gpu = gpu;
+  t.requests.gpu_milli = milli;
+  t.requests.gpu_memory_mib = gpu_mem;
+  return t;
+}
+
+Allocation Alloc(NodeId n, std::vector<GpuGrant> gpus) {
+  Allocation a;
+  a.node = n;
+  a.cpu_milli = 1000;
+  a.memory_mib = 1024;
+  a.gpus = std::move(gpus);
+  return a;
+}
+
+TEST(ClusterStateTest, AddNodeRejectsDuplicatesAndBadSpecs) {
+  ClusterState c;
+  ASSERT_TRUE(c.AddNode(GpuNode("a", 2)).ok());
+  EXPECT_EQ(c.AddNode(GpuNode("a", 2)).status().code(), StatusCode::kAlreadyExists);
+  NodeSpec bad = GpuNode("b", 2);
+  bad.gpus[1].index = 0;
+  EXPECT_EQ(c.AddNode(bad).status().code(), StatusCode::kInvalidArgument);
+  bad = GpuNode("c", 0);
+  bad.cpu_milli = -1;
+  EXPECT_EQ(c.AddNode(bad).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.node_count(), 1u);
+}
+
+TEST(ClusterStateTest, SharedGpuCannotBeOverAllocated) {
+  ClusterState c;
+  NodeId n = *c.AddNode(GpuNode("a", 1));
+  ASSERT_TRUE(c.Bind(MakeTask(1, 1, 600), Alloc(n, {{0, 600, 0}})).ok());
+  EXPECT_EQ(c.max_free_milli(n), 400);
+  EXPECT_EQ(c.free_whole_gpus(n), 0);
+  // 600 + 500 > 1000: refused, and nothing changes.
+  Status st = c.Bind(MakeTask(2, 1, 500), Alloc(n, {{0, 500, 0}}));
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(c.gpu_free_milli(n)[0], 400);
+  EXPECT_EQ(c.free_cpu(n), 31000);
+  ASSERT_TRUE(c.Bind(MakeTask(3, 1, 400), Alloc(n, {{0, 400, 0}})).ok());
+  EXPECT_EQ(c.gpu_free_milli(n)[0], 0);
+  EXPECT_EQ(c.used_gpu_milli(n), 1000);
+}
+
+TEST(ClusterStateTest, BindValidatesEveryGrantBeforeChangingAnything) {
+  ClusterState c;
+  NodeId n = *c.AddNode(GpuNode("a", 2, "A100", 1000));
+  struct Row {
+    const char* name;
+    std::vector<GpuGrant> gpus;
+    std::string rdma;
+    StatusCode want;
+  } rows[] = {
+      {"unknown GPU index", {{7, 1000, 0}}, "", StatusCode::kNotFound},
+      {"same GPU twice", {{0, 500, 0}, {0, 500, 0}}, "", StatusCode::kInvalidArgument},
+      {"zero share", {{0, 0, 0}}, "", StatusCode::kInvalidArgument},
+      {"share above 1000", {{0, 1001, 0}}, "", StatusCode::kInvalidArgument},
+      {"GPU memory above capacity", {{1, 100, 1001}}, "", StatusCode::kResourceExhausted},
+      {"second grant bad", {{0, 1000, 0}, {1, 1000, 2000}}, "", StatusCode::kResourceExhausted},
+      {"unknown RDMA device", {{0, 1000, 0}}, "mlx5_9", StatusCode::kNotFound},
+  };
+  for (const Row& r : rows) {
+    Allocation a = Alloc(n, r.gpus);
+    a.rdma_device = r.rdma;
+    EXPECT_EQ(c.Bind(MakeTask(1, int(r.gpus.size()), 1000), a).code(), r.want) << r.name;
+    EXPECT_EQ(c.free_whole_gpus(n), 2) << r.name;
+    EXPECT_EQ(c.free_cpu(n), 32000) << r.name;
+    EXPECT_EQ(c.placed_count(), 0u) << r.name;
+  }
+}
+
+TEST(ClusterStateTest, ModelRestrictionIsEnforcedAtBind) {
+  ClusterState c;
+  NodeId n = *c.AddNode(GpuNode("a", 1, "T4"));
+  Task t = MakeTask(1, 1, 1000);
+  t.requests.gpu_models = {"H100"};
+  EXPECT_EQ(c.Bind(t, Alloc(n, {{0, 1000, 0}})).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ClusterStateTest, ReleaseReturnsEverythingAndUpdatesIndexes) {
+  ClusterState c;
+  NodeId n = *c.AddNode(GpuNode("a", 4));
+  Task t = MakeTask(1, 2, 1000);
+  t.group = "job";
+  t.rdma_required = false;
+  ASSERT_TRUE(c.Bind(t, Alloc(n, {{0, 1000, 0}, {1, 1000, 0}})).ok());
+  ASSERT_EQ(c.GroupNodes("job").size(), 1u);
+  EXPECT_EQ(c.GroupNodes("job")[0].count, 1);
+  EXPECT_EQ(c.NameNodes("t1").size(), 1u);
+  EXPECT_EQ(c.free_whole_gpus(n), 2);
+  EXPECT_EQ(c.Bind(t, Alloc(n, {{2, 1000, 0}})).code(), StatusCode::kAlreadyExists);
+  ASSERT_TRUE(c.Release(1).ok());
+  EXPECT_EQ(c.free_whole_gpus(n), 4);
+  EXPECT_EQ(c.free_cpu(n), 32000);
+  EXPECT_TRUE(c.GroupNodes("job").empty());
+  EXPECT_TRUE(c.TasksOn(n).empty());
+  EXPECT_EQ(c.Release(1).code(), StatusCode::kNotFound);
+}
+
+TEST(ClusterStateTest, InflightEstimateClearsOnReport) {
+  ClusterState c;
+  NodeId n = *c.AddNode(GpuNode("a", 2));
+  ASSERT_TRUE(c.Bind(MakeTask(1, 1, 1000), Alloc(n, {{0, 1000, 0}})).ok());
+  EXPECT_EQ(c.inflight_gpu_milli(n), 1000);
+  EXPECT_EQ(c.inflight_cpu(n), 1000);
+  NodeUsage u;
+  u.cpu_load = 0.5;
+  u.gpus = {{0, 0.9, 0}, {1, 0.1, 0}};
+  c.ReportUsage(n, u);
+  EXPECT_EQ(c.inflight_gpu_milli(n), 0);
+  EXPECT_DOUBLE_EQ(c.measured_gpu_utilization(n), 0.5);
+  EXPECT_TRUE(c.measured(n));
+}
+
+TEST(FitTest, GpuFitReasonsTable) {
+  // One 4-GPU T4 node; GPU 0 half used, GPU 1 fully used.
+  ClusterState c;
+  NodeId n = *c.AddNode(GpuNode("a", 4, "T4", 16000));
+  ASSERT_TRUE(c.Bind(MakeTask(1, 1, 500, 8000), Alloc(n, {{0, 500, 8000}})).ok());
+  ASSERT_TRUE(c.Bind(MakeTask(2, 1, 1000), Alloc(n, {{1, 1000, 0}})).ok());
+  struct Row {
+    const char* name;
+    int gpu, milli;
+    int64_t mem;
+    std::vector<std::string> models;
+    FitFailure want;
+  } rows[] = {
+      {"two whole GPUs fit (2 and 3 free)", 2, 1000, 0, {}, FitFailure::kNone},
+      {"three whole GPUs do not", 3, 1000, 0, {}, FitFailure::kInsufficientGpu},
+      {"five GPUs exceed the node", 5, 1000, 0, {}, FitFailure::kInsufficientGpu},
+      {"shares of 500 on 3 GPUs (0,2,3)", 3, 500, 0, {}, FitFailure::kNone},
+      {"shares of 600 on 3 GPUs: GPU 0 too full", 3, 600, 0, {}, FitFailure::kInsufficientGpu},
+      {"model allowed", 1, 1000, 0, {"H100", "T4"}, FitFailure::kNone},
+      {"model not allowed", 1, 1000, 0, {"H100"}, FitFailure::kGpuModelMismatch},
+      {"memory 9000 on 3 GPUs: GPU 0 has 8000", 3, 400, 9000, {}, FitFailure::kInsufficientGpuMemory},
+      {"memory 8000 on 3 GPUs", 3, 400, 8000, {}, FitFailure::kNone},
+  };
+  for (const Row& r : rows) {
+    Requests req;
+    req.gpu = r.gpu;
+    req.gpu_milli = r.milli;
+    req.gpu_memory_mib = r.mem;
+    req.gpu_models = r.models;
+    EXPECT_EQ(NodeFree::Of(c, n).Check(req, c.MaskOf(req.gpu_models)), r.want) << r.name;
+  }
+}
+
+TEST(FitTest, NodeFreeReturnUndoesAllocation) {
+  ClusterState c;
+  NodeId n = *c.AddNode(GpuNode("a", 1));
+  ASSERT_TRUE(c.Bind(MakeTask(1, 1, 700), Alloc(n, {{0, 700, 0}})).ok());
+  Requests req;
+  req.gpu = 1;
+  req.gpu_milli = 800;
+  NodeFree f = NodeFree::Of(c, n);
+  EXPECT_EQ(f.Check(req, ClusterState::kAnyModel), FitFailure::kInsufficientGpu);
+  f.Return(c, c.FindPlaced(1)->alloc);
+  EXPECT_EQ(f.Check(req, ClusterState::kAnyModel), FitFailure::kNone);
+  // The live state is untouched by what-if evaluation.
+  EXPECT_EQ(c.gpu_free_milli(n)[0], 300);
+}
+
+TEST(FitTest, UtilizationLeavesOutMissingResources) {
+  ClusterState c;
+  NodeSpec cpu_only;
+  cpu_only.name = "cpu";
+  cpu_only.cpu_milli = 10000;
+  cpu_only.memory_mib = 1000;
+  NodeId n = *c.AddNode(cpu_only);
+  Requests req;
+  req.cpu_milli = 2500;  // 0.25
+  req.memory_mib = 500;  // 0.5
+  // GPU is left out: (0.25 + 0.5) / 2.
+  EXPECT_DOUBLE_EQ(UtilizationWithTask(c, n, req), 0.375);
+  req.cpu_milli = 20000;  // clamped at 1.0
+  EXPECT_DOUBLE_EQ(UtilizationWithTask(c, n, req), 0.75);
+}
+
+}  // namespace
+}  // namespace hf

@@ -1,0 +1,222 @@
+#include "framework/framework.h"
+
+#include <gtest/gtest.h>
+
+#include "core/test_nodes.h"
+
+namespace hf::framework {
+namespace {
+
+using hf::testing::AllocFor;
+using hf::testing::MakeTask;
+using hf::testing::Node;
+
+constexpr const char* kVisionPolicy = R"(
+plugins:
+  binpack:  {enabled: true,  weight: 1}
+  spread:   {enabled: false, weight: 1}
+  preempt:  {enabled: true,  mode: "scheduled", weight: 1}
+  rdma:     {enabled: true,  weight: 1}
+  topology: {enabled: true,  weight: 1, topology_config: "/nonexistent/heteroflow/topology.yaml"}
+)";
+
+std::unique_ptr<Framework> Make(const std::string& yaml, const Clock* clock = nullptr) {
+  auto policy = ParsePolicyYaml(yaml, "test.yaml");
+  EXPECT_TRUE(policy.ok()) << policy.status().ToString();
+  auto fw = Framework::Create(hf::plugins::InTreeRegistry(), *policy, clock);
+  EXPECT_TRUE(fw.ok()) << fw.status().ToString();
+  return std::move(fw).value();
+}
+
+PluginInfo Info(const Framework& fw, const std::string& name) { return *fw.GetPlugin(name); }
+
+TEST(PolicyTest, ParsesTheVisionBlockExactly) {
+  auto fw = Make(kVisionPolicy);
+  EXPECT_TRUE(Info(*fw, "binpack").settings.enabled);
+  EXPECT_EQ(Info(*fw, "binpack").status, PluginStatus::kActive);
+  EXPECT_EQ(Info(*fw, "spread").status, PluginStatus::kInactive);
+  EXPECT_EQ(Info(*fw, "preempt").settings.mode, "scheduled");
+  EXPECT_EQ(Info(*fw, "topology").settings.config["topology_config"],
+            "/nonexistent/heteroflow/topology.yaml");
+  // A missing topology file: status error with the reason; the policy still loads.
+  EXPECT_EQ(Info(*fw, "topology").status, PluginStatus::kError);
+  EXPECT_NE(Info(*fw, "topology").message.find("/nonexistent/heteroflow/topology.yaml"),
+            std::string::npos);
+  EXPECT_TRUE(Info(*fw, "fit").required);
+  EXPECT_TRUE(Info(*fw, "load_threshold").required);
+}
+
+TEST(PolicyTest, BadFilesAreRejectedWithFieldAndLine) {
+  struct Row {
+    const char* name;
+    const char* yaml;
+    const char* want;
+  } rows[] = {
+      {"weight not a number", "plugins:\n  binpack: {weight: heavy}\n", "test.yaml:2: plugins.binpack.weight"},
+      {"negative weight", "plugins:\n  binpack:\n    weight: -1\n", "test.yaml:3: plugins.binpack.weight"},
+      {"enabled not bool", "plugins:\n  rdma: {enabled: 3}\n", "plugins.rdma.enabled"},
+      {"threshold out of range", "scheduler:\n  load_threshold: 1.5\n", "load_threshold must be in (0, 1]"},
+      {"unknown scheduler key", "scheduler:\n  foo: 1\n", "test.yaml:2: unknown key scheduler.foo"},
+      {"broken yaml", "plugins: [\n", "test.yaml:"},
+  };
+  for (const Row& r : rows) {
+    auto p = ParsePolicyYaml(r.yaml, "test.yaml");
+    ASSERT_FALSE(p.ok()) << r.name;
+    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument) << r.name;
+    EXPECT_NE(p.status().message().find(r.want), std::string::npos) << r.name << ": " << p.status().message();
+  }
+}
+
+TEST(PolicyTest, CreateRefusesUnknownPluginsBadModesAndConflicts) {
+  struct Row {
+    const char* yaml;
+    StatusCode code;
+    const char* want;
+  } rows[] = {
+      {"plugins:\n  magic: {enabled: true}\n", StatusCode::kNotFound, "unknown plugin magic"},
+      {"plugins:\n  preempt: {mode: sometimes}\n", StatusCode::kInvalidArgument,
+       "plugins.preempt.mode must be one of scheduled | running | disabled"},
+      {"plugins:\n  binpack: {mode: x}\n", StatusCode::kInvalidArgument, "binpack has no mode"},
+      {"plugins:\n  binpack: {enabled: true}\n  spread: {enabled: true}\n", StatusCode::kConflict,
+       "binpack"},
+      {"plugins:\n  fit: {enabled: false}\n", StatusCode::kFailedPrecondition, "required"},
+  };
+  for (const Row& r : rows) {
+    auto p = ParsePolicyYaml(r.yaml, "t.yaml");
+    ASSERT_TRUE(p.ok()) << r.yaml;
+    auto fw = Framework::Create(hf::plugins::InTreeRegistry(), *p, nullptr);
+    ASSERT_FALSE(fw.ok()) << r.yaml;
+    EXPECT_EQ(fw.status().code(), r.code) << r.yaml;
+    EXPECT_NE(fw.status().message().find(r.want), std::string::npos) << fw.status().message();
+  }
+  // The conflict message names both plugins.
+  auto p = ParsePolicyYaml("plugins:\n  binpack: {enabled: true}\n  spread: {enabled: true}\n", "t");
+  auto fw = Framework::Create(hf::plugins::InTreeRegistry(), *p, nullptr);
+  EXPECT_NE(fw.status().message().find("spread"), std::string::npos);
+  EXPECT_NE(fw.status().message().find("binpack"), std::string::npos);
+}
+
+TEST(FrameworkTest, RuntimeUpdatesValidateAndApply) {
+  auto fw = Make("plugins:\n  topology: {enabled: false}\n");
+  // Enabling spread while binpack is on: Conflict naming binpack; nothing changes.
+  Status st = fw->UpdatePlugin("spread", {.enabled = true});
+  EXPECT_EQ(st.code(), StatusCode::kConflict);
+  EXPECT_NE(st.message().find("binpack"), std::string::npos);
+  EXPECT_FALSE(Info(*fw, "spread").settings.enabled);
+  // Switching in the right order works.
+  ASSERT_TRUE(fw->UpdatePlugin("binpack", {.enabled = false}).ok());
+  ASSERT_TRUE(fw->UpdatePlugin("spread", {.enabled = true, .weight = 2.5}).ok());
+  EXPECT_EQ(Info(*fw, "spread").status, PluginStatus::kActive);
+  EXPECT_EQ(Info(*fw, "spread").settings.weight, 2.5);
+  EXPECT_EQ(Info(*fw, "binpack").status, PluginStatus::kInactive);
+  EXPECT_EQ(fw->UpdatePlugin("spread", {.weight = -1}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(fw->UpdatePlugin("spread", {.weight = std::nan("")}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Info(*fw, "spread").settings.weight, 2.5);
+  EXPECT_EQ(fw->UpdatePlugin("preempt", {.mode = "running"}).code(), StatusCode::kOk);
+  EXPECT_EQ(Info(*fw, "preempt").settings.mode, "running");
+  EXPECT_EQ(fw->UpdatePlugin("preempt", {.mode = "always"}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(fw->UpdatePlugin("fit", {.enabled = false}).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(fw->UpdatePlugin("nope", {.enabled = true}).code(), StatusCode::kNotFound);
+  // The policy round-trips.
+  Policy p = fw->CurrentPolicy();
+  EXPECT_EQ(p.plugins["spread"]["weight"], 2.5);
+  EXPECT_EQ(p.plugins["preempt"]["mode"], "running");
+}
+
+TEST(FrameworkTest, SchedulerConfigIsValidatedAndFeedsTheThresholdFilter) {
+  auto fw = Make("");
+  SchedulerConfig bad;
+  bad.gpu_load_threshold = 0;
+  Status st = fw->SetSchedulerConfig(bad);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("gpu_load_threshold"), std::string::npos);
+  EXPECT_EQ(fw->scheduler_config().gpu_load_threshold, 0.9);
+
+  ClusterState c;
+  NodeId n = *c.AddNode(Node("g", 10000, 10000, 2));
+  NodeUsage u;
+  u.gpus = {{0, 0.85, 0}, {1, 0.85, 0}};
+  c.ReportUsage(n, u);
+  Decision d = fw->Schedule(MakeTask(1, 0, 0, 1), c);
+  EXPECT_TRUE(d.scheduled);  // 0.85 <= 0.9
+  ASSERT_TRUE(c.Release(1).ok());
+  c.ReportUsage(n, u);
+  SchedulerConfig lower;
+  lower.gpu_load_threshold = 0.8;
+  ASSERT_TRUE(fw->SetSchedulerConfig(lower).ok());
+  d = fw->Schedule(MakeTask(2, 0, 0, 1), c);
+  EXPECT_FALSE(d.scheduled);
+  EXPECT_EQ(d.reason, "0/1 nodes available: 1 above gpu_load_threshold");
+}
+
+TEST(FrameworkTest, UnschedulableSummaryCountsEveryReason) {
+  auto fw = Make("plugins:\n  preempt: {mode: disabled}\n");
+  ClusterState c;
+  for (int i = 0; i < 7; ++i) c.AddNode(Node("cpu" + std::to_string(i), 4000, 4000));
+  for (int i = 0; i < 3; ++i) c.AddNode(Node("t4-" + std::to_string(i), 4000, 4000, 4, "T4"));
+  for (int i = 0; i < 2; ++i) {
+    NodeId n = *c.AddNode(Node("busy" + std::to_string(i), 4000, 4000, 4, "A100"));
+    NodeUsage u;
+    u.gpus = {{0, 0.95, 0}};
+    c.ReportUsage(n, u);
+  }
+  Task t = MakeTask(1, 1000, 1000, 1);
+  t.requests.gpu_models = {"A100"};
+  Decision d = fw->Schedule(t, c);
+  EXPECT_FALSE(d.scheduled);
+  EXPECT_EQ(d.reason,
+            "0/12 nodes available: 7 insufficient GPU, 3 GPU model mismatch, 2 above gpu_load_threshold");
+}
+
+TEST(FrameworkTest, TiesGoToTheFirstNodeAndScoresAreWeighted) {
+  auto fw = Make("plugins:\n  topology: {enabled: false}\n");
+  ClusterState c;
+  c.AddNode(Node("a", 8000, 8000, 2));
+  c.AddNode(Node("b", 8000, 8000, 2));
+  c.AddNode(Node("c", 8000, 8000, 2));
+  // Identical nodes: the first wins, every time.
+  Decision d = fw->Schedule(MakeTask(1, 1000, 1000, 1), c);
+  ASSERT_TRUE(d.scheduled);
+  EXPECT_EQ(d.alloc.node, 0u);
+  // Binpack now prefers node a (fuller). Explain shows raw and weighted scores:
+  // node a: cpu 2000/8000, mem 2000/8000, gpu 2000/2000 -> (0.25+0.25+1)/3*100 = 50
+  // node b: cpu 1000/8000, mem 1000/8000, gpu 1000/2000 -> (0.125+0.125+0.5)/3*100 = 25
+  ASSERT_TRUE(fw->UpdatePlugin("binpack", {.weight = 2}).ok());
+  d = fw->Schedule(MakeTask(2, 1000, 1000, 1), c, {.explain = true});
+  ASSERT_TRUE(d.scheduled);
+  EXPECT_EQ(d.alloc.node, 0u);
+  ASSERT_TRUE(d.explanation);
+  const auto& ex = *d.explanation;
+  size_t bp = std::find(ex.score_plugins.begin(), ex.score_plugins.end(), "binpack") -
+              ex.score_plugins.begin();
+  ASSERT_LT(bp, ex.score_plugins.size());
+  EXPECT_NEAR(ex.nodes[0].raw[bp], 50.0, 1e-9);
+  EXPECT_NEAR(ex.nodes[0].weighted[bp], 100.0, 1e-9);
+  EXPECT_NEAR(ex.nodes[1].raw[bp], 25.0, 1e-9);
+  EXPECT_NEAR(d.score, 100.0, 1e-9);
+  // The default GPU choice takes the lowest free GPU: GPU 1 (GPU 0 went to task 1).
+  ASSERT_EQ(d.alloc.gpus.size(), 1u);
+  EXPECT_EQ(d.alloc.gpus[0].index, 1);
+}
+
+TEST(FrameworkTest, NoGpuIsEverAllocatedTwice) {
+  // Pack a node with shared requests until it is full; the sum per GPU never exceeds 1000.
+  auto fw = Make("plugins:\n  topology: {enabled: false}\n");
+  ClusterState c;
+  NodeId n = *c.AddNode(Node("g", 1000000, 1000000, 4));
+  int placed = 0;
+  for (TaskKey k = 1; k <= 40; ++k) {
+    Decision d = fw->Schedule(MakeTask(k, 10, 10, 1, 300 + int(k % 5) * 70), c);
+    placed += d.scheduled;
+  }
+  EXPECT_GT(placed, 8);
+  int64_t sum = 0;
+  for (int32_t f : c.gpu_free_milli(n)) {
+    EXPECT_GE(f, 0);
+    sum += 1000 - f;
+  }
+  EXPECT_EQ(sum, c.used_gpu_milli(n));
+}
+
+}  // namespace
+}  // namespace hf::framework

@@ -1,0 +1,123 @@
+#include "plugins/binpack/binpack.h"
+
+#include <gtest/gtest.h>
+
+#include "core/test_nodes.h"
+#include "plugins/spread/spread.h"
+
+namespace hf::plugins {
+namespace {
+
+using hf::testing::AllocFor;
+using hf::testing::MakeTask;
+using hf::testing::Node;
+
+// One row: a node with some usage already bound, a task, and the binpack and
+// spread scores computed by hand from
+//   binpack = mean(min(used + req, total) / total) x 100 over resources the node has,
+//   spread  = 100 - binpack.
+struct ScoreRow {
+  const char* name;
+  NodeSpec node;
+  Task used;  // bound first (key 100), may ask for nothing
+  std::vector<GpuGrant> used_gpus;
+  Task task;
+  double binpack;
+  double spread;
+};
+
+class BinpackSpreadScoreTest : public ::testing::TestWithParam<ScoreRow> {};
+
+TEST_P(BinpackSpreadScoreTest, MatchesHandComputedScore) {
+  const ScoreRow& row = GetParam();
+  ClusterState c;
+  NodeId n = *c.AddNode(row.node);
+  Task used = row.used;
+  used.key = 100;
+  ASSERT_TRUE(c.Bind(used, AllocFor(used, n, row.used_gpus)).ok());
+  framework::ReasonTable reasons;
+  framework::PluginDeps deps{&reasons, nullptr};
+  Binpack binpack(deps);
+  Spread spread(deps);
+  std::vector<NodeId> nodes = {n};
+  std::vector<double> score(1);
+  binpack.Score(row.task, c, nodes, score);
+  EXPECT_NEAR(score[0], row.binpack, 1e-9);
+  spread.Score(row.task, c, nodes, score);
+  EXPECT_NEAR(score[0], row.spread, 1e-9);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, BinpackSpreadScoreTest,
+    ::testing::Values(
+        // cpu (2000+3000)/10000 = .5, mem 5000/10000 = .5, gpu (1000+1000)/4000 = .5 -> 50
+        ScoreRow{"gpu node, whole GPU", Node("g", 10000, 10000, 4), MakeTask(0, 2000, 5000, 1),
+                 {{0, 1000, 0}}, MakeTask(1, 3000, 0, 1), 50.0, 50.0},
+        // GPU left out: cpu (2000+2000)/8000 = .5, mem (4000+8000)/16000 = .75 -> 62.5
+        ScoreRow{"cpu-only node", Node("c", 8000, 16000), MakeTask(0, 2000, 4000), {},
+                 MakeTask(1, 2000, 8000), 62.5, 37.5},
+        // cpu clamped at 1; mem 0; gpu 0 -> (1 + 0 + 0) / 3 -> 33.33
+        ScoreRow{"request above capacity is clamped", Node("g", 10000, 10000, 2), MakeTask(0, 0, 0),
+                 {}, MakeTask(1, 20000, 0, 0), 100.0 / 3, 200.0 / 3},
+        // shared GPU: cpu 1000/4000 = .25, mem 0, gpu (300+500)/2000 = .4 -> 21.67
+        ScoreRow{"shared GPU share counts in milli", Node("g", 4000, 1000, 2), MakeTask(0, 0, 0, 1, 300),
+                 {{0, 300, 0}}, MakeTask(1, 1000, 0, 1, 500), 65.0 / 3, 100 - 65.0 / 3},
+        // empty node, empty task: 0 used of everything
+        ScoreRow{"empty node", Node("g", 4000, 4000, 8), MakeTask(0, 0, 0), {}, MakeTask(1, 0, 0),
+                 0.0, 100.0}),
+    [](const ::testing::TestParamInfo<ScoreRow>& info) { return std::to_string(info.index); });
+
+// Device choice for shared requests: best fit for binpack, most free for spread.
+struct PickRow {
+  const char* name;
+  int milli;
+  int32_t binpack_gpu;
+  int32_t spread_gpu;
+};
+
+TEST(BinpackSpreadBindTest, SharedGpuChoiceTable) {
+  // Free shares: GPU 0 = 1000, GPU 1 = 400, GPU 2 = 700.
+  const PickRow rows[] = {
+      {"300 fits best on GPU 1 (400 free)", 300, 1, 0},
+      {"500 fits best on GPU 2 (700 free)", 500, 2, 0},
+      {"800 fits only GPU 0", 800, 0, 0},
+  };
+  for (const PickRow& r : rows) {
+    ClusterState c;
+    NodeId n = *c.AddNode(Node("g", 64000, 64000, 3));
+    Task a = MakeTask(100, 0, 0, 1, 600), b = MakeTask(101, 0, 0, 1, 300);
+    ASSERT_TRUE(c.Bind(a, AllocFor(a, n, {{1, 600, 0}})).ok());
+    ASSERT_TRUE(c.Bind(b, AllocFor(b, n, {{2, 300, 0}})).ok());
+    framework::ReasonTable reasons;
+    framework::PluginDeps deps{&reasons, nullptr};
+    Task t = MakeTask(1, 0, 0, 1, r.milli);
+    Allocation alloc = AllocFor(t, n);
+    ASSERT_TRUE(Binpack(deps).Bind(t, c, alloc).ok());
+    ASSERT_EQ(alloc.gpus.size(), 1u) << r.name;
+    EXPECT_EQ(alloc.gpus[0].index, r.binpack_gpu) << r.name;
+    EXPECT_EQ(alloc.gpus[0].milli, r.milli) << r.name;
+    alloc = AllocFor(t, n);
+    ASSERT_TRUE(Spread(deps).Bind(t, c, alloc).ok());
+    ASSERT_EQ(alloc.gpus.size(), 1u) << r.name;
+    EXPECT_EQ(alloc.gpus[0].index, r.spread_gpu) << r.name;
+  }
+}
+
+TEST(BinpackSpreadBindTest, WholeGpuRequestsAreLeftToOthers) {
+  ClusterState c;
+  NodeId n = *c.AddNode(Node("g", 64000, 64000, 2));
+  framework::ReasonTable reasons;
+  Task t = MakeTask(1, 0, 0, 1, 1000);
+  Allocation alloc = AllocFor(t, n);
+  ASSERT_TRUE(Binpack({&reasons, nullptr}).Bind(t, c, alloc).ok());
+  EXPECT_TRUE(alloc.gpus.empty());
+}
+
+TEST(BinpackSpreadTest, DeclareEachOtherAsConflicting) {
+  framework::ReasonTable reasons;
+  EXPECT_EQ(Binpack({&reasons, nullptr}).ConflictsWith(), std::vector<std::string>{"spread"});
+  EXPECT_EQ(Spread({&reasons, nullptr}).ConflictsWith(), std::vector<std::string>{"binpack"});
+}
+
+}  // namespace
+}  // namespace hf::plugins

@@ -1,0 +1,101 @@
+#include "plugins/fit/fit.h"
+
+#include <gtest/gtest.h>
+
+#include "core/test_nodes.h"
+
+namespace hf::plugins {
+namespace {
+
+using hf::testing::AllocFor;
+using hf::testing::MakeTask;
+using hf::testing::Node;
+
+// Cluster for every row:
+//   0 a100-8: 8 x A100, GPUs 0-5 taken whole, GPU 6 has 300 milli used
+//   1 t4-2:   2 x T4, all free
+//   2 cpu:    no GPUs, 4 cores
+//   3 down:   8 x A100, NotReady
+//   4 drain:  8 x A100, Draining
+class FitFilterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ids_.push_back(*cluster_.AddNode(Node("a100-8", 96000, 786432, 8, "A100")));
+    ids_.push_back(*cluster_.AddNode(Node("t4-2", 32000, 131072, 2, "T4")));
+    ids_.push_back(*cluster_.AddNode(Node("cpu", 4000, 16384)));
+    ids_.push_back(*cluster_.AddNode(Node("down", 96000, 786432, 8)));
+    ids_.push_back(*cluster_.AddNode(Node("drain", 96000, 786432, 8)));
+    cluster_.SetCondition(3, NodeCondition::kNotReady);
+    cluster_.SetCondition(4, NodeCondition::kDraining);
+    Task big = MakeTask(100, 1000, 1024, 6);
+    ASSERT_TRUE(cluster_.Bind(big, AllocFor(big, 0, {{0, 1000, 0}, {1, 1000, 0}, {2, 1000, 0},
+                                                     {3, 1000, 0}, {4, 1000, 0}, {5, 1000, 0}}))
+                    .ok());
+    Task shared = MakeTask(101, 0, 0, 1, 300);
+    ASSERT_TRUE(cluster_.Bind(shared, AllocFor(shared, 0, {{6, 300, 0}})).ok());
+  }
+
+  ClusterState cluster_;
+  std::vector<NodeId> ids_;
+};
+
+struct Row {
+  const char* name;
+  Task task;
+  std::vector<std::string> models;
+  std::vector<NodeId> want_pass;
+  // Expected reason per rejected node, in node order.
+  std::vector<std::pair<NodeId, std::string>> want_rejected;
+};
+
+TEST_F(FitFilterTest, Table) {
+  Task gpu_mem = MakeTask(5, 0, 0, 1, 500);
+  gpu_mem.requests.gpu_memory_mib = 90000;
+  const Row rows[] = {
+      {"two whole GPUs: only the T4 node has two free",
+       MakeTask(1, 1000, 1024, 2), {}, {1},
+       {{0, "insufficient GPU"}, {2, "insufficient GPU"}, {3, "node not ready"}, {4, "node draining"}}},
+      {"one whole GPU: A100 GPU 7 and both T4s",
+       MakeTask(2, 1000, 1024, 1), {}, {0, 1},
+       {{2, "insufficient GPU"}, {3, "node not ready"}, {4, "node draining"}}},
+      {"shared 700 fits A100 GPU 6 (700 free)",
+       MakeTask(3, 0, 0, 1, 700), {"A100"}, {0},
+       {{1, "GPU model mismatch"}, {2, "insufficient GPU"}, {3, "node not ready"}, {4, "node draining"}}},
+      {"CPU task larger than the cpu node",
+       MakeTask(4, 8000, 1024), {}, {0, 1},
+       {{2, "insufficient CPU"}, {3, "node not ready"}, {4, "node draining"}}},
+      {"GPU memory above every GPU's memory",
+       gpu_mem, {}, {},
+       {{0, "insufficient GPU memory"}, {1, "insufficient GPU memory"}, {2, "insufficient GPU"},
+        {3, "node not ready"}, {4, "node draining"}}},
+      {"memory",
+       MakeTask(6, 0, 200000), {}, {0},
+       {{1, "insufficient memory"}, {2, "insufficient memory"}, {3, "node not ready"}, {4, "node draining"}}},
+  };
+  for (const Row& row : rows) {
+    framework::ReasonTable reasons;
+    Fit fit({&reasons, nullptr});
+    Task t = row.task;
+    t.requests.gpu_models = row.models;
+    std::vector<NodeId> nodes = ids_;
+    framework::Rejections rej;
+    rej.Reset(cluster_.node_count(), reasons.size());
+    fit.Filter(t, cluster_, nodes, rej);
+    EXPECT_EQ(nodes, row.want_pass) << row.name;
+    std::vector<std::pair<NodeId, std::string>> got;
+    for (NodeId n : rej.rejected()) got.emplace_back(n, reasons.text(rej.reason(n)));
+    EXPECT_EQ(got, row.want_rejected) << row.name;
+  }
+}
+
+TEST_F(FitFilterTest, OnlyResourceReasonsAreResolvable) {
+  framework::ReasonTable reasons;
+  Fit fit({&reasons, nullptr});
+  for (size_t i = 0; i < reasons.size(); ++i) {
+    const std::string& text = reasons.text(framework::ReasonId(i));
+    EXPECT_EQ(reasons.resolvable(framework::ReasonId(i)), text.rfind("insufficient", 0) == 0) << text;
+  }
+}
+
+}  // namespace
+}  // namespace hf::plugins
