@@ -42,6 +42,7 @@ Result<NodeId> ClusterState::AddNode(const NodeSpec& spec) {
   inflight_cpu_.push_back(0);
   inflight_mem_.push_back(0);
   inflight_gpu_milli_.push_back(0);
+  reports_.push_back(0);
   tasks_on_.emplace_back();
   for (const GpuDevice& g : spec.gpus) {
     gpu_free_milli_.push_back(kWholeGpuMilli);
@@ -70,6 +71,7 @@ void ClusterState::ReportUsage(NodeId n, const NodeUsage& usage) {
   for (const GpuUsage& g : usage.gpus) sum += g.utilization;
   gpu_util_[n] = usage.gpus.empty() ? 0 : sum / double(usage.gpus.size());
   inflight_cpu_[n] = inflight_mem_[n] = inflight_gpu_milli_[n] = 0;
+  ++reports_[n];
 }
 
 int32_t ClusterState::GpuSlot(NodeId n, int32_t gpu_index) const {
@@ -171,6 +173,7 @@ Status ClusterState::Bind(const Task& task, const Allocation& alloc, TaskState s
   p.state = state;
   p.started_at_ms = state == TaskState::kRunning ? now_ms : 0;
   p.alloc = alloc;
+  p.bound_at_report = reports_[n];
   if (!p.group.empty()) AddToIndex(group_index_, p.group, n, +1, p.rdma);
   if (!p.name.empty()) AddToIndex(name_index_, p.name, n, +1, p.rdma);
   placed_.emplace(task.key, std::move(p));
@@ -192,6 +195,14 @@ Status ClusterState::Release(TaskKey key) {
     HF_CHECK(gpu_free_milli_[flat] <= kWholeGpuMilli);
   }
   HF_CHECK(free_cpu_[n] <= total_cpu_[n] && free_mem_[n] <= total_mem_[n]);
+  if (p.bound_at_report == reports_[n]) {
+    // Not measured yet: it leaves the in-flight estimate with its resources.
+    int64_t gpu_milli = 0;
+    for (const GpuGrant& g : p.alloc.gpus) gpu_milli += g.milli;
+    inflight_cpu_[n] = std::max<int64_t>(0, inflight_cpu_[n] - p.alloc.cpu_milli);
+    inflight_mem_[n] = std::max<int64_t>(0, inflight_mem_[n] - p.alloc.memory_mib);
+    inflight_gpu_milli_[n] = std::max<int64_t>(0, inflight_gpu_milli_[n] - gpu_milli);
+  }
   if (!p.alloc.gpus.empty()) RecomputeGpuSummary(n);
   auto& on = tasks_on_[n];
   on.erase(std::find(on.begin(), on.end(), key));

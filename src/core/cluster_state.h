@@ -41,6 +41,9 @@ struct PlacedTask {
   TaskState state = TaskState::kScheduled;  // kScheduled or kRunning
   int64_t started_at_ms = 0;                // when it started running; 0 if not yet
   Allocation alloc;
+  // The node's measurement count when the task was bound: while it is still
+  // current, the task is part of the node's in-flight estimate.
+  uint64_t bound_at_report = 0;
 };
 
 // How many tasks of one group (or with one name) sit on one node.
@@ -155,6 +158,7 @@ class ClusterState {
   std::vector<NodeUsage> usage_;
   std::vector<double> gpu_util_;
   std::vector<int64_t> inflight_cpu_, inflight_mem_, inflight_gpu_milli_;
+  std::vector<uint64_t> reports_;  // measurements received per node
   std::vector<std::vector<TaskKey>> tasks_on_;
 
   // Flat per-GPU arrays; node n owns [gpu_begin_[n], gpu_begin_[n] + gpu_count_[n]).

@@ -135,6 +135,16 @@ TEST(ClusterStateTest, InflightEstimateClearsOnReport) {
   EXPECT_EQ(c.inflight_gpu_milli(n), 0);
   EXPECT_DOUBLE_EQ(c.measured_gpu_utilization(n), 0.5);
   EXPECT_TRUE(c.measured(n));
+  // A task bound after the report and released before the next one leaves
+  // the estimate; one bound before the report (measured) does not touch it.
+  ASSERT_TRUE(c.Bind(MakeTask(2, 1, 1000), Alloc(n, {{1, 1000, 0}})).ok());
+  EXPECT_EQ(c.inflight_gpu_milli(n), 1000);
+  ASSERT_TRUE(c.Release(2).ok());
+  EXPECT_EQ(c.inflight_gpu_milli(n), 0);
+  EXPECT_EQ(c.inflight_cpu(n), 0);
+  ASSERT_TRUE(c.Bind(MakeTask(3, 1, 1000), Alloc(n, {{1, 1000, 0}})).ok());
+  ASSERT_TRUE(c.Release(1).ok());
+  EXPECT_EQ(c.inflight_gpu_milli(n), 1000);
 }
 
 TEST(FitTest, GpuFitReasonsTable) {

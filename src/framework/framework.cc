@@ -239,18 +239,22 @@ Policy Framework::CurrentPolicy() const {
 }
 
 std::string Framework::Summarize(size_t node_count) const {
-  std::vector<std::pair<uint32_t, ReasonId>> counts;
+  std::vector<std::pair<uint32_t, std::string>> counts;  // one entry per distinct text
   for (size_t r = 0; r < rejections_.reason_slots(); ++r) {
-    if (uint32_t c = rejections_.count(ReasonId(r))) counts.emplace_back(c, ReasonId(r));
+    const uint32_t c = rejections_.count(ReasonId(r));
+    if (c == 0) continue;
+    const std::string& text = reasons_.text(ReasonId(r));
+    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& e) { return e.second == text; });
+    if (it == counts.end()) counts.emplace_back(c, text);
+    else it->first += c;
   }
-  std::sort(counts.begin(), counts.end(), [&](const auto& a, const auto& b) {
+  std::sort(counts.begin(), counts.end(), [](const auto& a, const auto& b) {
     if (a.first != b.first) return a.first > b.first;
-    return reasons_.text(a.second) < reasons_.text(b.second);
+    return a.second < b.second;
   });
   std::string out = "0/" + std::to_string(node_count) + " nodes available";
   for (size_t i = 0; i < counts.size(); ++i) {
-    out += (i == 0 ? ": " : ", ") + std::to_string(counts[i].first) + " " +
-           reasons_.text(counts[i].second);
+    out += (i == 0 ? ": " : ", ") + std::to_string(counts[i].first) + " " + counts[i].second;
   }
   return out;
 }

@@ -14,9 +14,11 @@ using ReasonId = uint16_t;
 
 class ReasonTable {
  public:
-  // Returns the id of `text`, adding it if new. `resolvable` says whether
-  // evicting tasks could clear it (insufficient resources: yes; wrong GPU
-  // model, no RDMA NIC, node not ready: no).
+  // Returns the id of (`text`, `resolvable`), adding it if new. `resolvable`
+  // says whether evicting tasks could clear it (insufficient resources: yes;
+  // wrong GPU model, no RDMA NIC, node not ready: no). One text may exist in
+  // both kinds (e.g. "insufficient GPU": too little free vs. too few GPUs on
+  // the node at all); summaries count them together.
   ReasonId Intern(std::string_view text, bool resolvable);
   const std::string& text(ReasonId id) const { return entries_[id].text; }
   bool resolvable(ReasonId id) const { return entries_[id].resolvable; }

@@ -10,6 +10,8 @@ Fit::Fit(const framework::PluginDeps& deps) {
   cpu_ = deps.reasons->Intern("insufficient CPU", true);
   memory_ = deps.reasons->Intern("insufficient memory", true);
   gpu_ = deps.reasons->Intern("insufficient GPU", true);
+  // Same words for the operator, but no eviction can add GPUs to a node.
+  too_few_gpus_ = deps.reasons->Intern("insufficient GPU", false);
   model_ = deps.reasons->Intern("GPU model mismatch", false);
   gpu_memory_ = deps.reasons->Intern("insufficient GPU memory", true);
 }
@@ -31,7 +33,7 @@ void Fit::Filter(const Task& task, const ClusterState& cluster, std::vector<Node
     } else if (r.gpu > 0) {
       const ClusterState::ModelMask mask = cluster.model_mask(n);
       if (cluster.gpu_count(n) < r.gpu) {
-        why = gpu_;
+        why = too_few_gpus_;
       } else if ((mask & (mask - 1)) == 0 && (whole_fast || share_fast)) {
         // One GPU model on this node: the summaries are exact.
         if (!(mask & allowed)) why = model_;

@@ -25,7 +25,7 @@ class Fit final : public framework::FilterPlugin {
               framework::Rejections& rejections) override;
 
  private:
-  framework::ReasonId not_ready_, draining_, cpu_, memory_, gpu_, model_, gpu_memory_;
+  framework::ReasonId not_ready_, draining_, cpu_, memory_, gpu_, too_few_gpus_, model_, gpu_memory_;
 };
 
 }  // namespace hf::plugins

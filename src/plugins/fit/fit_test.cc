@@ -88,12 +88,29 @@ TEST_F(FitFilterTest, Table) {
   }
 }
 
-TEST_F(FitFilterTest, OnlyResourceReasonsAreResolvable) {
+TEST_F(FitFilterTest, OnlyReasonsEvictionCanClearAreResolvable) {
   framework::ReasonTable reasons;
   Fit fit({&reasons, nullptr});
-  for (size_t i = 0; i < reasons.size(); ++i) {
-    const std::string& text = reasons.text(framework::ReasonId(i));
-    EXPECT_EQ(reasons.resolvable(framework::ReasonId(i)), text.rfind("insufficient", 0) == 0) << text;
+  struct Row {
+    const char* name;
+    Task task;
+    NodeId node;
+    bool resolvable;
+  } rows[] = {
+      {"GPUs taken on a8 (eviction frees them)", MakeTask(1, 0, 0, 3), 0, true},
+      {"more GPUs than t4-2 has at all", MakeTask(2, 0, 0, 3), 1, false},
+      {"no GPU at all on the cpu node", MakeTask(3, 0, 0, 1), 2, false},
+      {"CPU", MakeTask(4, 5000, 0), 2, true},
+      {"not ready", MakeTask(5, 0, 0), 3, false},
+      {"draining", MakeTask(6, 0, 0), 4, false},
+  };
+  for (const Row& r : rows) {
+    std::vector<NodeId> nodes = {r.node};
+    framework::Rejections rej;
+    rej.Reset(cluster_.node_count(), reasons.size());
+    fit.Filter(r.task, cluster_, nodes, rej);
+    ASSERT_TRUE(nodes.empty()) << r.name;
+    EXPECT_EQ(reasons.resolvable(rej.reason(r.node)), r.resolvable) << r.name;
   }
 }
 

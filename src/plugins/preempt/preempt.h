@@ -59,9 +59,8 @@ class Preempt final : public framework::PostFilterPlugin {
 
   // One sweep over the resolvable rejected nodes; running tasks are victims
   // only when `allow_running`. Leaves the best plan in best_/best_victims_.
-  void Sweep(const Task& task, const ClusterState& cluster,
-             const framework::Rejections& rejections, ClusterState::ModelMask allowed,
-             bool allow_running, int64_t now_ms);
+  void Sweep(const Task& task, const ClusterState& cluster, const framework::Rejections& rejections,
+             ClusterState::ModelMask allowed, bool allow_running, int64_t now_ms);
   // Finds the minimal victim set on node n and keeps it if it beats best_.
   void TryNode(const Task& task, const ClusterState& cluster, NodeId n,
                ClusterState::ModelMask allowed, bool allow_running, int64_t now_ms);

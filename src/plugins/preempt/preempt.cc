@@ -1,0 +1,158 @@
+#include "plugins/preempt/preempt.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <tuple>
+#include <utility>
+
+namespace hf::plugins {
+namespace {
+
+// The order in which victims are given a reprieve, most important first:
+// higher priority; then the later start (a task that started recently is
+// the one the min-runtime rule protects from thrashing, so among equals the
+// longest-running task goes first); scheduled tasks have not started
+// (started_at_ms 0) and therefore come last, which is also where evicting
+// costs no work; finally the lower key (earlier submitted, as the queue
+// orders them), so that the choice is deterministic.
+bool MoreImportant(const PlacedTask* a, const PlacedTask* b) {
+  if (a->priority != b->priority) return a->priority > b->priority;
+  const int64_t a_start = a->state == TaskState::kRunning ? a->started_at_ms : 0;
+  const int64_t b_start = b->state == TaskState::kRunning ? b->started_at_ms : 0;
+  if (a_start != b_start) return a_start > b_start;
+  return a->key < b->key;
+}
+
+}  // namespace
+
+Preempt::Preempt(const framework::PluginDeps& deps) : reasons_(deps.reasons), clock_(deps.clock) {}
+
+Status Preempt::Configure(const framework::PluginArgs& args) {
+  const auto modes = Modes();
+  // The framework fills an empty mode with the first one; a direct caller
+  // gets the same rule.
+  const std::string mode = args.mode.empty() ? modes.front() : args.mode;
+  if (std::find(modes.begin(), modes.end(), mode) == modes.end()) {
+    return InvalidArgument(
+        "plugins.preempt.mode must be one of scheduled | running | disabled, got \"" + args.mode +
+        "\"");
+  }
+  int64_t min_runtime_ms = kDefaultMinRuntimeMs;
+  if (args.config.is_object() && args.config.contains("min_runtime_seconds")) {
+    const auto& v = args.config["min_runtime_seconds"];
+    if (!v.is_number() || !(v.get<double>() >= 0)) {
+      return InvalidArgument(
+          "plugins.preempt.min_runtime_seconds must be a number >= 0 (seconds a running task "
+          "runs before it may be preempted), got " +
+          v.dump());
+    }
+    // JSON numbers are finite; a value too large for int64 milliseconds means
+    // "never preempt running tasks", which the largest value expresses.
+    constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+    const double ms = std::round(v.get<double>() * 1000.0);
+    min_runtime_ms = ms >= static_cast<double>(kMax) ? kMax : static_cast<int64_t>(ms);
+  }
+  mode_ = mode;
+  min_runtime_ms_ = min_runtime_ms;
+  return Status::Ok();
+}
+
+framework::PreemptionPlan Preempt::PostFilter(const Task& task, const ClusterState& cluster,
+                                              const framework::Rejections& rejections) {
+  if (mode_ == "disabled") return {};
+  const ClusterState::ModelMask allowed = cluster.MaskOf(task.requests.gpu_models);
+  // Without a clock no running task has provably run long enough, unless the
+  // minimum runtime is 0.
+  const int64_t now_ms = clock_ ? clock_->NowMs() : 0;
+  best_ = Choice{};
+  best_victims_.clear();
+  Sweep(task, cluster, rejections, allowed, /*allow_running=*/false, now_ms);
+  if (best_.node == kNoNode && mode_ == "running") {
+    Sweep(task, cluster, rejections, allowed, /*allow_running=*/true, now_ms);
+  }
+  if (best_.node == kNoNode) return {};
+  return {best_.node, best_victims_};
+}
+
+void Preempt::Sweep(const Task& task, const ClusterState& cluster,
+                    const framework::Rejections& rejections, ClusterState::ModelMask allowed,
+                    bool allow_running, int64_t now_ms) {
+  for (NodeId n : rejections.rejected()) {
+    if (!reasons_->resolvable(rejections.reason(n)) || !cluster.schedulable(n)) continue;
+    // Too few GPUs in total: no eviction can help.
+    if (cluster.gpu_count(n) < task.requests.gpu) continue;
+    TryNode(task, cluster, n, allowed, allow_running, now_ms);
+  }
+}
+
+void Preempt::TryNode(const Task& task, const ClusterState& cluster, NodeId n,
+                      ClusterState::ModelMask allowed, bool allow_running, int64_t now_ms) {
+  eligible_.clear();
+  bool any_running = false;
+  int32_t lowest = std::numeric_limits<int32_t>::max();
+  for (TaskKey key : cluster.TasksOn(n)) {
+    const PlacedTask* p = cluster.FindPlaced(key);
+    HF_CHECK(p != nullptr);
+    if (p->priority >= task.priority || !p->preemptible) continue;
+    if (p->state == TaskState::kRunning) {
+      if (!allow_running || now_ms - p->started_at_ms < min_runtime_ms_) continue;
+      any_running = true;
+    } else if (p->state != TaskState::kScheduled) {
+      continue;
+    }
+    eligible_.push_back(p);
+    lowest = std::min(lowest, p->priority);
+  }
+  if (eligible_.empty()) return;
+  // The running sweep only follows a scheduled-only sweep that found nothing:
+  // a node without eligible running tasks gives the same answer as before.
+  if (allow_running && !any_running) return;
+  // Any victim set has a highest priority of at least `lowest`.
+  if (best_.node != kNoNode && lowest > best_.max_priority) return;
+
+  const Requests& req = task.requests;
+  free_.cpu_milli = cluster.free_cpu(n);
+  free_.memory_mib = cluster.free_memory(n);
+  const auto milli = cluster.gpu_free_milli(n);
+  const auto memory = cluster.gpu_free_memory(n);
+  const auto bits = cluster.gpu_model_bits(n);
+  free_.gpu_milli.assign(milli.begin(), milli.end());
+  free_.gpu_memory_mib.assign(memory.begin(), memory.end());
+  free_.gpu_model_bit.assign(bits.begin(), bits.end());
+  for (const PlacedTask* p : eligible_) free_.Return(cluster, p->alloc);
+  if (free_.Check(req, allowed) != FitFailure::kNone) return;
+
+  // Reprieve: give back, most important first, every victim the task can
+  // still fit without. What is left is minimal: putting any one victim back
+  // would not fit at the moment it was tried, and later reprieves only take
+  // more resources.
+  std::sort(eligible_.begin(), eligible_.end(), MoreImportant);
+  victims_.clear();
+  Choice c;
+  c.node = n;
+  c.max_priority = std::numeric_limits<int32_t>::min();
+  for (const PlacedTask* p : eligible_) {
+    free_.Take(cluster, p->alloc);
+    if (free_.Check(req, allowed) == FitFailure::kNone) continue;
+    free_.Return(cluster, p->alloc);
+    // Victims come in decreasing priority, so the first one sets the maximum;
+    // once it is worse than the best node so far this node cannot win.
+    if (best_.node != kNoNode && p->priority > best_.max_priority) return;
+    victims_.push_back(p->key);
+    c.max_priority = std::max(c.max_priority, p->priority);
+    c.sum_priority += p->priority;
+  }
+  // A node the task fits on without evicting anything was rejected for some
+  // other reason that eviction cannot clear.
+  if (victims_.empty()) return;
+  c.count = victims_.size();
+  if (best_.node == kNoNode ||
+      std::tie(c.max_priority, c.sum_priority, c.count, c.node) <
+          std::tie(best_.max_priority, best_.sum_priority, best_.count, best_.node)) {
+    best_ = c;
+    best_victims_.swap(victims_);
+  }
+}
+
+}  // namespace hf::plugins
