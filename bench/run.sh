@@ -18,10 +18,6 @@ $pin ./build/bench/hf_bench --trace-dir "$trace"
 
 echo
 echo "== openb default trace, --method fgd --tune 1.3 (1,213 nodes, 6,212 GPUs) =="
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-printf 'plugins:\n  binpack: {enabled: true}\n  spread: {enabled: false}\n' >"$tmp/binpack.yaml"
-printf 'plugins:\n  binpack: {enabled: false}\n  spread: {enabled: true}\n' >"$tmp/spread.yaml"
 printf '%-8s %-6s %10s %12s %12s %12s %12s\n' policy seed wall_s decisions/s p99_us alloc@100 alloc@final
 for policy in binpack spread; do
   sum=0
@@ -29,7 +25,7 @@ for policy in binpack spread; do
     start=$(date +%s.%N)
     out=$($pin ./build/heteroflow simulate --nodes "$trace/openb_node_list_gpu_node.csv" \
       --pods "$trace/openb_pod_list_default.csv" --method fgd --tune 1.3 --seed "$seed" \
-      --policy "$tmp/$policy.yaml" --json)
+      --policy "examples/policies/$policy.yaml" --json)
     end=$(date +%s.%N)
     python3 - "$policy" "$seed" "$start" "$end" "$out" <<'PY'
 import json, sys
