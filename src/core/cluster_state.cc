@@ -1,7 +1,7 @@
 #include "core/cluster_state.h"
 
 #include <algorithm>
-#include <bit>
+#include <atomic>
 
 namespace hf {
 
@@ -53,7 +53,10 @@ Result<NodeId> ClusterState::AddNode(const NodeSpec& spec) {
     model_mask_[n] |= bit;
   }
   RecomputeGpuSummary(n);
-  ++nodes_version_;
+  // Drawn from one process-wide counter, so two clusters never share a
+  // version and a cache keyed on it cannot confuse them.
+  static std::atomic<uint64_t> next_version{1};
+  nodes_version_ = next_version.fetch_add(1, std::memory_order_relaxed);
   return n;
 }
 

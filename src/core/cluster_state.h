@@ -135,8 +135,9 @@ class ClusterState {
   // Mean measured utilization over the node's GPUs (0 if none reported).
   double measured_gpu_utilization(NodeId n) const { return gpu_util_[n]; }
 
-  // Bumped whenever nodes are added or change position, so plugins can cache
-  // per-node derived data.
+  // Changes whenever nodes are added, and is unique across every ClusterState
+  // in the process (copies share it until either changes), so plugins can
+  // cache per-node derived data keyed on it.
   uint64_t nodes_version() const { return nodes_version_; }
 
  private:

@@ -66,18 +66,20 @@ FitFailure NodeFree::Check(const Requests& req, ClusterState::ModelMask allowed)
 
 namespace hf {
 
-double UtilizationWithTask(const ClusterState& cluster, NodeId n, const Requests& req) {
-  double sum = 0;
-  int count = 0;
-  const auto add = [&](int64_t used, int64_t total) {
-    if (total <= 0) return;
-    sum += double(std::min(used, total)) / double(total);
-    ++count;
+double UtilizationWithTask(const ClusterState& cluster, NodeId n, const Requests& req,
+                           const ResourceWeights& weights) {
+  double sum = 0, weight_sum = 0;
+  const auto add = [&](int64_t used, int64_t total, double w) {
+    if (total <= 0 || w == 0) return;
+    sum += w * double(std::min(used, total)) / double(total);
+    weight_sum += w;
   };
-  add(cluster.total_cpu(n) - cluster.free_cpu(n) + req.cpu_milli, cluster.total_cpu(n));
-  add(cluster.total_memory(n) - cluster.free_memory(n) + req.memory_mib, cluster.total_memory(n));
-  add(cluster.used_gpu_milli(n) + int64_t{req.gpu} * req.gpu_milli, cluster.total_gpu_milli(n));
-  return count ? sum / count : 0.0;
+  add(cluster.total_cpu(n) - cluster.free_cpu(n) + req.cpu_milli, cluster.total_cpu(n), weights.cpu);
+  add(cluster.total_memory(n) - cluster.free_memory(n) + req.memory_mib, cluster.total_memory(n),
+      weights.memory);
+  add(cluster.used_gpu_milli(n) + int64_t{req.gpu} * req.gpu_milli, cluster.total_gpu_milli(n),
+      weights.gpu);
+  return weight_sum > 0 ? sum / weight_sum : 0.0;
 }
 
 std::vector<GpuGrant> PickSharedGpus(const ClusterState& cluster, NodeId n, const Requests& req,

@@ -64,11 +64,22 @@ struct NodeFree {
 
 namespace hf {
 
-// The mean, over the resources node n has (CPU, memory, GPU share), of
-// min(used + requested, total) / total: how full the node would be with the
-// task on it. Resources the node lacks (total 0) are left out; 0 if it has
-// none. Shared by Binpack (score = mean x 100) and Spread ((1 - mean) x 100).
-double UtilizationWithTask(const ClusterState& cluster, NodeId n, const Requests& req);
+// Relative weight of each resource in UtilizationWithTask, as Kubernetes'
+// MostAllocated / LeastAllocated scoring strategies weigh resources. Equal
+// weights give SPEC §4's formula exactly; a weight of 0 leaves a resource out.
+struct ResourceWeights {
+  double cpu = 1;
+  double memory = 1;
+  double gpu = 1;
+};
+
+// The weighted mean, over the resources node n has (CPU, memory, GPU share),
+// of min(used + requested, total) / total: how full the node would be with
+// the task on it. Resources the node lacks (total 0) are left out of the mean
+// (weights included); 0 if none is left. Shared by Binpack (score = mean x
+// 100) and Spread ((1 - mean) x 100).
+double UtilizationWithTask(const ClusterState& cluster, NodeId n, const Requests& req,
+                           const ResourceWeights& weights = {});
 
 // Chooses `req.gpu` GPUs for a shared request (gpu_milli < 1000) on node n:
 // with best_fit, those with the least free share that still fits (packing);

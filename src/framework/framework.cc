@@ -42,13 +42,25 @@ Framework::~Framework() = default;
 
 namespace {
 
-// Applies the keys a policy named onto settings; types were checked by the parser.
-PluginSettings Merge(PluginSettings s, const nlohmann::json& named) {
+// Applies the keys a policy named onto settings. Types are checked again here
+// because a Policy may be built in code (e.g. from an API request), not only
+// by the YAML parser.
+Result<PluginSettings> Merge(PluginSettings s, const std::string& plugin, const nlohmann::json& named) {
+  if (!named.is_object()) return InvalidArgument("plugins." + plugin + " must be a mapping");
   for (auto& [k, v] : named.items()) {
-    if (k == "enabled") s.enabled = v.get<bool>();
-    else if (k == "weight") s.weight = v.get<double>();
-    else if (k == "mode") s.mode = v.get<std::string>();
-    else s.config[k] = v;
+    const std::string field = "plugins." + plugin + "." + k;
+    if (k == "enabled") {
+      if (!v.is_boolean()) return InvalidArgument(field + " must be true or false");
+      s.enabled = v.get<bool>();
+    } else if (k == "weight") {
+      if (!v.is_number()) return InvalidArgument(field + " must be a number");
+      s.weight = v.get<double>();
+    } else if (k == "mode") {
+      if (!v.is_string()) return InvalidArgument(field + " must be a string");
+      s.mode = v.get<std::string>();
+    } else {
+      s.config[k] = v;
+    }
   }
   return s;
 }
@@ -65,7 +77,12 @@ Result<std::unique_ptr<Framework>> Framework::Create(const Registry& registry, c
   fw->scheduler_ = policy.scheduler;
   for (auto& slot : fw->slots_) {
     auto it = policy.plugins.find(slot->factory->name);
-    PluginSettings s = it == policy.plugins.end() ? slot->settings : Merge(slot->settings, it->second);
+    PluginSettings s = slot->settings;
+    if (it != policy.plugins.end()) {
+      auto merged = Merge(slot->settings, slot->factory->name, it->second);
+      if (!merged.ok()) return merged.status();
+      s = *merged;
+    }
     if (slot->factory->required && !s.enabled) {
       return FailedPrecondition("plugin " + slot->factory->name + " is required and cannot be disabled");
     }

@@ -96,6 +96,18 @@ TEST(PolicyTest, CreateRefusesUnknownPluginsBadModesAndConflicts) {
   EXPECT_NE(fw.status().message().find("binpack"), std::string::npos);
 }
 
+TEST(PolicyTest, CreateChecksTypesOfPoliciesBuiltInCode) {
+  for (const auto& bad : {nlohmann::json{{"enabled", "yes"}}, nlohmann::json{{"weight", "2"}},
+                          nlohmann::json{{"mode", 1}}, nlohmann::json(3)}) {
+    Policy p;
+    p.plugins["preempt"] = bad;
+    auto fw = Framework::Create(hf::plugins::InTreeRegistry(), p, nullptr);
+    ASSERT_FALSE(fw.ok()) << bad.dump();
+    EXPECT_EQ(fw.status().code(), StatusCode::kInvalidArgument) << bad.dump();
+    EXPECT_NE(fw.status().message().find("plugins.preempt"), std::string::npos) << fw.status().message();
+  }
+}
+
 TEST(FrameworkTest, RuntimeUpdatesValidateAndApply) {
   auto fw = Make("plugins:\n  topology: {enabled: false}\n");
   // Enabling spread while binpack is on: Conflict naming binpack; nothing changes.

@@ -121,3 +121,63 @@ TEST(BinpackSpreadTest, DeclareEachOtherAsConflicting) {
 
 }  // namespace
 }  // namespace hf::plugins
+
+namespace hf::plugins {
+namespace {
+
+TEST(BinpackSpreadTest, ResourceWeightsTable) {
+  // Node: 10 cores, 10000 MiB, 4 GPUs; bound: 2000 mCPU, 5000 MiB, 1 GPU.
+  // Task: 1000 mCPU, 1 GPU -> cpu .3, memory .5, gpu .5.
+  struct Row {
+    const char* name;
+    nlohmann::json weights;
+    double binpack;
+  } rows[] = {
+      {"defaults = SPEC formula: (.3 + .5 + .5) / 3", nullptr, 130.0 / 3},
+      {"gpu only", {{"cpu", 0}, {"memory", 0}}, 50.0},
+      {"cpu 1, memory 0, gpu 2: (.3 + 2 x .5) / 3", {{"memory", 0}, {"gpu", 2}}, 130.0 / 3},
+      {"cpu 3, memory 1, gpu 0: (3 x .3 + .5) / 4", {{"cpu", 3}, {"gpu", 0}}, 35.0},
+  };
+  for (const Row& r : rows) {
+    ClusterState c;
+    NodeId n = *c.AddNode(Node("g", 10000, 10000, 4));
+    Task used = MakeTask(100, 2000, 5000, 1);
+    ASSERT_TRUE(c.Bind(used, AllocFor(used, n, {{0, 1000, 0}})).ok());
+    framework::ReasonTable reasons;
+    Binpack binpack({&reasons, nullptr});
+    Spread spread({&reasons, nullptr});
+    nlohmann::json config = nlohmann::json::object();
+    if (!r.weights.is_null()) config["resource_weights"] = r.weights;
+    ASSERT_TRUE(binpack.Configure({"", config}).ok()) << r.name;
+    ASSERT_TRUE(spread.Configure({"", config}).ok()) << r.name;
+    std::vector<NodeId> nodes = {n};
+    std::vector<double> score(1);
+    binpack.Score(MakeTask(1, 1000, 0, 1), c, nodes, score);
+    EXPECT_NEAR(score[0], r.binpack, 1e-9) << r.name;
+    spread.Score(MakeTask(1, 1000, 0, 1), c, nodes, score);
+    EXPECT_NEAR(score[0], 100 - r.binpack, 1e-9) << r.name;
+  }
+}
+
+TEST(BinpackSpreadTest, ResourceWeightsAreValidated) {
+  struct Row {
+    nlohmann::json weights;
+    const char* want;
+  } rows[] = {
+      {"heavy", "plugins.binpack.resource_weights must be a mapping"},
+      {{{"disk", 1}}, "unknown resource \"disk\""},
+      {{{"gpu", -1}}, "plugins.binpack.resource_weights.gpu must be a finite number >= 0"},
+      {{{"gpu", "x"}}, "plugins.binpack.resource_weights.gpu must be a number"},
+      {{{"cpu", 0}, {"memory", 0}, {"gpu", 0}}, "must not all be 0"},
+  };
+  for (const Row& r : rows) {
+    framework::ReasonTable reasons;
+    Binpack binpack({&reasons, nullptr});
+    Status st = binpack.Configure({"", {{"resource_weights", r.weights}}});
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << r.weights.dump();
+    EXPECT_NE(st.message().find(r.want), std::string::npos) << st.message();
+  }
+}
+
+}  // namespace
+}  // namespace hf::plugins

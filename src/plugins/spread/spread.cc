@@ -1,13 +1,21 @@
 #include "plugins/spread/spread.h"
 
 #include "core/fit.h"
+#include "framework/args.h"
 
 namespace hf::plugins {
+
+Status Spread::Configure(const framework::PluginArgs& args) {
+  auto weights = framework::ParseResourceWeights(args.config, kName);
+  if (!weights.ok()) return weights.status();
+  weights_ = *weights;
+  return Status::Ok();
+}
 
 void Spread::Score(const Task& task, const ClusterState& cluster, std::span<const NodeId> nodes,
                 std::span<double> scores) {
   for (size_t i = 0; i < nodes.size(); ++i) {
-    scores[i] = 100.0 * (1.0 - UtilizationWithTask(cluster, nodes[i], task.requests));
+    scores[i] = 100.0 * (1.0 - UtilizationWithTask(cluster, nodes[i], task.requests, weights_));
   }
 }
 

@@ -5,6 +5,11 @@
 // resource the node does not have (total 0, e.g. GPU on a CPU-only node) is
 // left out of the mean (SPEC §4). Already 0..100: no normalisation.
 //
+// Config: `resource_weights: {cpu: 1, memory: 1, gpu: 1}` weighs the three
+// terms (as Kubernetes' MostAllocated/LeastAllocated resource weights do); the
+// default, equal weights, is exactly the formula above. On a GPU cluster,
+// weighing the GPU term higher packs GPUs tighter (docs/BENCHMARKS.md).
+//
 // Bind: for a shared-GPU request (gpu_milli < 1000) picks the GPU with the most free share.
 // Whole-GPU requests are left to the topology plugin or the default choice.
 //
@@ -12,6 +17,7 @@
 #ifndef HF_PLUGINS_SPREAD_SPREAD_H_
 #define HF_PLUGINS_SPREAD_SPREAD_H_
 
+#include "core/fit.h"
 #include "framework/plugin.h"
 
 namespace hf::plugins {
@@ -23,10 +29,14 @@ class Spread final : public framework::ScorePlugin, public framework::BindPlugin
 
   std::string_view Name() const override { return kName; }
   uint32_t Points() const override { return framework::kScorePoint | framework::kBindPoint; }
+  Status Configure(const framework::PluginArgs& args) override;
   std::vector<std::string> ConflictsWith() const override { return {"binpack"}; }
   void Score(const Task& task, const ClusterState& cluster, std::span<const NodeId> nodes,
              std::span<double> scores) override;
   Status Bind(const Task& task, const ClusterState& cluster, Allocation& alloc) override;
+
+ private:
+  ResourceWeights weights_;
 };
 
 }  // namespace hf::plugins

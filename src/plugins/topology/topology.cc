@@ -1,0 +1,334 @@
+#include "plugins/topology/topology.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <limits>
+#include <map>
+#include <unordered_map>
+
+#include "core/fit.h"
+
+namespace hf::plugins {
+namespace {
+
+constexpr uint32_t kUnknown = std::numeric_limits<uint32_t>::max();
+constexpr int64_t kCheckIntervalMs = 1000;
+// The two parts of the score, as bits of a mark.
+constexpr uint32_t kDepsBit = 1, kGroupBit = 2;
+
+// What identifies one version of the file on disk. The modification time alone
+// can miss a rewrite within the file system's time granularity; size and inode
+// (an editor that renames a new file into place) catch most of those.
+struct FileStamp {
+  bool exists = false;
+  int64_t mtime_ns = 0;
+  int64_t size = 0;
+  uint64_t inode = 0;
+  bool operator==(const FileStamp&) const = default;
+};
+
+FileStamp StampOf(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return {true, int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec,
+          int64_t{st.st_size}, uint64_t{st.st_ino}};
+}
+
+// Dense ids for names, so that positions compare as integers.
+class Interner {
+ public:
+  uint32_t Id(const std::string& key) {
+    return ids_.emplace(key, uint32_t(ids_.size())).first->second;
+  }
+  uint32_t size() const { return uint32_t(ids_.size()); }
+
+ private:
+  std::unordered_map<std::string, uint32_t> ids_;
+};
+
+}  // namespace
+
+struct Topology::State {
+  State();
+
+  // Where positions come from: the file at `path`, or the nodes' own fields
+  // when `path` is empty. `generation` changes whenever `file` does.
+  std::string path;
+  TopologyMap file;
+  uint64_t generation = 0;
+  FileStamp loaded_stamp;
+  int64_t last_check_ms = 0;
+
+  // Positions as interned ids. Racks and switches are named within their
+  // parent, as the file nests them: rack r1 under switch s1 is not rack r1
+  // under switch s2. A place is one distinct (zone, switch, rack) triple;
+  // nodes that share one share a place, so there are about as many places as
+  // racks, far fewer than nodes.
+  struct Place {
+    uint32_t rack, sw, zone;  // kUnknown where the name is empty
+  };
+  // The cache key. nodes_version() counts per ClusterState, so the address
+  // tells two live clusters apart; a new cluster built where a destroyed one
+  // lay, with as many nodes and as many changes, would still be mistaken for it.
+  const ClusterState* cached_cluster = nullptr;
+  uint64_t cached_nodes_version = 0;
+  size_t cached_node_count = 0;
+  uint64_t cached_generation = std::numeric_limits<uint64_t>::max();
+  std::vector<Place> places;
+  std::vector<uint32_t> place_of;  // per NodeId
+
+  // This cycle's marks: which parts (kDepsBit, kGroupBit) each node, rack,
+  // switch and zone belongs to, stored as epoch << 2 | bits. Entries of an
+  // older epoch read as unmarked, so nothing is cleared between cycles.
+  std::vector<uint32_t> node_mark, rack_mark, sw_mark, zone_mark;
+  uint32_t epoch = 0;
+  bool deps_apply = false, group_apply = false;
+  // Per place, its rack, switch and zone bits this cycle (rack | switch << 2 |
+  // zone << 4), gathered once in PreScore so that Score reads one byte.
+  std::vector<uint8_t> place_bits;
+
+  // The score for every combination of a node's marks (index: node bits |
+  // rack bits << 2 | switch bits << 4 | zone bits << 6), per combination of
+  // the parts that apply (deps_apply | group_apply << 1). With it Score is a
+  // few loads and a table look-up per node, without branches.
+  std::array<std::array<double, 256>, 4> score_table;
+
+  void EnsurePositions(const ClusterState& cluster);
+  void NextEpoch();
+  void Mark(NodeId n, uint32_t bit);
+  void GatherPlaceBits();
+  uint32_t Bits(uint32_t mark) const { return mark & 3 & -uint32_t((mark >> 2) == epoch); }
+  uint32_t Bits(const std::vector<uint32_t>& marks, uint32_t id) const {
+    return id == kUnknown ? 0 : Bits(marks[id]);
+  }
+};
+
+Topology::State::State() {
+  for (uint32_t parts = 0; parts < 4; ++parts) {
+    for (uint32_t index = 0; index < 256; ++index) {
+      double sum = 0;
+      for (uint32_t bit : {kDepsBit, kGroupBit}) {
+        if (!(parts & bit)) continue;
+        // The closest level at which this part is marked: node, rack, switch, zone.
+        for (uint32_t level = 0; level < 4; ++level) {
+          if ((index >> (2 * level)) & bit) {
+            sum += 100.0 - 25.0 * level;
+            break;
+          }
+        }
+      }
+      const int count = std::popcount(parts);
+      score_table[parts][index] = count ? sum / count : 0.0;
+    }
+  }
+}
+
+void Topology::State::EnsurePositions(const ClusterState& cluster) {
+  if (cached_cluster == &cluster && cached_nodes_version == cluster.nodes_version() &&
+      cached_node_count == cluster.node_count() && cached_generation == generation) {
+    return;
+  }
+  const size_t count = cluster.node_count();
+  Interner racks, switches, zones, triples;
+  places.clear();
+  place_of.assign(count, 0);
+  for (NodeId n = 0; n < count; ++n) {
+    const NodeSpec& spec = cluster.spec(n);
+    const auto it = file.find(spec.name);
+    const TopologyPosition& pos = it != file.end() ? it->second : spec.topology;
+    // '\0' cannot occur in YAML or JSON names, so the joined keys are unambiguous.
+    const std::string switch_key = pos.zone + '\0' + pos.switch_name;
+    const std::string rack_key = switch_key + '\0' + pos.rack;
+    place_of[n] = triples.Id(rack_key);
+    if (place_of[n] < places.size()) continue;
+    places.push_back({pos.rack.empty() ? kUnknown : racks.Id(rack_key),
+                      pos.switch_name.empty() ? kUnknown : switches.Id(switch_key),
+                      pos.zone.empty() ? kUnknown : zones.Id(pos.zone)});
+  }
+  node_mark.assign(count, 0);
+  rack_mark.assign(racks.size(), 0);
+  sw_mark.assign(switches.size(), 0);
+  zone_mark.assign(zones.size(), 0);
+  place_bits.assign(places.size(), 0);
+  cached_cluster = &cluster;
+  cached_nodes_version = cluster.nodes_version();
+  cached_node_count = count;
+  cached_generation = generation;
+}
+
+void Topology::State::NextEpoch() {
+  // The epoch has 30 bits; when it runs out, clearing once makes every old
+  // mark read as unmarked again.
+  if (++epoch == (1u << 30)) {
+    for (auto* marks : {&node_mark, &rack_mark, &sw_mark, &zone_mark}) {
+      std::fill(marks->begin(), marks->end(), 0);
+    }
+    epoch = 1;
+  }
+}
+
+void Topology::State::Mark(NodeId n, uint32_t bit) {
+  if (n >= place_of.size()) return;
+  const auto set = [&](std::vector<uint32_t>& marks, uint32_t id) {
+    if (id != kUnknown) marks[id] = Bits(marks[id]) | bit | epoch << 2;
+  };
+  const Place& p = places[place_of[n]];
+  set(node_mark, n);
+  set(rack_mark, p.rack);
+  set(sw_mark, p.sw);
+  set(zone_mark, p.zone);
+}
+
+void Topology::State::GatherPlaceBits() {
+  for (size_t i = 0; i < places.size(); ++i) {
+    const Place& p = places[i];
+    place_bits[i] =
+        uint8_t(Bits(rack_mark, p.rack) | Bits(sw_mark, p.sw) << 2 | Bits(zone_mark, p.zone) << 4);
+  }
+}
+
+Topology::Topology(const framework::PluginDeps& deps)
+    : state_(std::make_shared<State>()), clock_(deps.clock) {}
+
+Status Topology::Configure(const framework::PluginArgs& args) {
+  std::string path;
+  if (const auto it = args.config.find("topology_config");
+      it != args.config.end() && !it->is_null()) {
+    if (!it->is_string()) {
+      return InvalidArgument(
+          "plugins.topology.topology_config must be a string (a file path), got " +
+          std::string(it->type_name()));
+    }
+    path = it->get<std::string>();
+  }
+  state_->path = path;
+  return Reload();
+}
+
+Status Topology::Reload() {
+  State& s = *state_;
+  ++s.generation;
+  s.file.clear();
+  if (s.path.empty()) return Status::Ok();
+  // Stamp before reading: a change made while reading is then seen as a
+  // change by the next ReloadDue, never lost.
+  s.loaded_stamp = StampOf(s.path);
+  s.last_check_ms = clock_ ? clock_->NowMs() : 0;
+  Result<TopologyMap> loaded = LoadTopologyFile(s.path);
+  if (!loaded.ok()) {
+    // The nodes' own positions stand in meanwhile; the framework leaves the
+    // plugin out while it is in status `error`.
+    return Unavailable("topology_config " + loaded.status().message());
+  }
+  s.file = std::move(loaded).value();
+  return Status::Ok();
+}
+
+bool Topology::ReloadDue() {
+  State& s = *state_;
+  if (s.path.empty() || !clock_) return false;
+  const int64_t now = clock_->NowMs();
+  if (now - s.last_check_ms < kCheckIntervalMs) return false;
+  s.last_check_ms = now;
+  return !(StampOf(s.path) == s.loaded_stamp);
+}
+
+bool Topology::PreScore(const Task& task, const ClusterState& cluster,
+                        std::span<const NodeId> feasible) {
+  State& s = *state_;
+  s.EnsurePositions(cluster);
+  s.NextEpoch();
+  s.deps_apply = false;
+  for (const std::string& name : task.depends_on) {
+    if (name.empty()) continue;
+    for (auto placed : {cluster.NameNodes(name), cluster.GroupNodes(name)}) {
+      for (const NodeCount& c : placed) {
+        s.Mark(c.node, kDepsBit);
+        s.deps_apply = true;
+      }
+    }
+  }
+  s.group_apply = false;
+  if (!task.group.empty()) {
+    for (const NodeCount& c : cluster.GroupNodes(task.group)) {
+      s.Mark(c.node, kGroupBit);
+      s.group_apply = true;
+    }
+  }
+  if (!s.deps_apply && !s.group_apply) return false;
+  s.GatherPlaceBits();
+  return true;
+}
+
+void Topology::Score(const Task& task, const ClusterState& cluster, std::span<const NodeId> nodes,
+                     std::span<double> scores) {
+  const State& s = *state_;
+  const auto& table = s.score_table[uint32_t(s.deps_apply) | uint32_t(s.group_apply) << 1];
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const NodeId n = nodes[i];
+    scores[i] = table[s.Bits(s.node_mark[n]) | uint32_t{s.place_bits[s.place_of[n]]} << 2];
+  }
+}
+
+namespace {
+
+// The first `want` of `eligible` (slots, ascending) inside the one locality
+// domain that can hold them and has the fewest eligible GPUs, ties to the
+// lowest domain id; empty when no domain can. Unknown (-1) is no domain.
+std::vector<size_t> PickInOneDomain(const std::vector<size_t>& eligible,
+                                    const std::vector<GpuDevice>& gpus,
+                                    int32_t GpuDevice::*domain_of, size_t want) {
+  std::map<int32_t, size_t> count;
+  for (size_t slot : eligible) {
+    if (gpus[slot].*domain_of >= 0) ++count[gpus[slot].*domain_of];
+  }
+  int32_t best = -1;
+  size_t best_count = 0;
+  for (const auto& [domain, c] : count) {
+    if (c >= want && (best < 0 || c < best_count)) {
+      best = domain;
+      best_count = c;
+    }
+  }
+  std::vector<size_t> chosen;
+  if (best < 0) return chosen;
+  for (size_t slot : eligible) {
+    if (chosen.size() == want) break;
+    if (gpus[slot].*domain_of == best) chosen.push_back(slot);
+  }
+  return chosen;
+}
+
+}  // namespace
+
+Status Topology::Bind(const Task& task, const ClusterState& cluster, Allocation& alloc) {
+  const Requests& r = task.requests;
+  if (r.gpu <= 1 || r.gpu_milli != kWholeGpuMilli || !alloc.gpus.empty()) return Status::Ok();
+  const NodeId n = alloc.node;
+  const GpuFreeView free{cluster.gpu_free_milli(n), cluster.gpu_free_memory(n),
+                         cluster.gpu_model_bits(n)};
+  const ClusterState::ModelMask allowed = cluster.MaskOf(r.gpu_models);
+  const std::vector<GpuDevice>& gpus = cluster.spec(n).gpus;
+  std::vector<size_t> eligible;
+  for (size_t slot = 0; slot < gpus.size(); ++slot) {
+    if (GpuSlotFits(free, slot, r, allowed)) eligible.push_back(slot);
+  }
+  const size_t want = size_t(r.gpu);
+  // Too few: leave the choice empty and let the framework report the failure.
+  if (eligible.size() < want) return Status::Ok();
+  std::vector<size_t> chosen;
+  for (auto domain_of : {&GpuDevice::nvlink_domain, &GpuDevice::pcie_switch, &GpuDevice::numa}) {
+    chosen = PickInOneDomain(eligible, gpus, domain_of, want);
+    if (!chosen.empty()) break;
+  }
+  if (chosen.empty()) chosen.assign(eligible.begin(), eligible.begin() + ptrdiff_t(want));
+  for (size_t slot : chosen) {
+    alloc.gpus.push_back({gpus[slot].index, r.gpu_milli, r.gpu_memory_mib});
+  }
+  return Status::Ok();
+}
+
+}  // namespace hf::plugins
