@@ -122,13 +122,15 @@ int main(int argc, char** argv) {
   std::string trace = "../shared/traces/alibaba-openb";
   double fill = 0.9;
   uint64_t seed = 42;
+  std::vector<size_t> sizes = {1000, 5000, 10000};
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--trace-dir") trace = argv[i + 1];
+    else if (flag == "--nodes") sizes = {size_t(std::strtoull(argv[i + 1], nullptr, 10))};
     else if (flag == "--fill") fill = std::atof(argv[i + 1]);
     else if (flag == "--seed") seed = std::strtoull(argv[i + 1], nullptr, 10);
     else {
-      std::fprintf(stderr, "usage: hf_bench [--trace-dir DIR] [--fill X] [--seed N]\n");
+      std::fprintf(stderr, "usage: hf_bench [--trace-dir DIR] [--fill X] [--seed N] [--nodes N]\n");
       return 2;
     }
   }
@@ -143,7 +145,7 @@ int main(int argc, char** argv) {
               fill * 100);
   std::printf("%8s %10s %9s %12s %9s %9s %9s %7s\n", "nodes", "decisions", "placed", "decisions/s",
               "p50_us", "p99_us", "max_us", "evicted");
-  for (size_t n : {1000, 5000, 10000}) {
+  for (size_t n : sizes) {
     Figures f = RunOne(*openb, n, fill, seed);
     std::printf("%8zu %10zu %9zu %12.0f %9.1f %9.1f %9.1f %7zu\n", f.nodes, f.decisions, f.placed,
                 f.per_second, f.p50_us, f.p99_us, f.max_us, f.preemptions);

@@ -39,6 +39,16 @@ Result<NodeId> ClusterState::AddNode(const NodeSpec& spec) {
   measured_.push_back(0);
   usage_.emplace_back();
   gpu_util_.push_back(0);
+  cpu_load_.push_back(0);
+  mem_used_.push_back(0);
+  const auto inv = [](int64_t total) { return total > 0 ? 1.0 / double(total) : 0.0; };
+  inv_cpu_.push_back(inv(spec.cpu_milli));
+  inv_mem_.push_back(inv(spec.memory_mib));
+  inv_gpu_milli_.push_back(inv(int64_t(spec.gpus.size()) * kWholeGpuMilli));
+  util_cpu_.push_back(0);
+  util_mem_.push_back(0);
+  util_gpu_.push_back(0);
+  has_.push_back(uint8_t((spec.cpu_milli > 0) | (spec.memory_mib > 0) << 1 | (!spec.gpus.empty()) << 2));
   inflight_cpu_.push_back(0);
   inflight_mem_.push_back(0);
   inflight_gpu_milli_.push_back(0);
@@ -69,7 +79,10 @@ void ClusterState::SetCondition(NodeId n, NodeCondition c) { condition_[n] = c; 
 
 void ClusterState::ReportUsage(NodeId n, const NodeUsage& usage) {
   usage_[n] = usage;
+  if (!measured_[n]) ++measured_count_;
   measured_[n] = 1;
+  cpu_load_[n] = usage.cpu_load;
+  mem_used_[n] = usage.memory_used;
   double sum = 0;
   for (const GpuUsage& g : usage.gpus) sum += g.utilization;
   gpu_util_[n] = usage.gpus.empty() ? 0 : sum / double(usage.gpus.size());
@@ -83,6 +96,12 @@ int32_t ClusterState::GpuSlot(NodeId n, int32_t gpu_index) const {
     if (gpus[i].index == gpu_index) return int32_t(i);
   }
   return -1;
+}
+
+void ClusterState::RecomputeUtilization(NodeId n) {
+  util_cpu_[n] = double(total_cpu_[n] - free_cpu_[n]) * inv_cpu_[n];
+  util_mem_[n] = double(total_mem_[n] - free_mem_[n]) * inv_mem_[n];
+  util_gpu_[n] = double(used_gpu_milli_[n]) * inv_gpu_milli_[n];
 }
 
 void ClusterState::RecomputeGpuSummary(NodeId n) {
@@ -160,6 +179,7 @@ Status ClusterState::Bind(const Task& task, const Allocation& alloc, TaskState s
     gpu_milli += alloc.gpus[i].milli;
   }
   used_gpu_milli_[n] += gpu_milli;
+  RecomputeUtilization(n);
   inflight_cpu_[n] += alloc.cpu_milli;
   inflight_mem_[n] += alloc.memory_mib;
   inflight_gpu_milli_[n] += gpu_milli;
@@ -207,6 +227,7 @@ Status ClusterState::Release(TaskKey key) {
     inflight_gpu_milli_[n] = std::max<int64_t>(0, inflight_gpu_milli_[n] - gpu_milli);
   }
   if (!p.alloc.gpus.empty()) RecomputeGpuSummary(n);
+  RecomputeUtilization(n);
   auto& on = tasks_on_[n];
   on.erase(std::find(on.begin(), on.end(), key));
   if (!p.group.empty()) AddToIndex(group_index_, p.group, n, -1, p.rdma);

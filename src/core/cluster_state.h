@@ -135,6 +135,53 @@ class ClusterState {
   // Mean measured utilization over the node's GPUs (0 if none reported).
   double measured_gpu_utilization(NodeId n) const { return gpu_util_[n]; }
 
+  // Raw pointers to the per-node arrays, for scheduling hot loops: reading
+  // through locals lets the compiler keep them in registers (writes to a
+  // uint32 node list could otherwise alias the int32 arrays). Valid until the
+  // next AddNode.
+  struct Arrays {
+    const NodeCondition* condition;
+    const int64_t* total_cpu;
+    const int64_t* total_memory;
+    const int64_t* free_cpu;
+    const int64_t* free_memory;
+    const int64_t* used_gpu_milli;
+    const int32_t* gpu_count;
+    const int32_t* free_whole_gpus;
+    const int32_t* max_free_milli;
+    const ModelMask* model_mask;
+    // 1 / total (0 where the node has none of that resource).
+    const double* inv_cpu;
+    const double* inv_memory;
+    const double* inv_gpu_milli;
+    // used / total per resource, kept current by Bind/Release (0 where the
+    // node has none), and a mask of the resources the node has (bit 0 CPU,
+    // 1 memory, 2 GPU).
+    const double* util_cpu;
+    const double* util_memory;
+    const double* util_gpu;
+    const uint8_t* has;
+    const uint8_t* measured;
+    const double* cpu_load;         // as reported
+    const double* memory_used;      // as reported
+    const double* gpu_utilization;  // mean over GPUs, as reported
+    const int64_t* inflight_cpu;
+    const int64_t* inflight_memory;
+    const int64_t* inflight_gpu_milli;
+  };
+  Arrays arrays() const {
+    return {condition_.data(),     total_cpu_.data(),     total_mem_.data(),
+            free_cpu_.data(),      free_mem_.data(),      used_gpu_milli_.data(),
+            gpu_count_.data(),     free_whole_.data(),    max_free_milli_.data(),
+            model_mask_.data(),    inv_cpu_.data(),       inv_mem_.data(),
+            inv_gpu_milli_.data(), util_cpu_.data(),      util_mem_.data(),
+            util_gpu_.data(),      has_.data(),           measured_.data(),      cpu_load_.data(),
+            mem_used_.data(),      gpu_util_.data(),      inflight_cpu_.data(),
+            inflight_mem_.data(),  inflight_gpu_milli_.data()};
+  }
+  // How many nodes have reported usage (0: threshold checks can be skipped).
+  size_t measured_count() const { return measured_count_; }
+
   // Changes whenever nodes are added, and is unique across every ClusterState
   // in the process (copies share it until either changes), so plugins can
   // cache per-node derived data keyed on it.
@@ -142,6 +189,7 @@ class ClusterState {
 
  private:
   void RecomputeGpuSummary(NodeId n);
+  void RecomputeUtilization(NodeId n);
   void AddToIndex(std::unordered_map<std::string, std::vector<NodeCount>>& index,
                   const std::string& key, NodeId n, int32_t delta, bool rdma);
 
@@ -157,7 +205,11 @@ class ClusterState {
   std::vector<ModelMask> model_mask_;
   std::vector<uint8_t> measured_;
   std::vector<NodeUsage> usage_;
-  std::vector<double> gpu_util_;
+  std::vector<double> gpu_util_, cpu_load_, mem_used_;
+  std::vector<double> inv_cpu_, inv_mem_, inv_gpu_milli_;
+  std::vector<double> util_cpu_, util_mem_, util_gpu_;
+  std::vector<uint8_t> has_;
+  size_t measured_count_ = 0;
   std::vector<int64_t> inflight_cpu_, inflight_mem_, inflight_gpu_milli_;
   std::vector<uint64_t> reports_;  // measurements received per node
   std::vector<std::vector<TaskKey>> tasks_on_;

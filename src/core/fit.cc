@@ -68,18 +68,14 @@ namespace hf {
 
 double UtilizationWithTask(const ClusterState& cluster, NodeId n, const Requests& req,
                            const ResourceWeights& weights) {
-  double sum = 0, weight_sum = 0;
-  const auto add = [&](int64_t used, int64_t total, double w) {
-    if (total <= 0 || w == 0) return;
-    sum += w * double(std::min(used, total)) / double(total);
-    weight_sum += w;
-  };
-  add(cluster.total_cpu(n) - cluster.free_cpu(n) + req.cpu_milli, cluster.total_cpu(n), weights.cpu);
-  add(cluster.total_memory(n) - cluster.free_memory(n) + req.memory_mib, cluster.total_memory(n),
-      weights.memory);
-  add(cluster.used_gpu_milli(n) + int64_t{req.gpu} * req.gpu_milli, cluster.total_gpu_milli(n),
-      weights.gpu);
-  return weight_sum > 0 ? sum / weight_sum : 0.0;
+  return UtilizationScorer(weights)(cluster.arrays(), n, UtilizationScorer::ForTask(req));
+}
+
+UtilizationScorer::UtilizationScorer(const ResourceWeights& w) : w_(w) {
+  for (int has = 0; has < 8; ++has) {
+    const double sum = (has & 1 ? w.cpu : 0) + (has & 2 ? w.memory : 0) + (has & 4 ? w.gpu : 0);
+    inv_weight_sum_[has] = sum > 0 ? 1.0 / sum : 0.0;
+  }
 }
 
 std::vector<GpuGrant> PickSharedGpus(const ClusterState& cluster, NodeId n, const Requests& req,

@@ -5,6 +5,7 @@
 #ifndef HF_CORE_FIT_H_
 #define HF_CORE_FIT_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -80,6 +81,33 @@ struct ResourceWeights {
 // 100) and Spread ((1 - mean) x 100).
 double UtilizationWithTask(const ClusterState& cluster, NodeId n, const Requests& req,
                            const ResourceWeights& weights = {});
+
+// UtilizationWithTask for hot loops: the weights are folded, per combination
+// of resources a node has, into one reciprocal, and node data is read from
+// ClusterState::Arrays. Gives the same values as UtilizationWithTask.
+class UtilizationScorer {
+ public:
+  explicit UtilizationScorer(const ResourceWeights& w);
+  // Precompute the task's part once per cycle with ForTask, then call per node.
+  struct TaskTerms {
+    double cpu, memory, gpu_milli;
+  };
+  static TaskTerms ForTask(const Requests& req) {
+    return {double(req.cpu_milli), double(req.memory_mib), double(int64_t{req.gpu} * req.gpu_milli)};
+  }
+  // Reads only the node's running utilisation and reciprocals (kept current by
+  // ClusterState), so a node costs a handful of multiply-adds.
+  double operator()(const ClusterState::Arrays& a, NodeId n, const TaskTerms& t) const {
+    const double cpu = std::min(a.util_cpu[n] + t.cpu * a.inv_cpu[n], 1.0);
+    const double mem = std::min(a.util_memory[n] + t.memory * a.inv_memory[n], 1.0);
+    const double gpu = std::min(a.util_gpu[n] + t.gpu_milli * a.inv_gpu_milli[n], 1.0);
+    return (w_.cpu * cpu + w_.memory * mem + w_.gpu * gpu) * inv_weight_sum_[a.has[n]];
+  }
+
+ private:
+  ResourceWeights w_;
+  double inv_weight_sum_[8];
+};
 
 // Chooses `req.gpu` GPUs for a shared request (gpu_milli < 1000) on node n:
 // with best_fit, those with the least free share that still fits (packing);

@@ -359,13 +359,18 @@ Decision Framework::Schedule(const Task& task, ClusterState& cluster, const Sche
   for (const auto& name : due) (void)ReloadPlugin(name);  // failures show as status `error`
 
   const size_t n = cluster.node_count();
-  nodes_.resize(n);
-  std::iota(nodes_.begin(), nodes_.end(), NodeId{0});
-  rejections_.Reset(n, reasons_.size());
-  for (FilterPlugin* f : filters_) {
-    if (nodes_.empty()) break;
-    f->Filter(task, cluster, nodes_, rejections_);
-  }
+  const auto run_filters = [&](bool recording) {
+    nodes_.resize(n);
+    std::iota(nodes_.begin(), nodes_.end(), NodeId{0});
+    rejections_.Reset(n, reasons_.size(), recording);
+    for (FilterPlugin* f : filters_) {
+      if (nodes_.empty()) break;
+      f->Filter(task, cluster, nodes_, rejections_);
+    }
+  };
+  // Reasons are worked out only when someone will read them (see Rejections).
+  run_filters(options.explain);
+  if (nodes_.empty() && !options.explain) run_filters(true);
 
   Explanation* ex = nullptr;
   if (options.explain) {
@@ -388,7 +393,8 @@ Decision Framework::Schedule(const Task& task, ClusterState& cluster, const Sche
 
   size_t best = 0;
   if (nodes_.size() > 1 || ex) {
-    total_.assign(nodes_.size(), 0.0);
+    total_.resize(nodes_.size());
+    bool first = true;  // the first contributing scorer writes totals instead of adding
     if (ex) {
       for (NodeId node : nodes_) {
         ex->nodes[node].feasible = true;
@@ -400,18 +406,25 @@ Decision Framework::Schedule(const Task& task, ClusterState& cluster, const Sche
       const Scorer& s = scorers_[si];
       if (s.weight == 0 && !ex) continue;
       if (s.pre && !s.pre->PreScore(task, cluster, nodes_)) continue;
-      scratch_.assign(nodes_.size(), 0.0);
+      scratch_.resize(nodes_.size());  // Score writes every entry
       s.score->Score(task, cluster, nodes_, scratch_);
       s.score->NormalizeScores(scratch_);
-      for (size_t i = 0; i < nodes_.size(); ++i) {
-        const double v = std::clamp(scratch_[i], 0.0, 100.0);
-        total_[i] += s.weight * v;
-        if (ex) {
+      const double w = s.weight;
+      if (first) {
+        for (size_t i = 0; i < nodes_.size(); ++i) total_[i] = w * std::clamp(scratch_[i], 0.0, 100.0);
+      } else {
+        for (size_t i = 0; i < nodes_.size(); ++i) total_[i] += w * std::clamp(scratch_[i], 0.0, 100.0);
+      }
+      first = false;
+      if (ex) {
+        for (size_t i = 0; i < nodes_.size(); ++i) {
+          const double v = std::clamp(scratch_[i], 0.0, 100.0);
           ex->nodes[nodes_[i]].raw[si] = v;
-          ex->nodes[nodes_[i]].weighted[si] = s.weight * v;
+          ex->nodes[nodes_[i]].weighted[si] = w * v;
         }
       }
     }
+    if (first) std::fill(total_.begin(), total_.end(), 0.0);  // nobody scored: all tie
     // Strictly greater: ties go to the earliest node in stable order.
     for (size_t i = 1; i < nodes_.size(); ++i) {
       if (total_[i] > total_[best]) best = i;

@@ -82,10 +82,20 @@ class Plugin {
 };
 
 // Records why each rejected node was rejected, and how many per reason.
+//
+// The framework first filters with recording off: most tasks fit somewhere
+// and nobody reads their rejections. Only when no node is left (for the
+// "0/N nodes available" summary and for preemption) or when a decision is
+// explained does it filter again with recording on. A filter whose reasons
+// cost something to work out checks recording() first; Reject() is a no-op
+// when recording is off.
 class Rejections {
  public:
-  void Reset(size_t node_count, size_t reason_count);
+  // Recording is on after Reset unless set otherwise.
+  void Reset(size_t node_count, size_t reason_count, bool recording = true);
+  bool recording() const { return recording_; }
   void Reject(NodeId n, ReasonId r) {
+    if (!recording_) return;
     reason_by_node_[n] = r;
     ++count_by_reason_[r];
     rejected_.push_back(n);
@@ -99,12 +109,14 @@ class Rejections {
   std::vector<ReasonId> reason_by_node_;
   std::vector<uint32_t> count_by_reason_;
   std::vector<NodeId> rejected_;
+  bool recording_ = true;
 };
 
 class FilterPlugin : public virtual Plugin {
  public:
   // Removes from `nodes` every node that cannot take `task`, keeping the
-  // relative order of the others, and records each removal with its reason.
+  // relative order of the others, and records each removal with its reason
+  // (when rejections.recording()).
   virtual void Filter(const Task& task, const ClusterState& cluster, std::vector<NodeId>& nodes,
                       Rejections& rejections) = 0;
 };

@@ -30,7 +30,8 @@ std::string ExtensionPointNames(uint32_t points) {
   return out;
 }
 
-void Rejections::Reset(size_t node_count, size_t reason_count) {
+void Rejections::Reset(size_t node_count, size_t reason_count, bool recording) {
+  recording_ = recording;
   if (reason_by_node_.size() != node_count) reason_by_node_.assign(node_count, 0);
   count_by_reason_.assign(reason_count, 0);
   rejected_.clear();

@@ -36,7 +36,7 @@ class Binpack final : public framework::ScorePlugin, public framework::BindPlugi
   Status Bind(const Task& task, const ClusterState& cluster, Allocation& alloc) override;
 
  private:
-  ResourceWeights weights_;
+  UtilizationScorer utilization_{ResourceWeights{}};
 };
 
 }  // namespace hf::plugins

@@ -25,6 +25,13 @@ class Fit final : public framework::FilterPlugin {
               framework::Rejections& rejections) override;
 
  private:
+  static constexpr framework::ReasonId kPass = UINT16_MAX;
+  // The first reason node n cannot take the task, in the order documented
+  // above, or kPass. Looks at each GPU: the slow path.
+  framework::ReasonId Why(const Task& task, const ClusterState& cluster, NodeId n,
+                          ClusterState::ModelMask allowed) const;
+
+  std::vector<NodeId> rejected_;  // per-call scratch
   framework::ReasonId not_ready_, draining_, cpu_, memory_, gpu_, too_few_gpus_, model_, gpu_memory_;
 };
 

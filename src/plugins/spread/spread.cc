@@ -8,15 +8,16 @@ namespace hf::plugins {
 Status Spread::Configure(const framework::PluginArgs& args) {
   auto weights = framework::ParseResourceWeights(args.config, kName);
   if (!weights.ok()) return weights.status();
-  weights_ = *weights;
+  utilization_ = UtilizationScorer(*weights);
   return Status::Ok();
 }
 
 void Spread::Score(const Task& task, const ClusterState& cluster, std::span<const NodeId> nodes,
                 std::span<double> scores) {
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    scores[i] = 100.0 * (1.0 - UtilizationWithTask(cluster, nodes[i], task.requests, weights_));
-  }
+  const UtilizationScorer& u = utilization_;
+  const ClusterState::Arrays a = cluster.arrays();
+  const UtilizationScorer::TaskTerms r = UtilizationScorer::ForTask(task.requests);
+  for (size_t i = 0; i < nodes.size(); ++i) scores[i] = 100.0 * (1.0 - u(a, nodes[i], r));
 }
 
 Status Spread::Bind(const Task& task, const ClusterState& cluster, Allocation& alloc) {

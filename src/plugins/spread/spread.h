@@ -36,7 +36,7 @@ class Spread final : public framework::ScorePlugin, public framework::BindPlugin
   Status Bind(const Task& task, const ClusterState& cluster, Allocation& alloc) override;
 
  private:
-  ResourceWeights weights_;
+  UtilizationScorer utilization_{ResourceWeights{}};
 };
 
 }  // namespace hf::plugins

@@ -28,25 +28,22 @@ Status LoadThreshold::Configure(const framework::PluginArgs& args) {
 
 void LoadThreshold::Filter(const Task& task, const ClusterState& cluster,
                            std::vector<NodeId>& nodes, framework::Rejections& rejections) {
+  // Nothing measured yet (e.g. a simulation without usage): every node passes.
+  if (cluster.measured_count() == 0) return;
   const bool wants_gpu = task.requests.gpu > 0;
+  const ClusterState::Arrays a = cluster.arrays();
   size_t out = 0;
   for (NodeId n : nodes) {
-    if (!cluster.measured(n)) {
+    if (!a.measured[n]) {
       nodes[out++] = n;
       continue;
     }
-    const NodeUsage& u = cluster.usage(n);
-    const auto ratio = [](int64_t part, int64_t total) {
-      return total > 0 ? double(part) / double(total) : 0.0;
-    };
-    if (u.cpu_load + ratio(cluster.inflight_cpu(n), cluster.total_cpu(n)) > cpu_) {
+    if (a.cpu_load[n] + double(a.inflight_cpu[n]) * a.inv_cpu[n] > cpu_) {
       rejections.Reject(n, cpu_reason_);
-    } else if (u.memory_used + ratio(cluster.inflight_memory(n), cluster.total_memory(n)) > memory_) {
+    } else if (a.memory_used[n] + double(a.inflight_memory[n]) * a.inv_memory[n] > memory_) {
       rejections.Reject(n, memory_reason_);
-    } else if (wants_gpu && cluster.gpu_count(n) > 0 &&
-               cluster.measured_gpu_utilization(n) +
-                       ratio(cluster.inflight_gpu_milli(n), cluster.total_gpu_milli(n)) >
-                   gpu_) {
+    } else if (wants_gpu && a.gpu_count[n] > 0 &&
+               a.gpu_utilization[n] + double(a.inflight_gpu_milli[n]) * a.inv_gpu_milli[n] > gpu_) {
       rejections.Reject(n, gpu_reason_);
     } else {
       nodes[out++] = n;

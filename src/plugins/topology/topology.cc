@@ -70,9 +70,8 @@ struct Topology::State {
   struct Place {
     uint32_t rack, sw, zone;  // kUnknown where the name is empty
   };
-  // The cache key. nodes_version() counts per ClusterState, so the address
-  // tells two live clusters apart; a new cluster built where a destroyed one
-  // lay, with as many nodes and as many changes, would still be mistaken for it.
+  // The cache key. nodes_version() is unique per node set across the
+  // process; the address is kept as a cheap extra guard.
   const ClusterState* cached_cluster = nullptr;
   uint64_t cached_nodes_version = 0;
   size_t cached_node_count = 0;

@@ -1,0 +1,251 @@
+#include "sim/simulate_command.h"
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "sim/openb_reader.h"
+#include "sim/simulator.h"
+#include "sim/yaml_workload.h"
+
+namespace hf::sim {
+namespace {
+
+constexpr int kBadInput = 2;
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "heteroflow simulate: %s\n", message.c_str());
+  return kBadInput;
+}
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string Seconds(int64_t ms) {
+  if (ms % 1000 == 0) return std::to_string(ms / 1000);
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3f", double(ms) / 1000.0);
+  return buf;
+}
+
+// `pod,node,gpus` with gpus as "index:milli" joined by '|'; replay adds when
+// the last placement began and ended, so that a checker can tell which
+// placements coexisted.
+Status WritePlacements(const std::string& path, const SimReport& r) {
+  const bool timed = r.method == Method::kReplay;
+  std::string out = timed ? "pod,node,gpus,placed_s,released_s\n" : "pod,node,gpus\n";
+  for (const PodPlacement& p : r.placements) {
+    out += CsvField(p.pod);
+    out += ',';
+    out += CsvField(p.node);
+    out += ',';
+    for (size_t i = 0; i < p.gpus.size(); ++i) {
+      if (i) out += '|';
+      out += std::to_string(p.gpus[i].index) + ":" + std::to_string(p.gpus[i].milli);
+    }
+    if (timed) {
+      out += ',';
+      if (p.placed_ms) out += Seconds(*p.placed_ms);
+      out += ',';
+      if (p.released_ms) out += Seconds(*p.released_ms);
+    }
+    out += '\n';
+  }
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
+  if (!f) return InvalidArgument(path + ": cannot create placements file");
+  if (std::fwrite(out.data(), 1, out.size(), f.get()) != out.size() || std::fflush(f.get()) != 0) {
+    return Unavailable(path + ": write failed");
+  }
+  return Status::Ok();
+}
+
+nlohmann::json ToJson(const SimReport& r, double elapsed_seconds) {
+  using nlohmann::json;
+  json j;
+  j["method"] = MethodName(r.method);
+  j["seed"] = r.seed;
+  j["tune"] = r.tune;
+  j["nodes"] = r.nodes;
+  j["gpus_total"] = r.gpus_total;
+  j["gpu_capacity_milli"] = r.gpu_capacity_milli;
+  j["source_pods"] = r.source_tasks;
+  j["pods_total"] = r.pods_total;
+  j["pods_scheduled"] = r.pods_scheduled;
+  j["pods_failed"] = r.pods_failed;
+  j["preemptions"] = r.preemptions;
+  j["gpu_alloc_ratio_at_arrived_100"] = r.gpu_alloc_ratio_at_arrived_100;
+  j["arrived_100_reached"] = r.arrived_100_reached;
+  j["unallocated_gpu_percent_at_arrived_100"] = 100.0 * (1.0 - r.gpu_alloc_ratio_at_arrived_100);
+  j["gpu_alloc_ratio_final"] = r.gpu_alloc_ratio_final;
+  j["gpu_alloc_ratio_peak"] = r.gpu_alloc_ratio_peak;
+  j["arrived_ratio_final"] = r.arrived_ratio_final;
+  if (r.method == Method::kReplay) {
+    j["dropped_pending"] = r.dropped_pending;
+    j["gpu_alloc_ratio_time_avg"] = r.gpu_alloc_ratio_time_avg;
+    j["trace_span_seconds"] = double(r.trace_span_ms) / 1000.0;
+  }
+  json curve = json::array();
+  for (const CurvePoint& p : r.curve)
+    curve.push_back({{"arrived", p.arrived}, {"allocated", p.allocated}});
+  j["alloc_curve"] = std::move(curve);
+  j["elapsed_seconds"] = elapsed_seconds;
+  j["decisions"] = r.decisions;
+  j["schedule_seconds"] = r.schedule_seconds;
+  j["decisions_per_second"] =
+      r.schedule_seconds > 0 ? double(r.decisions) / r.schedule_seconds : 0.0;
+  j["decision_latency_us"] = {
+      {"p50", r.latency_p50_us}, {"p99", r.latency_p99_us}, {"max", r.latency_max_us}};
+  json enabled = json::array();
+  json plugins = json::array();
+  for (const auto& p : r.plugins) {
+    if (p.settings.enabled) enabled.push_back(p.name);
+    json pj = {{"name", p.name},
+               {"enabled", p.settings.enabled},
+               {"weight", p.settings.weight},
+               {"status", framework::PluginStatusName(p.status)}};
+    if (!p.settings.mode.empty()) pj["mode"] = p.settings.mode;
+    if (!p.message.empty()) pj["message"] = p.message;
+    plugins.push_back(std::move(pj));
+  }
+  j["policy"] = {{"enabled_plugins", std::move(enabled)}, {"plugins", std::move(plugins)}};
+  return j;
+}
+
+void PrintSummary(const SimReport& r, double elapsed_seconds, const std::string& cluster_source) {
+  std::printf("method %s, seed %llu, tune %.2f\n", MethodName(r.method),
+              static_cast<unsigned long long>(r.seed), r.tune);
+  std::printf("cluster: %zu nodes, %lld GPUs (%s)\n", r.nodes, static_cast<long long>(r.gpus_total),
+              cluster_source.c_str());
+  std::printf("pods: %zu simulated (from %zu), %zu scheduled, %zu never placed, %zu preemptions\n",
+              r.pods_total, r.source_tasks, r.pods_scheduled, r.pods_failed, r.preemptions);
+  if (r.arrived_100_reached) {
+    std::printf("GPU allocation: %.2f%% at arrived demand 100%%, %.2f%% final (arrived %.1f%%)\n",
+                100 * r.gpu_alloc_ratio_at_arrived_100, 100 * r.gpu_alloc_ratio_final,
+                100 * r.arrived_ratio_final);
+  } else {
+    std::printf("GPU allocation: %.2f%% final, peak %.2f%% (arrived demand reached only %.1f%%)\n",
+                100 * r.gpu_alloc_ratio_final, 100 * r.gpu_alloc_ratio_peak,
+                100 * r.arrived_ratio_final);
+  }
+  if (r.method == Method::kReplay) {
+    std::printf(
+        "replay: %.2f%% GPU allocation averaged over %.0f s of trace, %zu dropped while pending\n",
+        100 * r.gpu_alloc_ratio_time_avg, double(r.trace_span_ms) / 1000.0, r.dropped_pending);
+  }
+  std::printf("scheduler: %zu decisions, p50 %.1f us, p99 %.1f us, %.0f decisions/s\n", r.decisions,
+              r.latency_p50_us, r.latency_p99_us,
+              r.schedule_seconds > 0 ? double(r.decisions) / r.schedule_seconds : 0.0);
+  std::string enabled;
+  for (const auto& p : r.plugins) {
+    if (!p.settings.enabled) continue;
+    enabled += (enabled.empty() ? "" : ", ") + p.name;
+    if (p.status == framework::PluginStatus::kError) enabled += " (error)";
+  }
+  std::printf("plugins: %s\n", enabled.c_str());
+  std::printf("elapsed: %.3f s\n", elapsed_seconds);
+}
+
+}  // namespace
+
+int RunSimulateCommand(int argc, char** argv) {
+  const auto start = std::chrono::steady_clock::now();
+  CLI::App app{
+      "Replays a cluster and workload offline through the scheduling framework.\n"
+      "Input: --nodes and --pods (Alibaba openb CSVs) or --workload (YAML).\n"
+      "decisions_per_second counts scheduling decisions per second spent deciding;\n"
+      "elapsed_seconds is wall time from start, input reading included, to the end\n"
+      "of the simulation.",
+      "heteroflow simulate"};
+  std::string nodes_path, pods_path, workload_path, method_name = "fgd", policy_path,
+                                                    placements_path;
+  double tune = 1.3;
+  uint64_t seed = 42;
+  bool json = false;
+  CLI::Option* nodes_opt = app.add_option("--nodes", nodes_path, "openb node list CSV");
+  CLI::Option* pods_opt = app.add_option("--pods", pods_path, "openb pod list CSV");
+  CLI::Option* workload_opt = app.add_option(
+      "--workload", workload_path, "YAML cluster and workload (see src/sim/yaml_workload.h)");
+  nodes_opt->needs(pods_opt);
+  pods_opt->needs(nodes_opt);
+  workload_opt->excludes(nodes_opt)->excludes(pods_opt);
+  app.add_option("--method", method_name,
+                 "fgd (sample, shuffle, place once) or replay (trace times)")
+      ->check(CLI::IsMember({"fgd", "replay"}))
+      ->capture_default_str();
+  app.add_option("--tune", tune, "fgd: sample until GPU demand = tune x GPU capacity, in (0, 100]")
+      ->capture_default_str();
+  app.add_option("--seed", seed, "fgd: random seed")->capture_default_str();
+  app.add_option("--policy", policy_path,
+                 "YAML with a plugins:/scheduler: block (replaces a workload's own)");
+  app.add_option("--output-placements", placements_path, "write pod,node,gpus CSV here");
+  app.add_flag("--json", json, "print one JSON object instead of a summary");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : kBadInput;
+  }
+  if (nodes_path.empty() && workload_path.empty()) {
+    return Fail("give --nodes FILE --pods FILE (openb CSVs) or --workload FILE (YAML); see --help");
+  }
+  if (!std::isfinite(tune) || tune <= 0 || tune > 100) {
+    char got[32];
+    std::snprintf(got, sizeof(got), "%g", tune);
+    return Fail(std::string("--tune must be in (0, 100], got ") + got);
+  }
+
+  SimOptions options;
+  options.method = *ParseMethod(method_name);
+  options.tune = tune;
+  options.seed = seed;
+  Result<Workload> workload = workload_path.empty() ? LoadOpenbWorkload(nodes_path, pods_path)
+                                                    : LoadYamlWorkload(workload_path);
+  if (!workload.ok()) return Fail(workload.status().message());
+  if (!policy_path.empty()) {
+    auto policy = framework::LoadPolicyFile(policy_path);
+    if (!policy.ok()) return Fail(policy.status().message());
+    options.policy = std::move(*policy);
+  } else if (workload->policy) {
+    options.policy = *workload->policy;
+  }
+  auto report = Simulate(*workload, options);
+  if (!report.ok()) {
+    std::string message = report.status().message();
+    // Framework errors do not know which file the policy came from.
+    if (message.starts_with("policy: ")) {
+      message = (policy_path.empty() ? workload_path : policy_path) + ": " + message;
+    }
+    return Fail(message);
+  }
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const auto& p : report->plugins) {
+    if (p.settings.enabled && p.status == framework::PluginStatus::kError) {
+      std::fprintf(stderr,
+                   "heteroflow simulate: warning: plugin %s is in error and was left out: %s\n",
+                   p.name.c_str(), p.message.c_str());
+    }
+  }
+  if (!placements_path.empty()) {
+    Status st = WritePlacements(placements_path, *report);
+    if (!st.ok()) return Fail(st.message());
+  }
+  if (json) {
+    std::printf("%s\n", ToJson(*report, elapsed).dump().c_str());
+  } else {
+    PrintSummary(*report, elapsed, workload_path.empty() ? nodes_path : workload_path);
+  }
+  return 0;
+}
+
+}  // namespace hf::sim

@@ -1,0 +1,52 @@
+// What the simulator replays: a cluster (node specs) and a list of tasks with
+// optional arrival and departure times, as produced by the trace readers
+// (openb_reader.h, yaml_workload.h).
+#ifndef HF_SIM_WORKLOAD_H_
+#define HF_SIM_WORKLOAD_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "core/status.h"
+#include "framework/policy.h"
+
+namespace hf::sim {
+
+// One task of the workload. Times are milliseconds from the start of the
+// trace; an absent create time means the source has none (the replay method
+// refuses such workloads unless the format defines a default), an absent
+// delete time means the task never leaves.
+struct SimTask {
+  Task task;
+  std::optional<int64_t> create_ms;
+  std::optional<int64_t> delete_ms;
+  // "FILE:LINE" of the row or entry that declared the task, for messages.
+  std::string origin;
+};
+
+// A node and the usage measurement it starts with (YAML workloads only; the
+// load-threshold filter reads it).
+struct SimNode {
+  NodeSpec spec;
+  std::optional<NodeUsage> usage;
+};
+
+struct Workload {
+  std::vector<SimNode> nodes;
+  std::vector<SimTask> tasks;
+  // A plugins:/scheduler: block given with the workload (YAML only).
+  std::optional<framework::Policy> policy;
+  // Names the sources in messages and summaries.
+  std::string nodes_source;
+  std::string tasks_source;
+};
+
+// Reads a whole file in one call. NotFound / Unavailable naming the path.
+Result<std::string> ReadWholeFile(const std::string& path);
+
+}  // namespace hf::sim
+
+#endif  // HF_SIM_WORKLOAD_H_

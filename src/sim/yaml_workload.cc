@@ -1,0 +1,382 @@
+#include "sim/yaml_workload.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <set>
+
+namespace hf::sim {
+namespace {
+
+// Converts YAML nodes into model values, turning every problem into
+// "FILE:LINE: field: what" so a user can find the entry.
+class Reader {
+ public:
+  Reader(const std::string& source, const std::string& base_dir)
+      : source_(source), base_dir_(base_dir) {}
+
+  Status Error(const YAML::Node& at, const std::string& what) const {
+    const int line = at.Mark().line;
+    return InvalidArgument(source_ + ":" + (line >= 0 ? std::to_string(line + 1) : "?") + ": " +
+                           what);
+  }
+
+  // Calls `f(key, value, known)` for each entry of a mapping; an entry whose
+  // handler leaves `known` false is an unknown key.
+  using Handler = std::function<Status(const std::string&, const YAML::Node&, bool&)>;
+  Status ForEach(const YAML::Node& map, const std::string& field, const Handler& f) const {
+    if (!map.IsMap()) return Error(map, field + " must be a mapping");
+    for (const auto& kv : map) {
+      const std::string key = kv.first.Scalar();
+      bool known = true;
+      HF_RETURN_IF_ERROR(f(key, kv.second, known));
+      if (!known) return Error(kv.first, "unknown key " + field + "." + key);
+    }
+    return Status::Ok();
+  }
+
+  Status Int(const YAML::Node& n, const std::string& field, int64_t min, int64_t max,
+             int64_t& out) const {
+    long long v = 0;
+    if (!n.IsScalar() || !YAML::convert<long long>::decode(n, v)) {
+      return Error(n, field + " must be an integer");
+    }
+    if (v < min || v > max) {
+      return Error(n, field + " must be in " + std::to_string(min) + ".." + std::to_string(max) +
+                          ", got " + std::to_string(v));
+    }
+    out = v;
+    return Status::Ok();
+  }
+  template <typename T>
+  Status IntAs(const YAML::Node& n, const std::string& field, int64_t min, T& out) const {
+    int64_t v = 0;
+    HF_RETURN_IF_ERROR(Int(n, field, min, std::numeric_limits<T>::max(), v));
+    out = T(v);
+    return Status::Ok();
+  }
+
+  Status Number(const YAML::Node& n, const std::string& field, double min, double max,
+                double& out) const {
+    double v = 0;
+    if (!n.IsScalar() || !YAML::convert<double>::decode(n, v) || !std::isfinite(v)) {
+      return Error(n, field + " must be a number");
+    }
+    if (v < min || v > max) {
+      return Error(
+          n, field + " must be in " + Format(min) + ".." + Format(max) + ", got " + Format(v));
+    }
+    out = v;
+    return Status::Ok();
+  }
+
+  Status Bool(const YAML::Node& n, const std::string& field, bool& out) const {
+    if (!n.IsScalar() || !YAML::convert<bool>::decode(n, out)) {
+      return Error(n, field + " must be true or false");
+    }
+    return Status::Ok();
+  }
+
+  Status String(const YAML::Node& n, const std::string& field, std::string& out) const {
+    if (!n.IsScalar()) return Error(n, field + " must be a string");
+    out = n.Scalar();
+    return Status::Ok();
+  }
+
+  Status StringList(const YAML::Node& n, const std::string& field,
+                    std::vector<std::string>& out) const {
+    if (!n.IsSequence()) return Error(n, field + " must be a list of strings");
+    out.clear();
+    for (const auto& v : n) {
+      std::string s;
+      HF_RETURN_IF_ERROR(String(v, field + "[]", s));
+      out.push_back(std::move(s));
+    }
+    return Status::Ok();
+  }
+
+  Status StringMap(const YAML::Node& n, const std::string& field,
+                   std::map<std::string, std::string>& out) const {
+    out.clear();
+    return ForEach(n, field, [&](const std::string& k, const YAML::Node& v, bool&) {
+      return String(v, field + "." + k, out[k]);
+    });
+  }
+
+  Status Gpu(const YAML::Node& n, const std::string& field, GpuDevice& g) const {
+    return ForEach(n, field, [&](const std::string& k, const YAML::Node& v, bool& known) {
+      const std::string f = field + "." + k;
+      if (k == "index") return IntAs(v, f, 0, g.index);
+      if (k == "uuid") return String(v, f, g.uuid);
+      if (k == "model") return String(v, f, g.model);
+      if (k == "vendor") return String(v, f, g.vendor);
+      if (k == "memory_mib") return IntAs(v, f, 0, g.memory_mib);
+      if (k == "numa") return IntAs(v, f, -1, g.numa);
+      if (k == "pcie_switch") return IntAs(v, f, -1, g.pcie_switch);
+      if (k == "nvlink_domain") return IntAs(v, f, -1, g.nvlink_domain);
+      known = false;
+      return Status::Ok();
+    });
+  }
+
+  Status Nic(const YAML::Node& n, const std::string& field, RdmaDevice& r) const {
+    return ForEach(n, field, [&](const std::string& k, const YAML::Node& v, bool& known) {
+      const std::string f = field + "." + k;
+      if (k == "name") return String(v, f, r.name);
+      if (k == "numa") return IntAs(v, f, -1, r.numa);
+      if (k == "pcie_switch") return IntAs(v, f, -1, r.pcie_switch);
+      known = false;
+      return Status::Ok();
+    });
+  }
+
+  Status UsageEntry(const YAML::Node& n, const std::string& field, NodeUsage& u) const {
+    return ForEach(n, field, [&](const std::string& k, const YAML::Node& v, bool& known) {
+      const std::string f = field + "." + k;
+      if (k == "cpu_load") return Number(v, f, 0, 1, u.cpu_load);
+      if (k == "memory_used") return Number(v, f, 0, 1, u.memory_used);
+      if (k == "gpus") {
+        if (!v.IsSequence()) return Error(v, f + " must be a list");
+        for (size_t i = 0; i < v.size(); ++i) {
+          const std::string gf = f + "[" + std::to_string(i) + "]";
+          GpuUsage& g = u.gpus.emplace_back();
+          HF_RETURN_IF_ERROR(
+              ForEach(v[i], gf, [&](const std::string& gk, const YAML::Node& gv, bool& gknown) {
+                const std::string ff = gf + "." + gk;
+                if (gk == "index") return IntAs(gv, ff, 0, g.index);
+                if (gk == "utilization") return Number(gv, ff, 0, 1, g.utilization);
+                if (gk == "memory_used_mib") return IntAs(gv, ff, 0, g.memory_used_mib);
+                gknown = false;
+                return Status::Ok();
+              }));
+        }
+        return Status::Ok();
+      }
+      known = false;
+      return Status::Ok();
+    });
+  }
+
+  // A usage file is its own document: its errors name that file.
+  Status UsageFile(const YAML::Node& at, const std::string& field, const std::string& path,
+                   NodeUsage& u) const {
+    std::filesystem::path p(path);
+    if (p.is_relative() && !base_dir_.empty()) p = std::filesystem::path(base_dir_) / p;
+    auto text = ReadWholeFile(p.string());
+    if (!text.ok()) return Error(at, field + ": " + text.status().message());
+    YAML::Node doc;
+    try {
+      doc = YAML::Load(*text);
+    } catch (const YAML::Exception& e) {
+      return InvalidArgument(p.string() + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+    }
+    return Reader(p.string(), base_dir_).UsageEntry(doc, "usage", u);
+  }
+
+  Status NodeEntry(const YAML::Node& n, const std::string& field, SimNode& out) const {
+    NodeSpec& s = out.spec;
+    bool has_usage = false, has_usage_file = false;
+    HF_RETURN_IF_ERROR(
+        ForEach(n, field, [&](const std::string& k, const YAML::Node& v, bool& known) -> Status {
+          const std::string f = field + "." + k;
+          if (k == "name") return String(v, f, s.name);
+          if (k == "labels") return StringMap(v, f, s.labels);
+          if (k == "cpu_milli") return IntAs(v, f, 0, s.cpu_milli);
+          if (k == "memory_mib") return IntAs(v, f, 0, s.memory_mib);
+          if (k == "gpus") {
+            if (!v.IsSequence()) return Error(v, f + " must be a list");
+            for (size_t i = 0; i < v.size(); ++i) {
+              GpuDevice g;
+              g.index = int32_t(i);
+              HF_RETURN_IF_ERROR(Gpu(v[i], f + "[" + std::to_string(i) + "]", g));
+              s.gpus.push_back(std::move(g));
+            }
+            return Status::Ok();
+          }
+          if (k == "rdma") {
+            if (!v.IsSequence()) return Error(v, f + " must be a list");
+            for (size_t i = 0; i < v.size(); ++i) {
+              HF_RETURN_IF_ERROR(
+                  Nic(v[i], f + "[" + std::to_string(i) + "]", s.rdma.emplace_back()));
+            }
+            return Status::Ok();
+          }
+          if (k == "topology") {
+            return ForEach(v, f, [&](const std::string& tk, const YAML::Node& tv, bool& tknown) {
+              const std::string tf = f + "." + tk;
+              if (tk == "zone") return String(tv, tf, s.topology.zone);
+              if (tk == "switch") return String(tv, tf, s.topology.switch_name);
+              if (tk == "rack") return String(tv, tf, s.topology.rack);
+              tknown = false;
+              return Status::Ok();
+            });
+          }
+          if (k == "usage") {
+            if (has_usage_file) return Error(v, field + ": give usage or usage_file, not both");
+            has_usage = true;
+            return UsageEntry(v, f, out.usage.emplace());
+          }
+          if (k == "usage_file") {
+            if (has_usage) return Error(v, field + ": give usage or usage_file, not both");
+            has_usage_file = true;
+            std::string path;
+            HF_RETURN_IF_ERROR(String(v, f, path));
+            return UsageFile(v, f, path, out.usage.emplace());
+          }
+          known = false;
+          return Status::Ok();
+        }));
+    Status st = s.Validate();
+    if (!st.ok()) return Error(n, field + ": " + st.message());
+    return Status::Ok();
+  }
+
+  Status RequestsEntry(const YAML::Node& n, const std::string& field, hf::Requests& r) const {
+    HF_RETURN_IF_ERROR(
+        ForEach(n, field, [&](const std::string& k, const YAML::Node& v, bool& known) {
+          const std::string f = field + "." + k;
+          if (k == "cpu_milli") return IntAs(v, f, 0, r.cpu_milli);
+          if (k == "memory_mib") return IntAs(v, f, 0, r.memory_mib);
+          if (k == "gpu") return IntAs(v, f, 0, r.gpu);
+          if (k == "gpu_milli") return IntAs(v, f, 1, r.gpu_milli);
+          if (k == "gpu_memory_mib") return IntAs(v, f, 0, r.gpu_memory_mib);
+          if (k == "gpu_models") return StringList(v, f, r.gpu_models);
+          known = false;
+          return Status::Ok();
+        }));
+    Status st = r.Validate();
+    if (!st.ok()) return Error(n, field + ": " + st.message());
+    return Status::Ok();
+  }
+
+  // Seconds (fractions allowed) to milliseconds.
+  Status Time(const YAML::Node& n, const std::string& field, std::optional<int64_t>& out) const {
+    double s = 0;
+    HF_RETURN_IF_ERROR(Number(n, field, 0, 1e12, s));
+    out = std::llround(s * 1000);
+    return Status::Ok();
+  }
+
+  Status TaskEntry(const YAML::Node& n, const std::string& field, SimTask& out) const {
+    Task& t = out.task;
+    HF_RETURN_IF_ERROR(
+        ForEach(n, field, [&](const std::string& k, const YAML::Node& v, bool& known) -> Status {
+          const std::string f = field + "." + k;
+          if (k == "name") return String(v, f, t.name);
+          if (k == "group") return String(v, f, t.group);
+          if (k == "priority") {
+            return IntAs(v, f, std::numeric_limits<int32_t>::min(), t.priority);
+          }
+          if (k == "kind") {
+            std::string kind;
+            HF_RETURN_IF_ERROR(String(v, f, kind));
+            if (kind == "batch")
+              t.kind = TaskKind::kBatch;
+            else if (kind == "inference")
+              t.kind = TaskKind::kInference;
+            else
+              return Error(v, f + " must be batch or inference, got \"" + kind + "\"");
+            return Status::Ok();
+          }
+          if (k == "requests") return RequestsEntry(v, f, t.requests);
+          if (k == "rdma_required") return Bool(v, f, t.rdma_required);
+          if (k == "depends_on") return StringList(v, f, t.depends_on);
+          if (k == "preemptible") return Bool(v, f, t.preemptible);
+          if (k == "command") return StringList(v, f, t.command);
+          if (k == "env") return StringMap(v, f, t.env);
+          if (k == "create_time") return Time(v, f, out.create_ms);
+          if (k == "delete_time") return Time(v, f, out.delete_ms);
+          known = false;
+          return Status::Ok();
+        }));
+    if (t.name.empty()) return Error(n, field + ".name is required");
+    if (!out.create_ms) out.create_ms = 0;
+    if (out.delete_ms && *out.delete_ms < *out.create_ms) {
+      return Error(n, field + ": delete_time is before create_time");
+    }
+    return Status::Ok();
+  }
+
+  const std::string& source() const { return source_; }
+
+ private:
+  static std::string Format(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", v);
+    return buf;
+  }
+
+  const std::string source_;
+  const std::string base_dir_;
+};
+
+}  // namespace
+
+Result<Workload> ParseYamlWorkload(const std::string& text, const std::string& source,
+                                   const std::string& base_dir) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+  Reader r(source, base_dir);
+  Workload w;
+  w.nodes_source = w.tasks_source = source;
+  if (!root || root.IsNull())
+    return InvalidArgument(source + ":1: empty workload; expected nodes: and tasks:");
+  bool has_policy = false;
+  HF_RETURN_IF_ERROR(r.ForEach(
+      root, "workload", [&](const std::string& k, const YAML::Node& v, bool& known) -> Status {
+        if (k == "plugins" || k == "scheduler") {
+          has_policy = true;  // parsed below, by the policy's own parser
+          return Status::Ok();
+        }
+        if (k == "nodes") {
+          if (!v.IsSequence()) return r.Error(v, "nodes must be a list");
+          std::set<std::string> names;
+          for (size_t i = 0; i < v.size(); ++i) {
+            SimNode n;
+            HF_RETURN_IF_ERROR(r.NodeEntry(v[i], "nodes[" + std::to_string(i) + "]", n));
+            if (!names.insert(n.spec.name).second)
+              return r.Error(v[i], "duplicate node name " + n.spec.name);
+            w.nodes.push_back(std::move(n));
+          }
+          return Status::Ok();
+        }
+        if (k == "tasks") {
+          if (!v.IsSequence()) return r.Error(v, "tasks must be a list");
+          std::set<std::string> names;
+          for (size_t i = 0; i < v.size(); ++i) {
+            SimTask t;
+            t.task.key = TaskKey(i);
+            HF_RETURN_IF_ERROR(r.TaskEntry(v[i], "tasks[" + std::to_string(i) + "]", t));
+            if (!names.insert(t.task.name).second)
+              return r.Error(v[i], "duplicate task name " + t.task.name);
+            t.origin = source + ":" + std::to_string(v[i].Mark().line + 1);
+            w.tasks.push_back(std::move(t));
+          }
+          return Status::Ok();
+        }
+        known = false;
+        return Status::Ok();
+      }));
+  if (w.nodes.empty()) return InvalidArgument(source + ": no nodes");
+  if (has_policy) {
+    auto policy = framework::ParsePolicyYaml(text, source);
+    if (!policy.ok()) return policy.status();
+    w.policy = std::move(*policy);
+  }
+  return w;
+}
+
+Result<Workload> LoadYamlWorkload(const std::string& path) {
+  auto text = ReadWholeFile(path);
+  if (!text.ok()) return text.status();
+  return ParseYamlWorkload(*text, path, std::filesystem::path(path).parent_path().string());
+}
+
+}  // namespace hf::sim

@@ -1,0 +1,73 @@
+# End-to-end tests of the real `heteroflow` binary (included by
+# tests/CMakeLists.txt). Scripts live beside this file.
+
+find_package(Python3 COMPONENTS Interpreter)
+set(HF_TESTS_DIR ${CMAKE_CURRENT_SOURCE_DIR})
+# The trace is not in this repository: CI clones the repository next to a copy
+# of shared/, so this relative path holds there as it does in the workspace.
+set(HF_OPENB_DIR "${CMAKE_SOURCE_DIR}/../shared/traces/alibaba-openb"
+    CACHE PATH "Folder with the Alibaba openb trace CSVs")
+
+if(TARGET heteroflow)
+  # hf_e2e_test(NAME COMMAND ...): one ctest test with the simulator's labels.
+  function(hf_e2e_test name)
+    add_test(NAME ${name} COMMAND ${ARGN})
+    set_tests_properties(${name} PROPERTIES TIMEOUT 60 LABELS "e2e;sim")
+  endfunction()
+
+  # Bad input: exit 2, message naming the file (and line).
+  foreach(case missing_file malformed_row unknown_column negative_request non_integer
+               bad_node_row gpu_milli_too_large replay_without_times bad_tune unknown_method
+               unknown_flag no_input bad_policy bad_yaml_workload)
+    hf_e2e_test(sim_bad_input_${case} bash ${HF_TESTS_DIR}/sim_bad_input.sh
+                $<TARGET_FILE:heteroflow> ${case})
+  endforeach()
+
+  if(Python3_Interpreter_FOUND)
+    set(py ${Python3_EXECUTABLE})
+    hf_e2e_test(sim_checker_selftest ${py} ${HF_TESTS_DIR}/check_placements_selftest.py)
+
+    # The YAML example: the designed outcome (see the comment at its top).
+    set(example ${CMAKE_SOURCE_DIR}/examples/sim/small-cluster.yaml)
+    hf_e2e_test(sim_example_small_cluster_replay bash ${HF_TESTS_DIR}/sim_json.sh ${py}
+                $<TARGET_FILE:heteroflow> --workload ${example} --method replay --
+                --method replay --eq pods_total=18 --eq pods_scheduled=16 --eq pods_failed=2
+                --eq preemptions=4 --eq dropped_pending=1)
+    hf_e2e_test(sim_example_small_cluster_fgd bash ${HF_TESTS_DIR}/sim_json.sh ${py}
+                $<TARGET_FILE:heteroflow> --workload ${example} --method fgd --seed 7 --
+                --method fgd --eq nodes=6 --eq gpus_total=32)
+
+    if(EXISTS ${HF_OPENB_DIR}/openb_node_list_gpu_node.csv)
+      set(gpu_nodes ${HF_OPENB_DIR}/openb_node_list_gpu_node.csv)
+      file(GLOB pod_lists ${HF_OPENB_DIR}/openb_pod_list_*.csv
+           ${HF_OPENB_DIR}/extra-removed-variants/openb_pod_list_*.csv)
+      list(SORT pod_lists)
+      # Every pod list variant: fgd at the paper's settings, placements
+      # re-checked by the independent checker.
+      foreach(pods ${pod_lists})
+        get_filename_component(variant ${pods} NAME_WE)
+        string(REPLACE "openb_pod_list_" "" variant ${variant})
+        hf_e2e_test(sim_fgd_${variant} bash ${HF_TESTS_DIR}/run_sim_variant.sh ${py}
+                    $<TARGET_FILE:heteroflow> ${gpu_nodes} ${pods} fgd)
+      endforeach()
+      set(default_pods ${HF_OPENB_DIR}/openb_pod_list_default.csv)
+      hf_e2e_test(sim_replay_default bash ${HF_TESTS_DIR}/run_sim_variant.sh ${py}
+                  $<TARGET_FILE:heteroflow> ${gpu_nodes} ${default_pods} replay)
+      # CPU-only nodes in the cluster and a different seed and tune.
+      hf_e2e_test(sim_fgd_all_nodes_seed51 bash ${HF_TESTS_DIR}/run_sim_variant.sh ${py}
+                  $<TARGET_FILE:heteroflow> ${HF_OPENB_DIR}/openb_node_list_all_node.csv
+                  ${default_pods} fgd --seed 51 --tune 1.0)
+      hf_e2e_test(sim_json_default bash ${HF_TESTS_DIR}/sim_json.sh ${py}
+                  $<TARGET_FILE:heteroflow> --nodes ${gpu_nodes} --pods ${default_pods}
+                  --method fgd --tune 1.3 --seed 42 --
+                  --method fgd --eq nodes=1213 --eq gpus_total=6212 --eq seed=42
+                  --min gpu_alloc_ratio_at_arrived_100=0.85)
+      hf_e2e_test(sim_deterministic bash ${HF_TESTS_DIR}/sim_determinism.sh
+                  $<TARGET_FILE:heteroflow> ${gpu_nodes} ${default_pods})
+    else()
+      message(STATUS "openb trace not found in ${HF_OPENB_DIR}: skipping the trace tests")
+    endif()
+  else()
+    message(STATUS "python3 not found: skipping the simulator's checker tests")
+  endif()
+endif()
