@@ -5,8 +5,9 @@
 //
 // Cluster: the openb GPU node list repeated until the size is reached; 8-GPU
 // nodes get two RDMA NICs (one per PCIe switch); every node gets a position
-// (32 nodes a rack, 8 racks a switch, 8 switches a zone); every 10th node has
-// a usage report so the threshold filter does real work.
+// (32 nodes a rack, 8 racks a switch, 8 switches a zone); every 10th node
+// reports measured usage every 256 decisions (derived from its allocations,
+// as an agent's heartbeat would), so the threshold filter does real work.
 // Workload: openb default pods sampled with replacement (seeded) until the
 // requested GPUs reach --fill x cluster GPU capacity; multi-GPU pods form
 // RDMA groups of two; every 10th pod depends on an earlier pod.
@@ -51,13 +52,7 @@ Figures RunOne(const hf::sim::Workload& openb, size_t node_count, double fill, u
                      "rack-" + std::to_string(i / 32)};
     gpu_capacity += int64_t(spec.gpus.size()) * 1000;
     const NodeId id = *cluster.AddNode(spec);
-    if (i % 10 == 0) {
-      hf::NodeUsage u;
-      u.cpu_load = 0.3;
-      u.memory_used = 0.3;
-      for (const auto& g : spec.gpus) u.gpus.push_back({g.index, 0.2, 0});
-      cluster.ReportUsage(id, u);
-    }
+    (void)id;
   }
 
   hf::framework::Policy policy;
@@ -97,8 +92,21 @@ Figures RunOne(const hf::sim::Workload& openb, size_t node_count, double fill, u
   double total_us = 0;
   hf::framework::ScheduleOptions opts;
   opts.bind_state = hf::TaskState::kRunning;
+  const auto report = [&](NodeId id) {
+    hf::NodeUsage u;
+    u.cpu_load = 0.6 * (1.0 - double(cluster.free_cpu(id)) / double(cluster.total_cpu(id)));
+    u.memory_used = 0.5 * (1.0 - double(cluster.free_memory(id)) / double(cluster.total_memory(id)));
+    const auto free = cluster.gpu_free_milli(id);
+    for (size_t g = 0; g < free.size(); ++g) {
+      u.gpus.push_back({cluster.spec(id).gpus[g].index, 0.8 * (1000 - free[g]) / 1000.0, 0});
+    }
+    cluster.ReportUsage(id, u);
+  };
   for (const hf::Task& t : tasks) {
     clock.Advance(1000);
+    if (t.key % 256 == 0) {
+      for (NodeId id = 0; id < cluster.node_count(); id += 10) report(id);
+    }
     const auto start = std::chrono::steady_clock::now();
     hf::framework::Decision d = (*fw)->Schedule(t, cluster, opts);
     const double us =

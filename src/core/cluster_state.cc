@@ -21,6 +21,7 @@ Result<NodeId> ClusterState::AddNode(const NodeSpec& spec) {
     return ResourceExhausted("node " + spec.name + ": more than 64 distinct GPU models in the cluster");
   }
   model_names_.insert(model_names_.end(), new_models.begin(), new_models.end());
+  model_nodes_.resize(model_names_.size());
 
   const NodeId n = NodeId(specs_.size());
   specs_.push_back(spec);
@@ -53,6 +54,8 @@ Result<NodeId> ClusterState::AddNode(const NodeSpec& spec) {
   inflight_mem_.push_back(0);
   inflight_gpu_milli_.push_back(0);
   reports_.push_back(0);
+  lowest_preemptible_.push_back(INT32_MAX);
+  scheduled_preemptible_.push_back(0);
   tasks_on_.emplace_back();
   for (const GpuDevice& g : spec.gpus) {
     gpu_free_milli_.push_back(kWholeGpuMilli);
@@ -62,6 +65,19 @@ Result<NodeId> ClusterState::AddNode(const NodeSpec& spec) {
     gpu_model_bit_.push_back(bit);
     model_mask_[n] |= bit;
   }
+  const size_t count = specs_.size();
+  for (NodeBitmap* b : {&ready_, &mixed_}) b->Resize(count);
+  for (auto& b : model_nodes_) b.Resize(count);
+  whole_ge_.resize(kIndexedWholeGpus);
+  share_ge_.resize(10);
+  for (auto& b : whole_ge_) b.Resize(count);
+  for (auto& b : share_ge_) b.Resize(count);
+  for (MaxTree* t : {&cpu_est_, &mem_est_, &gpu_est_}) t->Resize(count);
+  ready_.Set(n, true);
+  for (size_t m = 0; m < model_names_.size(); ++m) {
+    model_nodes_[m].Set(n, model_mask_[n] & (ModelMask{1} << m));
+  }
+  mixed_.Set(n, std::popcount(model_mask_[n]) > 1);
   RecomputeGpuSummary(n);
   // Drawn from one process-wide counter, so two clusters never share a
   // version and a cache keyed on it cannot confuse them.
@@ -75,7 +91,17 @@ NodeId ClusterState::FindNode(std::string_view name) const {
   return it == by_name_.end() ? kNoNode : it->second;
 }
 
-void ClusterState::SetCondition(NodeId n, NodeCondition c) { condition_[n] = c; }
+void ClusterState::SetCondition(NodeId n, NodeCondition c) {
+  condition_[n] = c;
+  ready_.Set(n, c == NodeCondition::kReady);
+}
+
+void ClusterState::UpdateEstimates(NodeId n) {
+  if (!measured_[n]) return;
+  cpu_est_.Set(n, cpu_load_[n] + double(inflight_cpu_[n]) * inv_cpu_[n]);
+  mem_est_.Set(n, mem_used_[n] + double(inflight_mem_[n]) * inv_mem_[n]);
+  if (gpu_count_[n] > 0) gpu_est_.Set(n, gpu_util_[n] + double(inflight_gpu_milli_[n]) * inv_gpu_milli_[n]);
+}
 
 void ClusterState::ReportUsage(NodeId n, const NodeUsage& usage) {
   usage_[n] = usage;
@@ -88,6 +114,7 @@ void ClusterState::ReportUsage(NodeId n, const NodeUsage& usage) {
   gpu_util_[n] = usage.gpus.empty() ? 0 : sum / double(usage.gpus.size());
   inflight_cpu_[n] = inflight_mem_[n] = inflight_gpu_milli_[n] = 0;
   ++reports_[n];
+  UpdateEstimates(n);
 }
 
 int32_t ClusterState::GpuSlot(NodeId n, int32_t gpu_index) const {
@@ -112,6 +139,8 @@ void ClusterState::RecomputeGpuSummary(NodeId n) {
   }
   free_whole_[n] = whole;
   max_free_milli_[n] = max_free;
+  for (int k = 1; k <= kIndexedWholeGpus; ++k) whole_ge_[k - 1].Set(n, whole >= k);
+  for (int b = 1; b <= 10; ++b) share_ge_[b - 1].Set(n, max_free >= b * 100);
 }
 
 ClusterState::ModelMask ClusterState::MaskOf(const std::vector<std::string>& models) const {
@@ -183,6 +212,7 @@ Status ClusterState::Bind(const Task& task, const Allocation& alloc, TaskState s
   inflight_cpu_[n] += alloc.cpu_milli;
   inflight_mem_[n] += alloc.memory_mib;
   inflight_gpu_milli_[n] += gpu_milli;
+  UpdateEstimates(n);
   if (!slots.empty()) RecomputeGpuSummary(n);
   tasks_on_[n].push_back(task.key);
 
@@ -197,6 +227,10 @@ Status ClusterState::Bind(const Task& task, const Allocation& alloc, TaskState s
   p.started_at_ms = state == TaskState::kRunning ? now_ms : 0;
   p.alloc = alloc;
   p.bound_at_report = reports_[n];
+  if (p.preemptible) {
+    lowest_preemptible_[n] = std::min(lowest_preemptible_[n], p.priority);
+    scheduled_preemptible_[n] += p.state == TaskState::kScheduled;
+  }
   if (!p.group.empty()) AddToIndex(group_index_, p.group, n, +1, p.rdma);
   if (!p.name.empty()) AddToIndex(name_index_, p.name, n, +1, p.rdma);
   placed_.emplace(task.key, std::move(p));
@@ -225,6 +259,7 @@ Status ClusterState::Release(TaskKey key) {
     inflight_cpu_[n] = std::max<int64_t>(0, inflight_cpu_[n] - p.alloc.cpu_milli);
     inflight_mem_[n] = std::max<int64_t>(0, inflight_mem_[n] - p.alloc.memory_mib);
     inflight_gpu_milli_[n] = std::max<int64_t>(0, inflight_gpu_milli_[n] - gpu_milli);
+    UpdateEstimates(n);
   }
   if (!p.alloc.gpus.empty()) RecomputeGpuSummary(n);
   RecomputeUtilization(n);
@@ -232,16 +267,30 @@ Status ClusterState::Release(TaskKey key) {
   on.erase(std::find(on.begin(), on.end(), key));
   if (!p.group.empty()) AddToIndex(group_index_, p.group, n, -1, p.rdma);
   if (!p.name.empty()) AddToIndex(name_index_, p.name, n, -1, p.rdma);
+  const bool was_lowest = p.preemptible && p.priority == lowest_preemptible_[n];
+  if (p.preemptible) scheduled_preemptible_[n] -= p.state == TaskState::kScheduled;
   placed_.erase(it);
+  if (was_lowest) RecomputeLowestPreemptible(n);
   return Status::Ok();
 }
 
 Status ClusterState::MarkRunning(TaskKey key, int64_t now_ms) {
   auto it = placed_.find(key);
   if (it == placed_.end()) return NotFound("task " + std::to_string(key) + " is not placed");
-  it->second.state = TaskState::kRunning;
-  it->second.started_at_ms = now_ms;
+  PlacedTask& p = it->second;
+  if (p.preemptible && p.state == TaskState::kScheduled) --scheduled_preemptible_[p.alloc.node];
+  p.state = TaskState::kRunning;
+  p.started_at_ms = now_ms;
   return Status::Ok();
+}
+
+void ClusterState::RecomputeLowestPreemptible(NodeId n) {
+  int32_t lowest = INT32_MAX;
+  for (TaskKey k : tasks_on_[n]) {
+    const PlacedTask& p = placed_.at(k);
+    if (p.preemptible) lowest = std::min(lowest, p.priority);
+  }
+  lowest_preemptible_[n] = lowest;
 }
 
 const PlacedTask* ClusterState::FindPlaced(TaskKey key) const {

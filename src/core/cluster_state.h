@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/model.h"
+#include "core/node_index.h"
 #include "core/status.h"
 
 namespace hf {
@@ -90,6 +91,11 @@ class ClusterState {
   Status MarkRunning(TaskKey key, int64_t now_ms);
 
   const PlacedTask* FindPlaced(TaskKey key) const;
+  // Per node, for preemption to skip nodes without possible victims: the
+  // lowest priority among preemptible placed tasks (INT32_MAX if none), and
+  // how many preemptible tasks are scheduled but not yet running.
+  int32_t lowest_preemptible_priority(NodeId n) const { return lowest_preemptible_[n]; }
+  int32_t scheduled_preemptible(NodeId n) const { return scheduled_preemptible_[n]; }
   const std::vector<TaskKey>& TasksOn(NodeId n) const { return tasks_on_[n]; }
   size_t placed_count() const { return placed_.size(); }
 
@@ -182,6 +188,26 @@ class ClusterState {
   // How many nodes have reported usage (0: threshold checks can be skipped).
   size_t measured_count() const { return measured_count_; }
 
+  // Indexes kept current by every change, for filters that skip nodes:
+  //   ready_nodes: condition Ready;
+  //   model_nodes(m): nodes with at least one GPU of model bit m;
+  //   mixed_model_nodes: nodes with GPUs of more than one model;
+  //   whole_gpu_nodes(k), k in 1..kIndexedWholeGpus: >= k free whole GPUs;
+  //   share_nodes(b), b in 1..10: some GPU with >= b x 100 free milli.
+  // Load estimates (measured usage plus the in-flight estimate, for measured
+  // nodes; GPU only for nodes with GPUs) as max-trees, so "which nodes are
+  // above a threshold" costs nothing when none is.
+  static constexpr int kIndexedWholeGpus = 8;
+  const NodeBitmap& ready_nodes() const { return ready_; }
+  const NodeBitmap& model_nodes(size_t model_bit) const { return model_nodes_[model_bit]; }
+  size_t model_count() const { return model_names_.size(); }
+  const NodeBitmap& mixed_model_nodes() const { return mixed_; }
+  const NodeBitmap& whole_gpu_nodes(int k) const { return whole_ge_[k - 1]; }
+  const NodeBitmap& share_nodes(int b) const { return share_ge_[b - 1]; }
+  const MaxTree& cpu_estimate() const { return cpu_est_; }
+  const MaxTree& memory_estimate() const { return mem_est_; }
+  const MaxTree& gpu_estimate() const { return gpu_est_; }
+
   // Changes whenever nodes are added, and is unique across every ClusterState
   // in the process (copies share it until either changes), so plugins can
   // cache per-node derived data keyed on it.
@@ -190,6 +216,8 @@ class ClusterState {
  private:
   void RecomputeGpuSummary(NodeId n);
   void RecomputeUtilization(NodeId n);
+  void UpdateEstimates(NodeId n);
+  void RecomputeLowestPreemptible(NodeId n);
   void AddToIndex(std::unordered_map<std::string, std::vector<NodeCount>>& index,
                   const std::string& key, NodeId n, int32_t delta, bool rdma);
 
@@ -209,9 +237,13 @@ class ClusterState {
   std::vector<double> inv_cpu_, inv_mem_, inv_gpu_milli_;
   std::vector<double> util_cpu_, util_mem_, util_gpu_;
   std::vector<uint8_t> has_;
+  NodeBitmap ready_, mixed_;
+  std::vector<NodeBitmap> model_nodes_, whole_ge_, share_ge_;
+  MaxTree cpu_est_, mem_est_, gpu_est_;
   size_t measured_count_ = 0;
   std::vector<int64_t> inflight_cpu_, inflight_mem_, inflight_gpu_milli_;
   std::vector<uint64_t> reports_;  // measurements received per node
+  std::vector<int32_t> lowest_preemptible_, scheduled_preemptible_;
   std::vector<std::vector<TaskKey>> tasks_on_;
 
   // Flat per-GPU arrays; node n owns [gpu_begin_[n], gpu_begin_[n] + gpu_count_[n]).

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "core/fit.h"
 
 namespace hf {
@@ -209,6 +211,107 @@ TEST(FitTest, UtilizationLeavesOutMissingResources) {
   EXPECT_DOUBLE_EQ(UtilizationWithTask(c, n, req), 0.375);
   req.cpu_milli = 20000;  // clamped at 1.0
   EXPECT_DOUBLE_EQ(UtilizationWithTask(c, n, req), 0.75);
+}
+
+}  // namespace
+}  // namespace hf
+
+namespace hf {
+namespace {
+
+TEST(ClusterStateTest, PreemptionSummariesFollowBindReleaseAndStart) {
+  ClusterState c;
+  NodeId n = *c.AddNode(GpuNode("a", 4));
+  EXPECT_EQ(c.lowest_preemptible_priority(n), INT32_MAX);
+  Task low = MakeTask(1, 1, 1000), mid = MakeTask(2, 1, 1000), pinned = MakeTask(3, 1, 1000);
+  low.priority = 1;
+  mid.priority = 5;
+  pinned.priority = -3;
+  pinned.preemptible = false;
+  ASSERT_TRUE(c.Bind(mid, Alloc(n, {{0, 1000, 0}})).ok());
+  ASSERT_TRUE(c.Bind(low, Alloc(n, {{1, 1000, 0}})).ok());
+  ASSERT_TRUE(c.Bind(pinned, Alloc(n, {{2, 1000, 0}})).ok());
+  EXPECT_EQ(c.lowest_preemptible_priority(n), 1);  // the non-preemptible -3 does not count
+  EXPECT_EQ(c.scheduled_preemptible(n), 2);
+  ASSERT_TRUE(c.MarkRunning(1, 100).ok());
+  EXPECT_EQ(c.scheduled_preemptible(n), 1);
+  ASSERT_TRUE(c.Release(1).ok());
+  EXPECT_EQ(c.lowest_preemptible_priority(n), 5);
+  EXPECT_EQ(c.scheduled_preemptible(n), 1);
+  ASSERT_TRUE(c.Release(2).ok());
+  EXPECT_EQ(c.lowest_preemptible_priority(n), INT32_MAX);
+  EXPECT_EQ(c.scheduled_preemptible(n), 0);
+}
+
+TEST(NodeIndexTest, MaxTreeFindsExactlyTheNodesAbove) {
+  MaxTree t;
+  std::vector<double> values;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> d(0, 1);
+  for (uint32_t n = 0; n < 300; ++n) {  // grows through several doublings
+    t.Resize(n + 1);
+    values.push_back(n % 7 == 0 ? MaxTree::kNone : d(rng));
+    t.Set(n, values.back());
+  }
+  for (int round = 0; round < 200; ++round) {
+    const uint32_t n = rng() % values.size();
+    values[n] = d(rng);
+    t.Set(n, values[n]);
+    const double bound = d(rng);
+    std::vector<uint32_t> got, want;
+    t.CollectAbove(bound, got);
+    for (uint32_t i = 0; i < values.size(); ++i) {
+      if (values[i] > bound) want.push_back(i);
+    }
+    ASSERT_EQ(got, want) << "round " << round;
+  }
+}
+
+TEST(NodeIndexTest, BitmapsAgreeWithNodeStateUnderRandomChurn) {
+  // Random binds and releases of whole and shared GPUs on mixed shapes; after
+  // each step every index must equal a recomputation from the per-GPU state.
+  ClusterState c;
+  for (int i = 0; i < 40; ++i) {
+    NodeSpec s = GpuNode("n" + std::to_string(i), i % 4 == 0 ? 0 : (i % 3 == 0 ? 2 : 8),
+                         i % 5 == 0 ? "T4" : "A100");
+    if (i == 7) s.gpus[1].model = "H100";  // one mixed-model node
+    ASSERT_TRUE(c.AddNode(s).ok());
+  }
+  std::mt19937 rng(11);
+  std::vector<TaskKey> placed;
+  TaskKey next = 1;
+  for (int step = 0; step < 3000; ++step) {
+    if (!placed.empty() && rng() % 3 == 0) {
+      const size_t i = rng() % placed.size();
+      ASSERT_TRUE(c.Release(placed[i]).ok());
+      placed.erase(placed.begin() + i);
+    } else {
+      const NodeId n = rng() % c.node_count();
+      const auto free = c.gpu_free_milli(n);
+      if (free.empty()) continue;
+      const size_t slot = rng() % free.size();
+      const int milli = rng() % 2 ? 1000 : 1 + int(rng() % 999);
+      if (free[slot] < milli) continue;
+      Task t = MakeTask(next, 1, milli);
+      ASSERT_TRUE(c.Bind(t, Alloc(n, {{c.spec(n).gpus[slot].index, milli, 0}})).ok());
+      placed.push_back(next++);
+    }
+    c.SetCondition(rng() % c.node_count(), rng() % 5 ? NodeCondition::kReady : NodeCondition::kDraining);
+    for (NodeId n = 0; n < c.node_count(); ++n) {
+      int whole = 0, max_free = 0;
+      for (int32_t f : c.gpu_free_milli(n)) {
+        whole += f == 1000;
+        max_free = std::max(max_free, f);
+      }
+      for (int k = 1; k <= ClusterState::kIndexedWholeGpus; ++k) {
+        ASSERT_EQ(c.whole_gpu_nodes(k).Test(n), whole >= k) << "node " << n << " k " << k;
+      }
+      for (int b = 1; b <= 10; ++b) ASSERT_EQ(c.share_nodes(b).Test(n), max_free >= b * 100);
+      ASSERT_EQ(c.ready_nodes().Test(n), c.condition(n) == NodeCondition::kReady);
+    }
+  }
+  EXPECT_TRUE(c.mixed_model_nodes().Test(7));
+  EXPECT_FALSE(c.mixed_model_nodes().Test(8));
 }
 
 }  // namespace

@@ -115,7 +115,7 @@ class Rejections {
 class FilterPlugin : public virtual Plugin {
  public:
   // Removes from `nodes` every node that cannot take `task`, keeping the
-  // relative order of the others, and records each removal with its reason
+  // others in ascending NodeId order (the list comes in that order), and records each removal with its reason
   // (when rejections.recording()).
   virtual void Filter(const Task& task, const ClusterState& cluster, std::vector<NodeId>& nodes,
                       Rejections& rejections) = 0;

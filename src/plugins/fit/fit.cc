@@ -48,70 +48,79 @@ framework::ReasonId Fit::Why(const Task& task, const ClusterState& cluster, Node
   return kPass;
 }
 
-namespace {
-
-// The verdict of one node for the common cases, without branches, from the
-// per-node summaries. kMode: 0 = no GPU, 1 = GPU decided by summaries on
-// single-model nodes (others take `slow`).
-template <int kMode, typename Slow>
-size_t FastPass(const ClusterState::Arrays& a, NodeId* nodes, size_t count, int64_t cpu,
-                int64_t mem, ClusterState::ModelMask allowed, const int32_t* have, int32_t need,
-                Slow&& slow, std::vector<NodeId>& rejected) {
-  size_t out = 0;
-  for (size_t i = 0; i < count; ++i) {
-    const NodeId n = nodes[i];
-    bool ok = (a.condition[n] == NodeCondition::kReady) & (a.free_cpu[n] >= cpu) &
-              (a.free_memory[n] >= mem);
-    if constexpr (kMode == 1) {
-      const ClusterState::ModelMask mask = a.model_mask[n];
-      if ((mask & (mask - 1)) == 0) {
-        ok &= ((mask & allowed) != 0) & (have[n] >= need);
-      } else {
-        ok = ok && slow(n);
-      }
-    }
-    nodes[out] = n;
-    out += ok;
-    if (!ok) rejected.push_back(n);
-  }
-  return out;
-}
-
-}  // namespace
-
 void Fit::Filter(const Task& task, const ClusterState& cluster, std::vector<NodeId>& nodes,
                  framework::Rejections& rejections) {
   const Requests& r = task.requests;
   const ClusterState::ModelMask allowed = cluster.MaskOf(r.gpu_models);
   const ClusterState::Arrays a = cluster.arrays();
-  // The verdict is computed without branches from per-node summaries where
-  // they are exact (one GPU model on the node, no per-GPU memory request):
-  // share requests on one GPU are decided by the largest free share, whole-GPU
-  // requests by the count of free whole GPUs. Nodes with mixed models, or
-  // other requests, take the per-GPU look in Why(). Reasons for rejected
-  // nodes are worked out afterwards, and only when they are recorded.
-  const bool whole_fast = r.gpu > 0 && r.gpu_milli == kWholeGpuMilli && r.gpu_memory_mib == 0;
-  const bool share_fast = r.gpu == 1 && r.gpu_memory_mib == 0;
-  const auto slow = [&](NodeId n) { return Why(task, cluster, n, allowed) == kPass; };
-  rejected_.clear();
-  size_t out;
-  if (r.gpu <= 0) {
-    out = FastPass<0>(a, nodes.data(), nodes.size(), r.cpu_milli, r.memory_mib, allowed, nullptr, 0,
-                      slow, rejected_);
-  } else if (whole_fast || share_fast) {
-    out = FastPass<1>(a, nodes.data(), nodes.size(), r.cpu_milli, r.memory_mib, allowed,
-                      whole_fast ? a.free_whole_gpus : a.max_free_milli,
-                      whole_fast ? r.gpu : r.gpu_milli, slow, rejected_);
-  } else {
-    out = 0;
-    for (NodeId n : nodes) {
-      if (slow(n)) nodes[out++] = n;
-      else rejected_.push_back(n);
+  const size_t words = cluster.ready_nodes().word_count();
+
+  // 1. A superset of the nodes that fit, from the indexes, one word (64
+  //    nodes) at a time: Ready, among the candidates given, with an allowed
+  //    GPU model, with enough free whole GPUs or a large enough free share.
+  cand_.assign(cluster.ready_nodes().data(), cluster.ready_nodes().data() + words);
+  if (nodes.size() != cluster.node_count()) {
+    given_.assign(words, 0);
+    for (NodeId n : nodes) given_[n >> 6] |= uint64_t{1} << (n & 63);
+    for (size_t w = 0; w < words; ++w) cand_[w] &= given_[w];
+  }
+  const bool wants_gpu = r.gpu > 0;
+  if (wants_gpu) {
+    models_.assign(words, 0);
+    for (size_t m = 0; m < cluster.model_count(); ++m) {
+      if (!(allowed & (ClusterState::ModelMask{1} << m))) continue;
+      const uint64_t* bits = cluster.model_nodes(m).data();
+      for (size_t w = 0; w < words; ++w) models_[w] |= bits[w];
+    }
+    const NodeBitmap* capacity = nullptr;
+    if (r.gpu_milli == kWholeGpuMilli) {
+      capacity = &cluster.whole_gpu_nodes(std::min(r.gpu, ClusterState::kIndexedWholeGpus));
+    } else if (r.gpu_milli >= 100) {
+      capacity = &cluster.share_nodes(r.gpu_milli / 100);
+    }
+    for (size_t w = 0; w < words; ++w) {
+      cand_[w] &= models_[w] & (capacity ? capacity->data()[w] : ~uint64_t{0});
     }
   }
+
+  // 2. The exact check on that superset. Single-model nodes are decided by the
+  //    per-node summaries when they are exact (whole GPUs up to the indexed
+  //    count, or one shared GPU, without a GPU memory request); the rest take
+  //    the per-GPU look in Why().
+  const bool whole_fast = r.gpu_milli == kWholeGpuMilli && r.gpu <= ClusterState::kIndexedWholeGpus &&
+                          r.gpu_memory_mib == 0;
+  const bool share_fast = r.gpu == 1 && r.gpu_memory_mib == 0;
+  const bool summaries_exact = whole_fast || share_fast;
+  const int32_t need = r.gpu_milli == kWholeGpuMilli ? r.gpu : r.gpu_milli;
+  const int32_t* have = r.gpu_milli == kWholeGpuMilli ? a.free_whole_gpus : a.max_free_milli;
+  const uint64_t* mixed = cluster.mixed_model_nodes().data();
+  const int64_t cpu = r.cpu_milli, mem = r.memory_mib;
+  if (rejections.recording()) rejected_.assign(nodes.begin(), nodes.end());  // for reasons below
+  size_t out = 0;
+  NodeId* dst = nodes.data();
+  ForEachSetBit(cand_.data(), words, [&](NodeId n) {
+    bool ok = (a.free_cpu[n] >= cpu) & (a.free_memory[n] >= mem);
+    if (wants_gpu && ok) {
+      const bool is_mixed = (mixed[n >> 6] >> (n & 63)) & 1;
+      ok = summaries_exact && !is_mixed ? have[n] >= need : Why(task, cluster, n, allowed) == kPass;
+    }
+    dst[out] = n;
+    out += ok;
+  });
   nodes.resize(out);
+
+  // 3. Reasons, only when someone reads them: every input node not kept.
   if (rejections.recording()) {
-    for (NodeId n : rejected_) rejections.Reject(n, Why(task, cluster, n, allowed));
+    size_t k = 0;
+    for (NodeId n : rejected_) {
+      if (k < out && nodes[k] == n) {
+        ++k;
+        continue;
+      }
+      const framework::ReasonId why = Why(task, cluster, n, allowed);
+      HF_CHECK(why != kPass);  // the indexes and the exact check disagree
+      rejections.Reject(n, why);
+    }
   }
 }
 

@@ -4,9 +4,16 @@
 // the task: GPU count, GPU model (requests.gpu_models), per-GPU share
 // (whole or shared GPUs) and per-GPU memory, then CPU and memory. GPU reasons
 // are checked first because they are the ones an operator of a GPU cluster
-// acts on. Most nodes are decided from per-node summaries kept by
-// ClusterState (free whole GPUs, largest free share, model bitmask); only
-// nodes with mixed GPU models or requests with GPU memory look at each GPU.
+// acts on.
+//
+// Speed: nodes that cannot fit are mostly never visited. ClusterState keeps
+// bitmaps of Ready nodes, of nodes per GPU model, of nodes with >= k free
+// whole GPUs and of nodes with a GPU share >= b x 100 milli free; ANDing them
+// (64 nodes per instruction) leaves a superset of the nodes that fit, and only
+// those are checked exactly — from per-node summaries (free whole GPUs,
+// largest free share) or, for mixed-model nodes and GPU memory requests, GPU
+// by GPU. Input lists are in ascending NodeId order (the framework's
+// invariant), so the output is too.
 #ifndef HF_PLUGINS_FIT_FIT_H_
 #define HF_PLUGINS_FIT_FIT_H_
 
@@ -31,7 +38,10 @@ class Fit final : public framework::FilterPlugin {
   framework::ReasonId Why(const Task& task, const ClusterState& cluster, NodeId n,
                           ClusterState::ModelMask allowed) const;
 
-  std::vector<NodeId> rejected_;  // per-call scratch
+  // Per-call scratch: candidate and given-node bitmaps, allowed-model bitmap,
+  // the input list.
+  std::vector<uint64_t> cand_, given_, models_;
+  std::vector<NodeId> rejected_;
   framework::ReasonId not_ready_, draining_, cpu_, memory_, gpu_, too_few_gpus_, model_, gpu_memory_;
 };
 

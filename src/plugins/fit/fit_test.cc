@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <numeric>
+#include <random>
+
+#include "core/fit.h"
+
 #include "core/test_nodes.h"
 
 namespace hf::plugins {
@@ -111,6 +116,86 @@ TEST_F(FitFilterTest, OnlyReasonsEvictionCanClearAreResolvable) {
     fit.Filter(r.task, cluster_, nodes, rej);
     ASSERT_TRUE(nodes.empty()) << r.name;
     EXPECT_EQ(reasons.resolvable(rej.reason(r.node)), r.resolvable) << r.name;
+  }
+}
+
+}  // namespace
+}  // namespace hf::plugins
+
+namespace hf::plugins {
+namespace {
+
+// The indexes are an optimisation: whatever the state, Fit must keep exactly
+// the nodes that a GPU-by-GPU check (NodeFree::Check) says fit, and give a
+// reason for every other one.
+TEST(FitIndexTest, MatchesBruteForceUnderRandomChurn) {
+  ClusterState c;
+  std::mt19937 rng(5);
+  for (int i = 0; i < 150; ++i) {
+    const int gpus = std::vector<int>{0, 1, 2, 4, 8, 16}[rng() % 6];
+    NodeSpec s = Node("n" + std::to_string(i), 8000 + 8000 * (rng() % 8), 65536 * (1 + rng() % 8),
+                      gpus, rng() % 3 ? "A100" : "T4", 16000 + 16000 * (rng() % 5));
+    if (gpus > 1 && rng() % 10 == 0) s.gpus[0].model = "H100";  // mixed
+    ASSERT_TRUE(c.AddNode(s).ok());
+  }
+  framework::ReasonTable reasons;
+  Fit fit({&reasons, nullptr});
+  const std::vector<std::vector<std::string>> model_sets = {{}, {"A100"}, {"T4", "H100"}, {"V100"}};
+  TaskKey next = 1000;
+  for (int step = 0; step < 600; ++step) {
+    Task t = MakeTask(next++, 1000 * (rng() % 6), 8192 * (rng() % 6));
+    switch (rng() % 5) {
+      case 0: break;  // CPU only
+      case 1: t.requests.gpu = 1; t.requests.gpu_milli = 1 + rng() % 1000; break;
+      case 2: t.requests.gpu = 1 + rng() % 10; break;
+      case 3: t.requests.gpu = 1 + rng() % 3; t.requests.gpu_milli = 50 + rng() % 900; break;
+      case 4: t.requests.gpu = 1 + rng() % 2; t.requests.gpu_memory_mib = 8000 * (rng() % 8); break;
+    }
+    t.requests.gpu_models = model_sets[rng() % model_sets.size()];
+    if (rng() % 7 == 0) c.SetCondition(rng() % c.node_count(), NodeCondition::kDraining);
+    if (rng() % 7 == 0) c.SetCondition(rng() % c.node_count(), NodeCondition::kReady);
+
+    std::vector<NodeId> all(c.node_count());
+    std::iota(all.begin(), all.end(), 0);
+    // Sometimes a subset, as after another filter.
+    std::vector<NodeId> input;
+    for (NodeId n : all) {
+      if (step % 3 != 0 || rng() % 4) input.push_back(n);
+    }
+    std::vector<NodeId> want;
+    const auto allowed = c.MaskOf(t.requests.gpu_models);
+    for (NodeId n : input) {
+      if (c.schedulable(n) && NodeFree::Of(c, n).Check(t.requests, allowed) == FitFailure::kNone) {
+        want.push_back(n);
+      }
+    }
+    std::vector<NodeId> got = input;
+    framework::Rejections rej;
+    rej.Reset(c.node_count(), reasons.size(), /*recording=*/step % 2 == 0);
+    fit.Filter(t, c, got, rej);
+    ASSERT_EQ(got, want) << "step " << step;
+    if (rej.recording()) ASSERT_EQ(rej.rejected().size(), input.size() - want.size());
+
+    // Place it (lowest eligible GPUs) to move the state on; sometimes release one.
+    if (!want.empty()) {
+      const NodeId n = want[rng() % want.size()];
+      Allocation a = AllocFor(t, n);
+      const GpuFreeView free{c.gpu_free_milli(n), c.gpu_free_memory(n), c.gpu_model_bits(n)};
+      for (size_t slot = 0; slot < free.milli.size() && a.gpus.size() < size_t(t.requests.gpu); ++slot) {
+        if (GpuSlotFits(free, slot, t.requests, allowed)) {
+          a.gpus.push_back({c.spec(n).gpus[slot].index, t.requests.gpu_milli, t.requests.gpu_memory_mib});
+        }
+      }
+      ASSERT_TRUE(c.Bind(t, a).ok());
+    }
+    if (rng() % 3 == 0 && c.placed_count() > 0) {
+      for (NodeId n = rng() % c.node_count();; n = (n + 1) % c.node_count()) {
+        if (!c.TasksOn(n).empty()) {
+          ASSERT_TRUE(c.Release(c.TasksOn(n).front()).ok());
+          break;
+        }
+      }
+    }
   }
 }
 

@@ -80,8 +80,11 @@ void Preempt::Sweep(const Task& task, const ClusterState& cluster,
                     bool allow_running, int64_t now_ms) {
   for (NodeId n : rejections.rejected()) {
     if (!reasons_->resolvable(rejections.reason(n)) || !cluster.schedulable(n)) continue;
-    // Too few GPUs in total: no eviction can help.
+    // Too few GPUs in total, or no task that could be a victim: no eviction
+    // can help. (Cheap per-node summaries, so most nodes cost no lookups.)
     if (cluster.gpu_count(n) < task.requests.gpu) continue;
+    if (cluster.lowest_preemptible_priority(n) >= task.priority) continue;
+    if (!allow_running && cluster.scheduled_preemptible(n) == 0) continue;
     TryNode(task, cluster, n, allowed, allow_running, now_ms);
   }
 }

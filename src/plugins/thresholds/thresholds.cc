@@ -1,5 +1,7 @@
 #include "plugins/thresholds/thresholds.h"
 
+#include <algorithm>
+
 namespace hf::plugins {
 
 LoadThreshold::LoadThreshold(const framework::PluginDeps& deps) {
@@ -28,16 +30,27 @@ Status LoadThreshold::Configure(const framework::PluginArgs& args) {
 
 void LoadThreshold::Filter(const Task& task, const ClusterState& cluster,
                            std::vector<NodeId>& nodes, framework::Rejections& rejections) {
-  // Nothing measured yet (e.g. a simulation without usage): every node passes.
-  if (cluster.measured_count() == 0) return;
-  const bool wants_gpu = task.requests.gpu > 0;
+  // The max-trees answer "which nodes are above?" without visiting the
+  // others; in a healthy cluster the answer is "none" at the root, and the
+  // candidate list is not touched at all.
+  above_.clear();
+  cluster.cpu_estimate().CollectAbove(cpu_, above_);
+  cluster.memory_estimate().CollectAbove(memory_, above_);
+  if (task.requests.gpu > 0) cluster.gpu_estimate().CollectAbove(gpu_, above_);
+  if (above_.empty()) return;
+  std::sort(above_.begin(), above_.end());
+  above_.erase(std::unique(above_.begin(), above_.end()), above_.end());
+
   const ClusterState::Arrays a = cluster.arrays();
-  size_t out = 0;
+  const bool wants_gpu = task.requests.gpu > 0;
+  size_t out = 0, k = 0;
   for (NodeId n : nodes) {
-    if (!a.measured[n]) {
+    while (k < above_.size() && above_[k] < n) ++k;
+    if (k == above_.size() || above_[k] != n) {
       nodes[out++] = n;
       continue;
     }
+    // The same order as documented: CPU load, memory, then GPU utilization.
     if (a.cpu_load[n] + double(a.inflight_cpu[n]) * a.inv_cpu[n] > cpu_) {
       rejections.Reject(n, cpu_reason_);
     } else if (a.memory_used[n] + double(a.inflight_memory[n]) * a.inv_memory[n] > memory_) {

@@ -7,6 +7,10 @@
 // as Koordinator's LoadAware does) so a burst of placements between two
 // reports cannot overshoot. A node with no measurement yet passes.
 //
+// Speed: ClusterState keeps these estimates in max-trees; the filter asks
+// them for the nodes above each threshold and leaves the candidate list
+// untouched when there are none (the usual case).
+//
 // Config (set by the framework from the scheduler config):
 //   {load_threshold, gpu_load_threshold, memory_threshold}, each in (0, 1].
 #ifndef HF_PLUGINS_THRESHOLDS_THRESHOLDS_H_
@@ -29,6 +33,7 @@ class LoadThreshold final : public framework::FilterPlugin {
 
  private:
   double cpu_ = 0.8, gpu_ = 0.9, memory_ = 0.85;
+  std::vector<NodeId> above_;  // per-call scratch
   framework::ReasonId cpu_reason_, gpu_reason_, memory_reason_;
 };
 
