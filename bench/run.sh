@@ -18,8 +18,8 @@ $pin ./build/bench/hf_bench --trace-dir "$trace"
 
 echo
 echo "== openb default trace, --method fgd --tune 1.3 (1,213 nodes, 6,212 GPUs) =="
-printf '%-8s %-6s %10s %12s %12s %12s %12s\n' policy seed wall_s decisions/s p99_us alloc@100 alloc@final
-for policy in binpack spread; do
+printf '%-12s %-6s %10s %12s %12s %12s %12s\n' policy seed wall_s decisions/s p99_us alloc@100 alloc@final
+for policy in binpack binpack-gpu spread; do
   sum=0
   for seed in 42 43 44 45 46 47 48 49 50 51; do
     start=$(date +%s.%N)
@@ -31,7 +31,7 @@ for policy in binpack spread; do
 import json, sys
 policy, seed, start, end, out = sys.argv[1:]
 r = json.loads(out)
-print(f"{policy:<8} {seed:<6} {float(end) - float(start):10.3f} {r['decisions_per_second']:12.0f} "
+print(f"{policy:<12} {seed:<6} {float(end) - float(start):10.3f} {r['decisions_per_second']:12.0f} "
       f"{r['decision_latency_us']['p99']:12.1f} {100 * r['gpu_alloc_ratio_at_arrived_100']:11.2f}% "
       f"{100 * r['gpu_alloc_ratio_final']:11.2f}%")
 PY
