@@ -164,8 +164,10 @@ TEST(FrameworkTest, SchedulerConfigIsValidatedAndFeedsTheThresholdFilter) {
 TEST(FrameworkTest, UnschedulableSummaryCountsEveryReason) {
   auto fw = Make("plugins:\n  preempt: {mode: disabled}\n");
   ClusterState c;
-  for (int i = 0; i < 7; ++i) c.AddNode(Node("cpu" + std::to_string(i), 4000, 4000));
-  for (int i = 0; i < 3; ++i) c.AddNode(Node("t4-" + std::to_string(i), 4000, 4000, 4, "T4"));
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE(c.AddNode(Node("cpu" + std::to_string(i), 4000, 4000)).ok());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(c.AddNode(Node("t4-" + std::to_string(i), 4000, 4000, 4, "T4")).ok());
+  }
   for (int i = 0; i < 2; ++i) {
     NodeId n = *c.AddNode(Node("busy" + std::to_string(i), 4000, 4000, 4, "A100"));
     NodeUsage u;
@@ -183,9 +185,7 @@ TEST(FrameworkTest, UnschedulableSummaryCountsEveryReason) {
 TEST(FrameworkTest, TiesGoToTheFirstNodeAndScoresAreWeighted) {
   auto fw = Make("plugins:\n  topology: {enabled: false}\n");
   ClusterState c;
-  c.AddNode(Node("a", 8000, 8000, 2));
-  c.AddNode(Node("b", 8000, 8000, 2));
-  c.AddNode(Node("c", 8000, 8000, 2));
+  for (const char* name : {"a", "b", "c"}) ASSERT_TRUE(c.AddNode(Node(name, 8000, 8000, 2)).ok());
   // Identical nodes: the first wins, every time.
   Decision d = fw->Schedule(MakeTask(1, 1000, 1000, 1), c);
   ASSERT_TRUE(d.scheduled);

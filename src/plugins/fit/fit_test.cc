@@ -174,7 +174,9 @@ TEST(FitIndexTest, MatchesBruteForceUnderRandomChurn) {
     rej.Reset(c.node_count(), reasons.size(), /*recording=*/step % 2 == 0);
     fit.Filter(t, c, got, rej);
     ASSERT_EQ(got, want) << "step " << step;
-    if (rej.recording()) ASSERT_EQ(rej.rejected().size(), input.size() - want.size());
+    if (rej.recording()) {
+      ASSERT_EQ(rej.rejected().size(), input.size() - want.size());
+    }
 
     // Place it (lowest eligible GPUs) to move the state on; sometimes release one.
     if (!want.empty()) {

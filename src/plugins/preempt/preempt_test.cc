@@ -19,11 +19,6 @@
 #include "framework/registry.h"
 #include "plugins/fit/fit.h"
 
-// Table rows name only the fields that matter to them (designated
-// initializers) and leave the rest at their defaults on purpose; GCC's
-// -Wmissing-field-initializers would flag every such row.
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 namespace hf::plugins {
 namespace {
 
