@@ -56,6 +56,7 @@ Result<NodeId> ClusterState::AddNode(const NodeSpec& spec) {
   reports_.push_back(0);
   lowest_preemptible_.push_back(INT32_MAX);
   scheduled_preemptible_.push_back(0);
+  preemptible_held_.emplace_back();
   tasks_on_.emplace_back();
   for (const GpuDevice& g : spec.gpus) {
     gpu_free_milli_.push_back(kWholeGpuMilli);
@@ -119,6 +120,10 @@ void ClusterState::ReportUsage(NodeId n, const NodeUsage& usage) {
 
 int32_t ClusterState::GpuSlot(NodeId n, int32_t gpu_index) const {
   const auto& gpus = specs_[n].gpus;
+  // GPUs are nearly always listed by index 0..n-1.
+  if (gpu_index >= 0 && size_t(gpu_index) < gpus.size() && gpus[gpu_index].index == gpu_index) {
+    return gpu_index;
+  }
   for (size_t i = 0; i < gpus.size(); ++i) {
     if (gpus[i].index == gpu_index) return int32_t(i);
   }
@@ -230,6 +235,10 @@ Status ClusterState::Bind(const Task& task, const Allocation& alloc, TaskState s
   if (p.preemptible) {
     lowest_preemptible_[n] = std::min(lowest_preemptible_[n], p.priority);
     scheduled_preemptible_[n] += p.state == TaskState::kScheduled;
+    Held& h = preemptible_held_[n];
+    h.cpu_milli += alloc.cpu_milli;
+    h.memory_mib += alloc.memory_mib;
+    h.gpu_milli += gpu_milli;
   }
   if (!p.group.empty()) AddToIndex(group_index_, p.group, n, +1, p.rdma);
   if (!p.name.empty()) AddToIndex(name_index_, p.name, n, +1, p.rdma);
@@ -268,7 +277,13 @@ Status ClusterState::Release(TaskKey key) {
   if (!p.group.empty()) AddToIndex(group_index_, p.group, n, -1, p.rdma);
   if (!p.name.empty()) AddToIndex(name_index_, p.name, n, -1, p.rdma);
   const bool was_lowest = p.preemptible && p.priority == lowest_preemptible_[n];
-  if (p.preemptible) scheduled_preemptible_[n] -= p.state == TaskState::kScheduled;
+  if (p.preemptible) {
+    scheduled_preemptible_[n] -= p.state == TaskState::kScheduled;
+    Held& h = preemptible_held_[n];
+    h.cpu_milli -= p.alloc.cpu_milli;
+    h.memory_mib -= p.alloc.memory_mib;
+    for (const GpuGrant& g : p.alloc.gpus) h.gpu_milli -= g.milli;
+  }
   placed_.erase(it);
   if (was_lowest) RecomputeLowestPreemptible(n);
   return Status::Ok();

@@ -96,6 +96,12 @@ class ClusterState {
   // how many preemptible tasks are scheduled but not yet running.
   int32_t lowest_preemptible_priority(NodeId n) const { return lowest_preemptible_[n]; }
   int32_t scheduled_preemptible(NodeId n) const { return scheduled_preemptible_[n]; }
+  // What all preemptible tasks on node n hold together: an upper bound on
+  // what any eviction there can free.
+  struct Held {
+    int64_t cpu_milli = 0, memory_mib = 0, gpu_milli = 0;
+  };
+  const Held& preemptible_held(NodeId n) const { return preemptible_held_[n]; }
   const std::vector<TaskKey>& TasksOn(NodeId n) const { return tasks_on_[n]; }
   size_t placed_count() const { return placed_.size(); }
 
@@ -244,6 +250,7 @@ class ClusterState {
   std::vector<int64_t> inflight_cpu_, inflight_mem_, inflight_gpu_milli_;
   std::vector<uint64_t> reports_;  // measurements received per node
   std::vector<int32_t> lowest_preemptible_, scheduled_preemptible_;
+  std::vector<Held> preemptible_held_;
   std::vector<std::vector<TaskKey>> tasks_on_;
 
   // Flat per-GPU arrays; node n owns [gpu_begin_[n], gpu_begin_[n] + gpu_count_[n]).

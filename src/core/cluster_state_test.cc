@@ -233,12 +233,17 @@ TEST(ClusterStateTest, PreemptionSummariesFollowBindReleaseAndStart) {
   ASSERT_TRUE(c.Bind(pinned, Alloc(n, {{2, 1000, 0}})).ok());
   EXPECT_EQ(c.lowest_preemptible_priority(n), 1);  // the non-preemptible -3 does not count
   EXPECT_EQ(c.scheduled_preemptible(n), 2);
+  EXPECT_EQ(c.preemptible_held(n).gpu_milli, 2000);  // low + mid, not pinned
+  EXPECT_EQ(c.preemptible_held(n).cpu_milli, 2000);
   ASSERT_TRUE(c.MarkRunning(1, 100).ok());
   EXPECT_EQ(c.scheduled_preemptible(n), 1);
   ASSERT_TRUE(c.Release(1).ok());
   EXPECT_EQ(c.lowest_preemptible_priority(n), 5);
   EXPECT_EQ(c.scheduled_preemptible(n), 1);
+  EXPECT_EQ(c.preemptible_held(n).gpu_milli, 1000);
   ASSERT_TRUE(c.Release(2).ok());
+  EXPECT_EQ(c.preemptible_held(n).gpu_milli, 0);
+  EXPECT_EQ(c.preemptible_held(n).memory_mib, 0);
   EXPECT_EQ(c.lowest_preemptible_priority(n), INT32_MAX);
   EXPECT_EQ(c.scheduled_preemptible(n), 0);
 }

@@ -85,6 +85,15 @@ void Preempt::Sweep(const Task& task, const ClusterState& cluster,
     if (cluster.gpu_count(n) < task.requests.gpu) continue;
     if (cluster.lowest_preemptible_priority(n) >= task.priority) continue;
     if (!allow_running && cluster.scheduled_preemptible(n) == 0) continue;
+    // Even evicting every preemptible task would not free enough.
+    const ClusterState::Held& held = cluster.preemptible_held(n);
+    const Requests& r = task.requests;
+    if (cluster.free_cpu(n) + held.cpu_milli < r.cpu_milli ||
+        cluster.free_memory(n) + held.memory_mib < r.memory_mib ||
+        cluster.total_gpu_milli(n) - cluster.used_gpu_milli(n) + held.gpu_milli <
+            int64_t{r.gpu} * r.gpu_milli) {
+      continue;
+    }
     TryNode(task, cluster, n, allowed, allow_running, now_ms);
   }
 }
