@@ -7,6 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
+  libsqlite3-dev libboost-dev libssl-dev
   libgtest-dev libgmock-dev
   python3
 )
