@@ -1,0 +1,125 @@
+#include "server/auth.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include <array>
+
+#include "core/status.h"
+
+namespace hf::server {
+namespace {
+
+std::string Hex(const unsigned char* data, size_t n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out(2 * n, '0');
+  for (size_t i = 0; i < n; ++i) {
+    out[2 * i] = kDigits[data[i] >> 4];
+    out[2 * i + 1] = kDigits[data[i] & 0xf];
+  }
+  return out;
+}
+
+bool IsB64TokenChar(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '.' || c == '_' || c == '~' || c == '+' || c == '/';
+}
+
+char Lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
+}  // namespace
+
+const char* RoleName(Role r) {
+  switch (r) {
+    case Role::kAdmin:
+      return "admin";
+    case Role::kOperator:
+      return "operator";
+    case Role::kViewer:
+      return "viewer";
+    case Role::kAgent:
+      return "agent";
+  }
+  return "unknown";
+}
+
+std::optional<Role> ParseRole(std::string_view s) {
+  for (Role r : {Role::kAdmin, Role::kOperator, Role::kViewer, Role::kAgent}) {
+    if (s == RoleName(r)) return r;
+  }
+  return std::nullopt;
+}
+
+const char* ActionName(Action a) {
+  switch (a) {
+    case Action::kRead:
+      return "read";
+    case Action::kWriteTasks:
+      return "write_tasks";
+    case Action::kCordonNodes:
+      return "cordon_nodes";
+    case Action::kWriteConfig:
+      return "write_config";
+    case Action::kManageTokens:
+      return "manage_tokens";
+    case Action::kAgentReport:
+      return "agent_report";
+  }
+  return "unknown";
+}
+
+bool Allows(Role role, Action action) {
+  switch (role) {
+    case Role::kAdmin:
+      return true;
+    case Role::kOperator:
+      return action == Action::kRead || action == Action::kWriteTasks ||
+             action == Action::kCordonNodes;
+    case Role::kViewer:
+      return action == Action::kRead;
+    case Role::kAgent:
+      return action == Action::kAgentReport;
+  }
+  return false;
+}
+
+std::string GenerateToken() {
+  std::array<unsigned char, kTokenRandomBytes> bytes{};
+  HF_CHECK(RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) == 1);
+  return std::string(kTokenPrefix) + Hex(bytes.data(), bytes.size());
+}
+
+std::string HashToken(std::string_view token) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
+  unsigned int len = 0;
+  // EVP_Digest fails only on allocation failure or a missing default
+  // provider: the process cannot authenticate anyone in either case.
+  HF_CHECK(EVP_Digest(token.data(), token.size(), md.data(), &len, EVP_sha256(), nullptr) == 1);
+  return Hex(md.data(), len);
+}
+
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  if (a.empty()) return true;
+  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+std::optional<std::string> BearerToken(std::string_view header) {
+  static constexpr std::string_view kScheme = "bearer ";
+  if (header.size() <= kScheme.size()) return std::nullopt;
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    if (Lower(header[i]) != kScheme[i]) return std::nullopt;
+  }
+  std::string_view token = header.substr(kScheme.size());
+  if (token.empty() || token.size() > kMaxBearerTokenLength) return std::nullopt;
+  size_t i = 0;
+  while (i < token.size() && IsB64TokenChar(token[i])) ++i;
+  // b64token allows '=' padding only at the end, and needs one real char.
+  if (i == 0) return std::nullopt;
+  while (i < token.size() && token[i] == '=') ++i;
+  if (i != token.size()) return std::nullopt;
+  return std::string(token);
+}
+
+}  // namespace hf::server

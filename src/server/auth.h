@@ -1,0 +1,85 @@
+// Authentication and authorisation primitives for the REST API (SPEC §6, §9).
+//
+// A caller presents `Authorization: Bearer <token>`. The server keeps only
+// HashToken(token) (SHA-256, hex) and looks the hash up, so a leaked database
+// or log line does not leak a usable token. Each token carries one Role; the
+// route's Action decides whether the role may act (403 otherwise).
+//
+// Role matrix (Allows):
+//
+//   action          admin  operator  viewer  agent
+//   kRead             x       x        x
+//   kWriteTasks       x       x
+//   kCordonNodes      x       x
+//   kWriteConfig      x
+//   kManageTokens     x
+//   kAgentReport      x                          x
+//
+// An agent token reaches only agent endpoints (registration, heartbeats,
+// task status), so a compromised node cannot read or change the cluster's
+// policy. Admin may do everything, agent reports included, so a human can
+// replay or test an agent call.
+//
+// Threading: every function is thread-safe (OpenSSL 3 needs no locking setup).
+#ifndef HF_SERVER_AUTH_H_
+#define HF_SERVER_AUTH_H_
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace hf::server {
+
+enum class Role { kAdmin, kOperator, kViewer, kAgent };
+
+// "admin", "operator", "viewer", "agent".
+const char* RoleName(Role r);
+// The inverse of RoleName; exact, lower-case names only.
+std::optional<Role> ParseRole(std::string_view s);
+
+enum class Action {
+  kRead,          // any GET under /api/v1 except agent endpoints
+  kWriteTasks,    // submit, cancel tasks
+  kCordonNodes,   // cordon, drain, uncordon nodes
+  kWriteConfig,   // plugins, scheduler config, node registration and deletion
+  kManageTokens,  // create, list, revoke tokens
+  kAgentReport,   // agent registration, heartbeats, task status reports
+};
+const char* ActionName(Action a);
+
+// Whether `role` may perform `action`, per the matrix above.
+bool Allows(Role role, Action action);
+
+inline constexpr std::string_view kTokenPrefix = "hf_";
+inline constexpr size_t kTokenRandomBytes = 32;
+// "hf_" + 64 lower-case hex digits.
+inline constexpr size_t kTokenLength = kTokenPrefix.size() + 2 * kTokenRandomBytes;
+
+// A new bearer token: kTokenPrefix followed by 32 bytes from OpenSSL's CSPRNG
+// in lower-case hex. The prefix lets secret scanners and humans recognise a
+// leaked token. Stops the process if the CSPRNG fails: issuing a predictable
+// token would be worse than not running.
+std::string GenerateToken();
+
+// SHA-256 of `token`, 64 lower-case hex digits.
+std::string HashToken(std::string_view token);
+
+// Compares in time that depends only on the lengths, never on where the
+// contents differ (CRYPTO_memcmp). Different lengths compare unequal at once;
+// lengths are not secret here since callers compare fixed-length hashes.
+bool ConstantTimeEquals(std::string_view a, std::string_view b);
+
+// The longest token BearerToken accepts. Far above kTokenLength; it only
+// stops hostile headers from reaching the hash and the store.
+inline constexpr size_t kMaxBearerTokenLength = 512;
+
+// The token from an Authorization header value, or nullopt unless it is
+// exactly "<scheme> <token>" where the scheme is "Bearer" in any case, one
+// space separates them, and the token is 1..kMaxBearerTokenLength characters
+// of RFC 6750's b64token alphabet (A-Z a-z 0-9 - . _ ~ + /, then any '=').
+std::optional<std::string> BearerToken(std::string_view authorization_header);
+
+}  // namespace hf::server
+
+#endif  // HF_SERVER_AUTH_H_

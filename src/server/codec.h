@@ -1,0 +1,150 @@
+// The REST API's JSON codec (SPEC §5, §6, Appendix A): request bodies in,
+// domain values out, and the one mapping from Status codes to HTTP.
+//
+// Every parser is strict, because bad input must get a clear 4xx and change
+// nothing (SPEC §9):
+//   - unknown fields, at any level, are InvalidArgument naming the field by
+//     its path: `unknown field "requests.gpus"`;
+//   - a wrong type is InvalidArgument naming the field and the type it must
+//     have: "requests.gpu must be an integer";
+//   - integer fields take JSON integers, or numbers with an integral value
+//     (2.0) inside the field's range; 2.5 or 1e30 is refused;
+//   - quantities (CPU, memory, GPUs, GPU memory) must be >= 0.
+// Batch parsers prefix each path with the element: "tasks[3].requests.gpu".
+//
+// Names. Task, group, depends_on and node names follow one rule, close to a
+// Kubernetes DNS subdomain so names can become hostnames or labels later:
+// 1 to 253 characters from [a-z0-9._-], starting and ending with [a-z0-9].
+//
+// Threading: every function is pure and may be called from any thread.
+#ifndef HF_SERVER_CODEC_H_
+#define HF_SERVER_CODEC_H_
+
+#include <cstddef>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/model.h"
+#include "core/status.h"
+#include "framework/framework.h"
+#include "framework/policy.h"
+
+namespace hf::server {
+
+inline constexpr int kMaxJsonDepth = 32;
+// The most tasks one batch submission may carry. Each becomes a row and an
+// event in one transaction; 1000 keeps a batch's commit well under a second.
+inline constexpr size_t kMaxTaskBatch = 1000;
+inline constexpr size_t kMaxNameLength = 253;
+
+// Parses a request body. The top level must be an object. Errors (all
+// InvalidArgument): an empty body; nesting deeper than `max_depth` levels
+// (the top-level object is level 1), detected while parsing so a hostile
+// body of 10^6 brackets costs no more than 33 levels; a key repeated in one
+// object (the last would win silently otherwise); malformed JSON or trailing
+// garbage, with the byte position nlohmann reports.
+Result<nlohmann::json> ParseJsonBody(std::string_view body, int max_depth = kMaxJsonDepth);
+
+// True when `name` follows the naming rule above.
+bool IsValidName(std::string_view name);
+
+// The Appendix A task submission:
+//   {"name", "group", "priority", "kind": "batch"|"inference",
+//    "requests": {"cpu_milli", "memory_mib", "gpu", "gpu_milli" (default 1000),
+//                 "gpu_memory_mib", "gpu_models": [string]},
+//    "rdma_required", "depends_on": [name], "preemptible" (default true),
+//    "command": [string], "env": {string: string}}
+// Only `name` is required. priority is an int32 (may be negative); gpu and
+// gpu_milli are int32, the other quantities int64. Ends with
+// Requests::Validate() (gpu_milli in 1..1000 when gpu > 0). The returned
+// Task has key 0; the store assigns it.
+Result<Task> ParseTaskSubmission(const nlohmann::json& j);
+
+// {"tasks": [task, ...]}: 1 to kMaxTaskBatch tasks. Errors name the element,
+// e.g. "tasks[3].requests.gpu must be an integer".
+Result<std::vector<Task>> ParseTaskBatch(const nlohmann::json& j);
+
+// The submission shape of `t` (every field, defaults included), so that
+// ParseTaskSubmission(TaskToJson(t)) gives `t` back (less its key). Callers
+// add "id", "state", "node" and so on.
+nlohmann::json TaskToJson(const Task& t);
+
+// The Appendix A node inventory:
+//   {"name", "labels": {string: string}, "cpu_milli", "memory_mib",
+//    "gpus": [{"index", "uuid", "model", "vendor", "memory_mib", "numa",
+//              "pcie_switch", "nvlink_domain"}],
+//    "rdma": [{"name", "numa", "pcie_switch"}],
+//    "topology": {"zone", "switch", "rack"}}
+// `name` is required; locality ids are int32 >= -1 (-1 = unknown). `usage_file`
+// is refused: it is for nodes declared in a file, never for the API. Ends
+// with NodeSpec::Validate().
+Result<NodeSpec> ParseNodeSpec(const nlohmann::json& j);
+nlohmann::json NodeSpecToJson(const NodeSpec& n);
+
+// {"node": node_name, "cpu_milli", "memory_mib",
+//  "gpus": [{"index", "milli", "memory_mib"}], "rdma_device"}. The caller
+// passes the name because an Allocation holds only the dense NodeId.
+nlohmann::json AllocationToJson(const Allocation& a, std::string_view node_name);
+
+// The vision's plugin shape {"name","type","enabled","weight","status","config"}
+// plus "extension_points" (all points, "Score,Bind"), "required", "mode" and
+// "modes" (only for plugins with modes) and "message" (only when not empty).
+// `type` is the plugin's primary point: "Score" for any plugin that scores,
+// because the weight only means something there and the vision shows "Score"
+// for binpack and spread (which also bind); otherwise its first point in
+// cycle order ("Filter", "PostFilter"). Weights that are whole numbers are
+// written as JSON integers (the vision's `"weight": 1`).
+nlohmann::json PluginInfoToJson(const framework::PluginInfo& p);
+
+// The body of PUT /plugins/{name}: any of "enabled" (bool), "weight" (finite
+// number >= 0), "mode" (string), "config" (object). Anything else is named.
+// Whether the mode or config keys suit the plugin is the framework's call.
+Result<framework::PluginPatch> ParsePluginPatch(const nlohmann::json& j);
+
+// A partial update of the scheduler config (PUT /scheduler/config).
+struct SchedulerConfigPatch {
+  std::optional<double> load_threshold;
+  std::optional<double> gpu_load_threshold;
+  std::optional<double> memory_threshold;
+  // Plugin name -> weight. Whether each plugin exists is the caller's check
+  // (404), since the codec does not know the registry.
+  std::optional<std::map<std::string, double>> score_weights;
+
+  // `base` with the present thresholds replaced.
+  framework::SchedulerConfig ApplyTo(framework::SchedulerConfig base) const;
+};
+
+// {"load_threshold","gpu_load_threshold","memory_threshold",
+//  "score_weights": {plugin: weight}}. score_weights comes from the plugins'
+// weights: SPEC §5 keeps one source of truth.
+nlohmann::json SchedulerConfigToJson(const framework::SchedulerConfig& c,
+                                     const std::map<std::string, double>& score_weights);
+
+// Every key optional; thresholds numbers in (0, 1]; score_weights an object
+// of finite numbers >= 0. Errors name the field ("load_threshold",
+// "score_weights.binpack") or the unknown key.
+Result<SchedulerConfigPatch> ParseSchedulerConfigPatch(const nlohmann::json& j);
+
+// The API's error code for a Status code: its StatusCodeName
+// ("INVALID_ARGUMENT", "NOT_FOUND", ...), so logs and bodies agree.
+std::string StatusCodeToApiCode(StatusCode code);
+
+// The one place Status codes become HTTP statuses:
+//   Ok 200, InvalidArgument 400, NotFound 404, AlreadyExists 409,
+//   Conflict 409, FailedPrecondition 422 (valid request, wrong state),
+//   ResourceExhausted 429 (a queue or rate limit is full: the client should
+//   back off and retry; cluster capacity never fails a request, the task
+//   just stays pending), Unavailable 503, Internal 500.
+// 401, 403 and 413 come from the HTTP layer before any Status exists.
+int HttpStatusFor(StatusCode code);
+
+// {"error": {"code": StatusCodeToApiCode(s.code()), "message": s.message()}}.
+nlohmann::json ErrorBody(const Status& s);
+
+}  // namespace hf::server
+
+#endif  // HF_SERVER_CODEC_H_

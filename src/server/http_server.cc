@@ -1,0 +1,727 @@
+#include "server/http_server.h"
+
+#include <algorithm>
+#include <atomic>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cctype>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <unordered_map>
+
+namespace hf::server {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+bool IEquals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Percent-decodes `in`. Fails on a truncated or non-hex escape, on NUL (which
+// would truncate names in C APIs further down) and, for paths, on an encoded
+// '/' or '\\': decoding those would let "a%2Fb" reach a handler as two
+// segments that the router never saw.
+std::optional<std::string> PercentDecode(std::string_view in, bool is_path) {
+  std::string out;
+  out.reserve(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    char c = in[i];
+    if (c == '%') {
+      if (i + 2 >= in.size()) return std::nullopt;
+      int hi = HexValue(in[i + 1]);
+      int lo = HexValue(in[i + 2]);
+      if (hi < 0 || lo < 0) return std::nullopt;
+      c = static_cast<char>(hi * 16 + lo);
+      if (is_path && (c == '/' || c == '\\')) return std::nullopt;
+      i += 2;
+    } else if (c == '+' && !is_path) {
+      c = ' ';
+    }
+    if (c == '\0') return std::nullopt;
+    out.push_back(c);
+  }
+  return out;
+}
+
+// Splits an origin-form target into a decoded path and query. Returns an
+// error message for anything a handler should never have to defend against.
+std::optional<std::string> ParseTarget(std::string_view target, Request& req) {
+  if (target.empty() || target[0] != '/') return "request target must be an absolute path";
+  std::string_view raw_path = target;
+  std::string_view raw_query;
+  if (size_t q = target.find('?'); q != std::string_view::npos) {
+    raw_path = target.substr(0, q);
+    raw_query = target.substr(q + 1);
+  }
+  if (size_t h = raw_query.find('#'); h != std::string_view::npos) {
+    raw_query = raw_query.substr(0, h);
+  }
+  auto path = PercentDecode(raw_path, /*is_path=*/true);
+  if (!path) return "path has an invalid percent-encoding or an encoded slash";
+  // Dot segments are refused rather than resolved: no route needs them, and
+  // resolving them is how path traversal slips past prefix checks.
+  size_t start = 1;
+  while (start <= path->size()) {
+    size_t end = path->find('/', start);
+    if (end == std::string::npos) end = path->size();
+    std::string_view seg = std::string_view(*path).substr(start, end - start);
+    if (seg == ".." || seg == ".") return "path must not contain '.' or '..' segments";
+    start = end + 1;
+  }
+  req.path = std::move(*path);
+  while (!raw_query.empty()) {
+    size_t amp = raw_query.find('&');
+    std::string_view pair = raw_query.substr(0, amp);
+    raw_query = amp == std::string_view::npos ? std::string_view() : raw_query.substr(amp + 1);
+    if (pair.empty()) continue;
+    size_t eq = pair.find('=');
+    auto key = PercentDecode(pair.substr(0, eq), /*is_path=*/false);
+    auto value = PercentDecode(
+        eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1), false);
+    if (!key || !value) return "query has an invalid percent-encoding";
+    req.query.emplace(std::move(*key), std::move(*value));
+  }
+  return std::nullopt;
+}
+
+std::string FormatEvent(std::string_view event, std::string_view data) {
+  std::string out;
+  out.reserve(event.size() + data.size() + 32);
+  // A newline inside the event name would let a caller forge extra fields.
+  if (!event.empty() && event.find_first_of("\r\n") == std::string_view::npos) {
+    out.append("event: ").append(event).append("\n");
+  }
+  size_t start = 0;
+  while (true) {
+    size_t nl = data.find('\n', start);
+    std::string_view line = data.substr(start, nl == std::string_view::npos ? nl : nl - start);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    out.append("data: ").append(line).append("\n");
+    if (nl == std::string_view::npos) break;
+    start = nl + 1;
+  }
+  out.append("\n");
+  return out;
+}
+
+// Beast 1.74 has its own string_view type; this keeps std types at the edges.
+std::string_view SV(beast::string_view s) { return {s.data(), s.size()}; }
+
+const char* const kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+
+const char* const kBusyResponse =
+    "HTTP/1.1 503 Service Unavailable\r\n"
+    "Content-Type: application/json\r\n"
+    "Connection: close\r\n"
+    "Content-Length: 78\r\n"
+    "\r\n"
+    "{\"error\":{\"code\":\"unavailable\",\"message\":\"too many connections, retry later\"}}";
+
+}  // namespace
+
+std::optional<std::string_view> Request::Header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (IEquals(k, name)) return std::string_view(v);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string_view> Request::Query(std::string_view name) const {
+  auto it = query.find(std::string(name));
+  if (it == query.end()) return std::nullopt;
+  return std::string_view(it->second);
+}
+
+std::string_view Request::Param(std::string_view name) const {
+  auto it = path_params.find(std::string(name));
+  return it == path_params.end() ? std::string_view() : std::string_view(it->second);
+}
+
+void Response::SetHeader(std::string name, std::string value) {
+  std::erase_if(headers, [&](const auto& h) { return IEquals(h.first, name); });
+  headers.emplace_back(std::move(name), std::move(value));
+}
+
+std::optional<std::string_view> Response::Header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (IEquals(k, name)) return std::string_view(v);
+  }
+  return std::nullopt;
+}
+
+Response JsonError(int status, std::string code, std::string message) {
+  nlohmann::json body = {{"error", {{"code", std::move(code)}, {"message", std::move(message)}}}};
+  return JsonResponse(status, body);
+}
+
+Response JsonResponse(int status, const nlohmann::json& body) {
+  Response r;
+  r.status = status;
+  r.content_type = "application/json";
+  // Replace invalid UTF-8 instead of throwing: an error message may quote
+  // bytes the client sent.
+  r.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return r;
+}
+
+class Connection;
+
+// State shared by the server object, its connections and its streams.
+class HttpServer::Impl {
+ public:
+  Impl(HttpServerOptions options, Handler handler)
+      : options(std::move(options)),
+        handler(std::move(handler)),
+        work(asio::make_work_guard(ioc)),
+        acceptor(asio::make_strand(ioc)) {}
+
+  void Accept();
+  void Register(Connection* c, const std::shared_ptr<Connection>& sp);
+  void Unregister(Connection* c);
+
+  const HttpServerOptions options;
+  const Handler handler;
+  std::atomic<bool> stopping{false};
+  std::atomic<uint16_t> port{0};
+
+  std::mutex mu;
+  std::condition_variable all_closed;
+  std::unordered_map<Connection*, std::weak_ptr<Connection>> connections;  // guarded by mu
+  int open_count = 0;                                                      // guarded by mu
+
+  bool started = false;  // guarded by lifecycle_mu
+  bool stopped = false;  // guarded by lifecycle_mu
+  std::mutex lifecycle_mu;
+  std::vector<std::thread> threads;
+
+  // Declared last so it is destroyed first: queued handlers own connections,
+  // whose destructors still touch the members above.
+  asio::io_context ioc;
+  asio::executor_work_guard<asio::io_context::executor_type> work;
+  tcp::acceptor acceptor;
+};
+
+class SseStreamImpl;
+
+// One accepted socket. Everything it does runs on its strand, so its members
+// need no lock; the handler runs on that strand too, which is what lets Stop()
+// finish in-flight requests simply by posting its shutdown behind them.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(HttpServer::Impl* server, tcp::socket socket)
+      : server_(server), socket_(std::move(socket)), timer_(socket_.get_executor()) {}
+
+  ~Connection() { server_->Unregister(this); }
+
+  void Start() {
+    asio::dispatch(socket_.get_executor(), [self = shared_from_this()] { self->ReadHeader(); });
+  }
+
+  // Posted by Stop(). Runs between handler invocations, never during one.
+  void Shutdown() {
+    stopping_ = true;
+    if (phase_ == Phase::kReading || phase_ == Phase::kIdle || phase_ == Phase::kStreaming) {
+      CloseSocket();
+    }
+  }
+
+  // Called by SseStreamImpl (from any thread) after queueing an event.
+  void PostFlush() {
+    asio::post(socket_.get_executor(), [self = shared_from_this()] { self->Flush(); });
+  }
+  void PostShutdown() {
+    asio::post(socket_.get_executor(), [self = shared_from_this()] { self->Shutdown(); });
+  }
+  void PostClose() {
+    asio::post(socket_.get_executor(), [self = shared_from_this()] { self->CloseSocket(); });
+  }
+
+ private:
+  enum class Phase { kIdle, kReading, kHandling, kWriting, kStreaming, kClosed };
+
+  const HttpServerOptions& opts() const { return server_->options; }
+
+  bool ShouldStop() const { return stopping_ || server_->stopping.load(); }
+
+  // Waits for the first byte of the next keep-alive request under the idle
+  // timeout; the header timeout starts only once the client shows intent.
+  void WaitIdle() {
+    if (ShouldStop()) return CloseSocket();
+    phase_ = Phase::kIdle;
+    Arm(opts().idle_timeout);
+    socket_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              if (ec) return self->CloseSocket();
+                              self->buffer_.commit(n);
+                              self->ReadHeader();
+                            });
+  }
+
+  void ReadHeader() {
+    if (ShouldStop()) return CloseSocket();
+    phase_ = Phase::kReading;
+    parser_.emplace();
+    parser_->header_limit(
+        static_cast<uint32_t>(std::min<size_t>(opts().max_header_bytes, UINT32_MAX)));
+    parser_->body_limit(opts().max_body_bytes);
+    Arm(opts().header_read_timeout);
+    http::async_read_header(
+        socket_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (ec) return OnReadError(ec);
+    // Beast checks this too, but checking here makes the 413-before-reading
+    // promise explicit instead of an accident of the parser's internals.
+    if (auto len = parser_->content_length(); len && *len > opts().max_body_bytes) {
+      return WriteError(413, "payload_too_large",
+                        "request body of " + std::to_string(*len) + " bytes exceeds the limit of " +
+                            std::to_string(opts().max_body_bytes));
+    }
+    if (parser_->is_done()) return OnRequest();
+    // curl and others wait (a second, for curl) for this before sending a
+    // body; answering it is what keeps uploads from stalling.
+    if (IEquals(SV(parser_->get()[http::field::expect]), "100-continue")) {
+      Arm(opts().write_timeout);
+      return asio::async_write(socket_, asio::buffer(kContinue, std::strlen(kContinue)),
+                               [self = shared_from_this()](beast::error_code ec, size_t) {
+                                 if (ec) return self->CloseSocket();
+                                 self->ReadBody();
+                               });
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    Arm(opts().body_read_timeout);
+    http::async_read(socket_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       if (ec) return self->OnReadError(ec);
+                       self->OnRequest();
+                     });
+  }
+
+  void OnReadError(beast::error_code ec) {
+    if (timed_out_) {
+      return WriteError(408, "timeout", "request was not received in time");
+    }
+    if (ec == http::error::header_limit) {
+      return WriteError(
+          431, "header_too_large",
+          "request header exceeds " + std::to_string(opts().max_header_bytes) + " bytes");
+    }
+    if (ec == http::error::body_limit) {
+      return WriteError(413, "payload_too_large",
+                        "request body exceeds " + std::to_string(opts().max_body_bytes) + " bytes");
+    }
+    // The peer went away (or we closed it): nobody to answer.
+    if (ec == http::error::end_of_stream || ec == http::error::partial_message ||
+        ec == asio::error::operation_aborted ||
+        ec.category() == asio::error::get_system_category() ||
+        ec.category() == asio::error::get_misc_category()) {
+      return CloseSocket();
+    }
+    // Everything else the parser reports is malformed HTTP.
+    WriteError(400, "bad_request", "malformed HTTP request: " + ec.message());
+  }
+
+  void OnRequest() {
+    phase_ = Phase::kHandling;
+    auto& msg = parser_->get();
+    Request req;
+    req.method = std::string(SV(msg.method_string()));
+    if (auto err = ParseTarget(SV(msg.target()), req)) return WriteError(400, "bad_request", *err);
+    for (const auto& field : msg) {
+      req.headers.emplace_back(std::string(SV(field.name_string())),
+                               std::string(SV(field.value())));
+    }
+    req.body = std::move(msg.body());
+    beast::error_code ec;
+    auto remote = socket_.remote_endpoint(ec);
+    if (!ec) req.remote_address = remote.address().to_string();
+    bool keep_alive = msg.keep_alive();
+    int version = msg.version();
+    parser_.reset();
+
+    Response res;
+    try {
+      res = server_->handler(req);
+    } catch (const std::exception& e) {
+      // The detail goes to the log, not to the client: it may name internals.
+      std::fprintf(stderr, "http: handler for %s %s threw: %s\n", req.method.c_str(),
+                   req.path.c_str(), e.what());
+      res = JsonError(500, "internal", "internal error while handling the request");
+    } catch (...) {
+      std::fprintf(stderr, "http: handler for %s %s threw a non-exception\n", req.method.c_str(),
+                   req.path.c_str());
+      res = JsonError(500, "internal", "internal error while handling the request");
+    }
+    if (res.stream) return StartStream(std::move(res));
+    Write(std::move(res), keep_alive && !ShouldStop(), version);
+  }
+
+  void WriteError(int status, std::string code, std::string message) {
+    parser_.reset();
+    Write(JsonError(status, std::move(code), std::move(message)), /*keep_alive=*/false, 11);
+  }
+
+  void Write(Response res, bool keep_alive, int version) {
+    phase_ = Phase::kWriting;
+    auto msg = std::make_shared<http::response<http::string_body>>();
+    msg->version(version);
+    msg->result(static_cast<unsigned>(res.status));
+    for (auto& [k, v] : res.headers) msg->set(k, v);
+    if (!res.content_type.empty()) msg->set(http::field::content_type, res.content_type);
+    msg->body() = std::move(res.body);
+    msg->keep_alive(keep_alive);
+    msg->prepare_payload();
+    Arm(opts().write_timeout);
+    http::async_write(socket_, *msg,
+                      [self = shared_from_this(), msg](beast::error_code ec, size_t) {
+                        if (ec || !msg->keep_alive() || self->ShouldStop()) {
+                          return self->CloseSocket();
+                        }
+                        // A pipelined request may already sit in the buffer.
+                        if (self->buffer_.size() > 0) return self->ReadHeader();
+                        self->WaitIdle();
+                      });
+  }
+
+  void StartStream(Response res);
+  void DiscardInput();
+  void Flush();
+
+  // Starts the deadline for the operation about to begin; a later Arm or
+  // Disarm supersedes it (the generation check drops a stale expiry that was
+  // already queued when the timer was reset).
+  void Arm(std::chrono::milliseconds timeout) {
+    timed_out_ = false;
+    timer_.expires_after(timeout);
+    timer_.async_wait([self = shared_from_this(), gen = ++timer_generation_](beast::error_code ec) {
+      if (ec || gen != self->timer_generation_) return;
+      self->timed_out_ = true;
+      beast::error_code ignored;
+      self->socket_.cancel(ignored);
+    });
+  }
+
+  void Disarm() {
+    ++timer_generation_;
+    timer_.cancel();
+  }
+
+  void CloseSocket() {
+    if (phase_ == Phase::kClosed) return;
+    phase_ = Phase::kClosed;
+    Disarm();
+    beast::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    MarkStreamClosed();
+  }
+
+  void MarkStreamClosed();
+
+  HttpServer::Impl* const server_;  // outlives every connection (see Impl::ioc)
+  tcp::socket socket_;
+  // Beast's tcp_stream closes the socket when its timer fires, which leaves no
+  // way to answer 408; a timer of our own cancels the read instead.
+  asio::steady_timer timer_;
+  uint64_t timer_generation_ = 0;
+  bool timed_out_ = false;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  Phase phase_ = Phase::kReading;
+  bool stopping_ = false;
+  std::shared_ptr<SseStreamImpl> sse_;
+  std::string sse_writing_;  // the event being written now
+  bool sse_write_pending_ = false;
+  char discard_[512];
+};
+
+class SseStreamImpl : public SseStream {
+ public:
+  SseStreamImpl(std::weak_ptr<Connection> conn, size_t max_backlog)
+      : conn_(std::move(conn)), max_backlog_(max_backlog) {}
+
+  bool Send(std::string_view event, std::string_view data) override {
+    std::string framed = FormatEvent(event, data);
+    {
+      std::lock_guard lock(mu_);
+      if (closed_) return false;
+      if (backlog_ + framed.size() > max_backlog_) {
+        closed_ = true;
+        queue_.clear();
+      } else {
+        backlog_ += framed.size();
+        queue_.push_back(std::move(framed));
+      }
+    }
+    auto conn = conn_.lock();
+    if (!conn) {
+      MarkClosed();
+      return false;
+    }
+    if (closed()) {
+      conn->PostClose();
+      return false;
+    }
+    conn->PostFlush();
+    return true;
+  }
+
+  void Close() override {
+    MarkClosed();
+    if (auto conn = conn_.lock()) conn->PostClose();
+  }
+
+  bool closed() const override {
+    std::lock_guard lock(mu_);
+    return closed_;
+  }
+
+  void MarkClosed() {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+    queue_.clear();
+  }
+
+  // Moves the next queued event into `out`; false when none is waiting.
+  bool Pop(std::string& out) {
+    std::lock_guard lock(mu_);
+    if (closed_ || queue_.empty()) return false;
+    out = std::move(queue_.front());
+    queue_.pop_front();
+    return true;
+  }
+
+  void Written(size_t n) {
+    std::lock_guard lock(mu_);
+    backlog_ -= std::min(backlog_, n);
+  }
+
+ private:
+  const std::weak_ptr<Connection> conn_;
+  const size_t max_backlog_;
+  mutable std::mutex mu_;
+  bool closed_ = false;            // guarded by mu_
+  std::deque<std::string> queue_;  // guarded by mu_
+  size_t backlog_ = 0;             // bytes queued or being written; guarded by mu_
+};
+
+void Connection::StartStream(Response res) {
+  phase_ = Phase::kStreaming;
+  // Close-delimited body: simplest framing every EventSource client accepts,
+  // and the connection is dedicated to the stream anyway.
+  std::string head = "HTTP/1.1 " + std::to_string(res.status) + " " +
+                     std::string(SV(http::obsolete_reason(static_cast<http::status>(res.status)))) +
+                     "\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                     "Connection: close\r\n";
+  for (const auto& [k, v] : res.headers) {
+    if (IEquals(k, "Content-Type") || IEquals(k, "Content-Length") || IEquals(k, "Connection") ||
+        k.find_first_of("\r\n:") != std::string::npos ||
+        v.find_first_of("\r\n") != std::string::npos) {
+      continue;
+    }
+    head.append(k).append(": ").append(v).append("\r\n");
+  }
+  head.append("\r\n");
+  sse_ = std::make_shared<SseStreamImpl>(weak_from_this(), opts().max_stream_backlog_bytes);
+  // Streams live until the client or the server ends them, so no timeouts;
+  // a client that stops reading is cut off by the backlog limit instead.
+  Disarm();
+  sse_writing_ = std::move(head);
+  sse_write_pending_ = true;
+  asio::async_write(socket_, asio::buffer(sse_writing_),
+                    [self = shared_from_this()](beast::error_code ec, size_t) {
+                      self->sse_write_pending_ = false;
+                      if (ec) return self->CloseSocket();
+                      self->Flush();
+                    });
+  DiscardInput();
+  try {
+    res.stream(sse_);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "http: stream producer threw: %s\n", e.what());
+    CloseSocket();
+  } catch (...) {
+    CloseSocket();
+  }
+}
+
+// Reading is how a vanished client is noticed: EOF or a reset ends the
+// stream. Whatever a client sends on an event stream is ignored.
+void Connection::DiscardInput() {
+  socket_.async_read_some(asio::buffer(discard_),
+                          [self = shared_from_this()](beast::error_code ec, size_t) {
+                            if (ec) return self->CloseSocket();
+                            if (self->phase_ == Phase::kStreaming) self->DiscardInput();
+                          });
+}
+
+void Connection::Flush() {
+  if (phase_ != Phase::kStreaming || sse_write_pending_ || !sse_) return;
+  if (!sse_->Pop(sse_writing_)) {
+    if (sse_->closed()) CloseSocket();
+    return;
+  }
+  sse_write_pending_ = true;
+  asio::async_write(socket_, asio::buffer(sse_writing_),
+                    [self = shared_from_this()](beast::error_code ec, size_t n) {
+                      self->sse_write_pending_ = false;
+                      self->sse_->Written(n);
+                      if (ec) return self->CloseSocket();
+                      self->Flush();
+                    });
+}
+
+void Connection::MarkStreamClosed() {
+  if (sse_) sse_->MarkClosed();
+}
+
+void HttpServer::Impl::Register(Connection* c, const std::shared_ptr<Connection>& sp) {
+  std::lock_guard lock(mu);
+  connections.emplace(c, sp);
+}
+
+void HttpServer::Impl::Unregister(Connection* c) {
+  std::lock_guard lock(mu);
+  connections.erase(c);
+  --open_count;
+  if (open_count == 0) all_closed.notify_all();
+}
+
+void HttpServer::Impl::Accept() {
+  acceptor.async_accept(
+      asio::make_strand(ioc), [self = this](beast::error_code ec, tcp::socket sock) {
+        if (self->stopping.load()) {
+          beast::error_code ignored;
+          sock.close(ignored);
+          return;
+        }
+        if (ec) {
+          // Out of descriptors and similar are transient; keep accepting.
+          if (ec != asio::error::operation_aborted) self->Accept();
+          return;
+        }
+        bool over_limit;
+        {
+          std::lock_guard lock(self->mu);
+          over_limit = self->open_count >= self->options.max_connections;
+          if (!over_limit) ++self->open_count;
+        }
+        if (over_limit) {
+          auto s = std::make_shared<tcp::socket>(std::move(sock));
+          asio::async_write(*s, asio::buffer(kBusyResponse, std::strlen(kBusyResponse)),
+                            [s](beast::error_code, size_t) {
+                              beast::error_code ignored;
+                              s->shutdown(tcp::socket::shutdown_both, ignored);
+                              s->close(ignored);
+                            });
+        } else {
+          auto conn = std::make_shared<Connection>(self, std::move(sock));
+          self->Register(conn.get(), conn);
+          conn->Start();
+        }
+        self->Accept();
+      });
+}
+
+HttpServer::HttpServer(HttpServerOptions options, Handler handler)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(handler))) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+Status HttpServer::Start() {
+  std::lock_guard lock(impl_->lifecycle_mu);
+  if (impl_->started) return FailedPrecondition("HttpServer::Start called twice");
+  const auto& o = impl_->options;
+  if (o.worker_threads < 1) return InvalidArgument("worker_threads must be at least 1");
+  if (o.max_connections < 1) return InvalidArgument("max_connections must be at least 1");
+  beast::error_code ec;
+  auto addr = asio::ip::make_address(o.address, ec);
+  if (ec) return InvalidArgument("listen address \"" + o.address + "\" is not an IP address");
+  tcp::endpoint ep(addr, o.port);
+  auto& acc = impl_->acceptor;
+  auto fail = [&](const char* what) {
+    beast::error_code ignored;
+    acc.close(ignored);
+    return Unavailable(std::string("cannot ") + what + " " + o.address + ":" +
+                       std::to_string(o.port) + ": " + ec.message());
+  };
+  if (acc.open(ep.protocol(), ec)) return fail("open socket for");
+  if (acc.set_option(asio::socket_base::reuse_address(true), ec)) return fail("configure");
+  if (acc.bind(ep, ec)) return fail("bind");
+  if (acc.listen(asio::socket_base::max_listen_connections, ec)) return fail("listen on");
+  impl_->port = acc.local_endpoint(ec).port();
+  impl_->started = true;
+  impl_->Accept();
+  for (int i = 0; i < o.worker_threads; ++i) {
+    impl_->threads.emplace_back([impl = impl_.get()] { impl->ioc.run(); });
+  }
+  return Status::Ok();
+}
+
+void HttpServer::Stop() {
+  std::lock_guard lock(impl_->lifecycle_mu);
+  if (!impl_->started || impl_->stopped) return;
+  impl_->stopped = true;
+  impl_->stopping = true;
+  asio::post(impl_->acceptor.get_executor(), [impl = impl_.get()] {
+    beast::error_code ignored;
+    impl->acceptor.close(ignored);
+  });
+  std::vector<std::shared_ptr<Connection>> live;
+  {
+    std::lock_guard l(impl_->mu);
+    for (auto& [ptr, weak] : impl_->connections) {
+      if (auto sp = weak.lock()) live.push_back(std::move(sp));
+    }
+  }
+  for (auto& c : live) c->PostShutdown();
+  live.clear();
+  impl_->work.reset();
+  {
+    std::unique_lock l(impl_->mu);
+    impl_->all_closed.wait_for(l, impl_->options.shutdown_grace,
+                               [&] { return impl_->open_count == 0; });
+  }
+  impl_->ioc.stop();
+  for (auto& t : impl_->threads) t.join();
+  impl_->threads.clear();
+}
+
+uint16_t HttpServer::bound_port() const { return impl_->port.load(); }
+
+}  // namespace hf::server

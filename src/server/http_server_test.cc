@@ -1,0 +1,552 @@
+// Tests over real sockets on 127.0.0.1 with ephemeral ports. The client sends
+// raw bytes so that malformed requests can be written exactly.
+#include "server/http_server.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+
+#include <atomic>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "server/router.h"
+
+namespace hf::server {
+namespace {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using namespace std::chrono_literals;
+
+struct RawResponse {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // lower-cased names
+  std::string body;
+
+  nlohmann::json Json() const { return nlohmann::json::parse(body, nullptr, false); }
+  std::string ErrorCode() const {
+    auto j = Json();
+    return j.is_object() && j.contains("error") ? j["error"].value("code", "") : "";
+  }
+};
+
+// A blocking client with a deadline on every read, so a server bug fails the
+// test instead of hanging it.
+class Client {
+ public:
+  explicit Client(uint16_t port) : socket_(ioc_) {
+    socket_.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+  }
+
+  void Send(std::string_view bytes) {
+    boost::system::error_code ec;
+    asio::write(socket_, asio::buffer(bytes.data(), bytes.size()), ec);
+  }
+
+  // Reads more bytes into buf_. False on EOF, error or timeout.
+  bool ReadMore(std::chrono::milliseconds timeout) {
+    pollfd p{socket_.native_handle(), POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) {
+      timed_out_ = true;
+      return false;
+    }
+    char tmp[8192];
+    boost::system::error_code ec;
+    size_t n = socket_.read_some(asio::buffer(tmp), ec);
+    if (ec || n == 0) return false;
+    buf_.append(tmp, n);
+    return true;
+  }
+
+  // Reads one response with a Content-Length body, or only the header when
+  // there is none (event streams). status stays 0 when nothing came.
+  RawResponse ReadResponse(std::chrono::milliseconds timeout = 5s) {
+    RawResponse r;
+    size_t end;
+    while ((end = buf_.find("\r\n\r\n")) == std::string::npos) {
+      if (!ReadMore(timeout)) return r;
+    }
+    std::string head = buf_.substr(0, end);
+    buf_.erase(0, end + 4);
+    size_t line_end = head.find("\r\n");
+    std::string status_line = head.substr(0, line_end);
+    r.status = std::stoi(status_line.substr(status_line.find(' ') + 1, 3));
+    size_t pos = line_end == std::string::npos ? head.size() : line_end + 2;
+    while (pos < head.size()) {
+      size_t e = head.find("\r\n", pos);
+      if (e == std::string::npos) e = head.size();
+      std::string line = head.substr(pos, e - pos);
+      size_t colon = line.find(':');
+      std::string name = line.substr(0, colon);
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      std::string value = line.substr(colon + 1);
+      value.erase(0, value.find_first_not_of(' '));
+      r.headers[name] = value;
+      pos = e + 2;
+    }
+    if (auto it = r.headers.find("content-length"); it != r.headers.end()) {
+      size_t len = std::stoul(it->second);
+      while (buf_.size() < len) {
+        if (!ReadMore(timeout)) break;
+      }
+      r.body = buf_.substr(0, len);
+      buf_.erase(0, std::min(len, buf_.size()));
+    }
+    return r;
+  }
+
+  // Reads until `needle` has arrived (in the unread bytes). False on timeout.
+  bool ReadUntil(std::string_view needle, std::chrono::milliseconds timeout = 5s) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (buf_.find(needle) == std::string::npos) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left <= 0ms || !ReadMore(left)) return false;
+    }
+    return true;
+  }
+
+  // True when the server closes the connection within `timeout`.
+  bool ClosedWithin(std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    timed_out_ = false;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (!ReadMore(left)) return !timed_out_;
+    }
+    return false;
+  }
+
+  const std::string& buffered() const { return buf_; }
+  void Close() {
+    boost::system::error_code ec;
+    socket_.close(ec);
+  }
+
+ private:
+  asio::io_context ioc_;
+  tcp::socket socket_;
+  std::string buf_;
+  bool timed_out_ = false;
+};
+
+std::string Get(std::string_view target, std::string_view extra = "") {
+  return "GET " + std::string(target) + " HTTP/1.1\r\nHost: t\r\n" + std::string(extra) + "\r\n";
+}
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    options_.address = "127.0.0.1";
+    options_.port = 0;
+    options_.max_body_bytes = 1024;
+    options_.max_header_bytes = 2048;
+    ASSERT_TRUE(router_
+                    .Add("GET", "/api/v1/tasks/{id}",
+                         [](const Request& req) {
+                           nlohmann::json q = nlohmann::json::object();
+                           for (const auto& [k, v] : req.query) q[k] = v;
+                           return JsonResponse(200,
+                                               {{"id", req.Param("id")},
+                                                {"query", q},
+                                                {"agent", req.Header("USER-AGENT").value_or("")},
+                                                {"remote", req.remote_address}});
+                         })
+                    .ok());
+    ASSERT_TRUE(router_
+                    .Add("POST", "/echo",
+                         [](const Request& req) {
+                           Response r;
+                           r.content_type = "text/plain";
+                           r.body = req.body;
+                           return r;
+                         })
+                    .ok());
+    ASSERT_TRUE(router_
+                    .Add("GET", "/throw",
+                         [](const Request&) -> Response { throw std::runtime_error("secret"); })
+                    .ok());
+    ASSERT_TRUE(
+        router_.Add("GET", "/ok",
+                    [](const Request&) {
+                      return JsonResponse(200, {{"ok", true}});
+                    })
+            .ok());
+  }
+
+  void StartServer(Handler handler = nullptr) {
+    server_ = std::make_unique<HttpServer>(options_, handler ? handler : router_.AsHandler());
+    ASSERT_TRUE(server_->Start().ok());
+    port_ = server_->bound_port();
+    ASSERT_NE(port_, 0);
+  }
+
+  RawResponse Exchange(std::string_view bytes) {
+    Client c(port_);
+    c.Send(bytes);
+    return c.ReadResponse();
+  }
+
+  void ExpectStillServing() {
+    RawResponse r = Exchange(Get("/ok"));
+    EXPECT_EQ(r.status, 200) << "server stopped serving";
+  }
+
+  HttpServerOptions options_;
+  Router router_;
+  std::unique_ptr<HttpServer> server_;
+  uint16_t port_ = 0;
+};
+
+TEST_F(HttpServerTest, RoutesWithParamsQueryAndHeaders) {
+  StartServer();
+  RawResponse r =
+      Exchange(Get("/api/v1/tasks/t%201?x=a%20b&y=1+2&flag", "User-Agent: hf-test\r\n"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.headers["content-type"], "application/json");
+  auto j = r.Json();
+  EXPECT_EQ(j["id"], "t 1");
+  EXPECT_EQ(j["query"]["x"], "a b");
+  EXPECT_EQ(j["query"]["y"], "1 2");
+  EXPECT_EQ(j["query"]["flag"], "");
+  EXPECT_EQ(j["agent"], "hf-test");
+  EXPECT_EQ(j["remote"], "127.0.0.1");
+}
+
+TEST_F(HttpServerTest, NotFoundAndMethodNotAllowedOverTheWire) {
+  StartServer();
+  RawResponse nf = Exchange(Get("/nope"));
+  EXPECT_EQ(nf.status, 404);
+  EXPECT_EQ(nf.ErrorCode(), "not_found");
+  RawResponse na = Exchange("DELETE /echo HTTP/1.1\r\nHost: t\r\n\r\n");
+  EXPECT_EQ(na.status, 405);
+  EXPECT_EQ(na.ErrorCode(), "method_not_allowed");
+  EXPECT_EQ(na.headers["allow"], "POST");
+}
+
+TEST_F(HttpServerTest, BadPathsAre400) {
+  StartServer();
+  for (const char* target :
+       {"/api/v1/tasks/../secret", "/api/v1/tasks/a%2Fb", "/api/v1/tasks/a%2fb",
+        "/api/v1/tasks/%2e%2e", "/api/v1/tasks/a%zz", "/api/v1/tasks/a%00", "http://evil/x", "*"}) {
+    RawResponse r = Exchange(Get(target));
+    EXPECT_EQ(r.status, 400) << target;
+    EXPECT_EQ(r.ErrorCode(), "bad_request") << target;
+  }
+  ExpectStillServing();
+}
+
+TEST_F(HttpServerTest, BodyOverLimitByContentLengthIs413BeforeReadingIt) {
+  StartServer();
+  Client c(port_);
+  // The body never comes: the answer must not wait for it.
+  c.Send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\n\r\n");
+  RawResponse r = c.ReadResponse(2s);
+  EXPECT_EQ(r.status, 413);
+  EXPECT_EQ(r.ErrorCode(), "payload_too_large");
+  EXPECT_TRUE(c.ClosedWithin(2s));
+  // At the limit is fine.
+  RawResponse ok = Exchange("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 1024\r\n\r\n" +
+                            std::string(1024, 'x'));
+  EXPECT_EQ(ok.status, 200);
+  EXPECT_EQ(ok.body.size(), 1024u);
+}
+
+TEST_F(HttpServerTest, ChunkedBodyGrowingPastLimitIs413) {
+  StartServer();
+  Client c(port_);
+  c.Send("POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+  std::string chunk = "200\r\n" + std::string(512, 'a') + "\r\n";
+  for (int i = 0; i < 3; ++i) c.Send(chunk);
+  RawResponse r = c.ReadResponse(2s);
+  EXPECT_EQ(r.status, 413);
+  EXPECT_EQ(r.ErrorCode(), "payload_too_large");
+  // A chunked body within the limit is reassembled for the handler.
+  RawResponse ok = Exchange(
+      "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n");
+  EXPECT_EQ(ok.status, 200);
+  EXPECT_EQ(ok.body, "hello world");
+}
+
+TEST_F(HttpServerTest, HeaderOverLimitIs431) {
+  StartServer();
+  RawResponse r = Exchange(Get("/ok", "X-Big: " + std::string(4000, 'b') + "\r\n"));
+  EXPECT_EQ(r.status, 431);
+  EXPECT_EQ(r.ErrorCode(), "header_too_large");
+  ExpectStillServing();
+}
+
+TEST_F(HttpServerTest, MalformedRequestsAre400AndClose) {
+  StartServer();
+  const std::string chunked =
+      "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string cases[] = {
+      "GARBAGE\r\n\r\n",
+      "GET /ok HTTP/9.9 extra\r\n\r\n",
+      "G@T /ok HTTP/1.1\r\nHost: t\r\n\r\n",
+      "GET /ok HTTP/1.1\r\nBad Header Line\r\n\r\n",
+      "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: abc\r\n\r\n",
+      "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+      chunked + "zz\r\nhello\r\n0\r\n\r\n",  // bad hex size
+      chunked + "5\r\nhelloXX0\r\n\r\n",     // missing CRLF after data
+      chunked + "fffffffffffffffffff\r\n",   // size overflows
+  };
+  for (const std::string& bytes : cases) {
+    Client c(port_);
+    c.Send(bytes);
+    RawResponse r = c.ReadResponse(2s);
+    EXPECT_EQ(r.status, 400) << bytes;
+    EXPECT_EQ(r.ErrorCode(), "bad_request") << bytes;
+    EXPECT_EQ(r.headers["connection"], "close") << bytes;
+    EXPECT_TRUE(c.ClosedWithin(2s)) << bytes;
+  }
+  ExpectStillServing();
+}
+
+TEST_F(HttpServerTest, ThrowingHandlerIs500AndServerKeepsServing) {
+  StartServer();
+  Client c(port_);
+  c.Send(Get("/throw"));
+  RawResponse r = c.ReadResponse();
+  EXPECT_EQ(r.status, 500);
+  EXPECT_EQ(r.ErrorCode(), "internal");
+  EXPECT_EQ(r.body.find("secret"), std::string::npos) << "exception text leaked";
+  // The same keep-alive connection still works after the 500.
+  c.Send(Get("/ok"));
+  EXPECT_EQ(c.ReadResponse().status, 200);
+  ExpectStillServing();
+}
+
+TEST_F(HttpServerTest, KeepAliveServesTwoRequestsOnOneConnection) {
+  StartServer();
+  Client c(port_);
+  c.Send(Get("/api/v1/tasks/one"));
+  RawResponse a = c.ReadResponse();
+  c.Send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc");
+  RawResponse b = c.ReadResponse();
+  EXPECT_EQ(a.status, 200);
+  EXPECT_EQ(a.Json()["id"], "one");
+  EXPECT_EQ(b.status, 200);
+  EXPECT_EQ(b.body, "abc");
+  // Pipelined: both requests in one write, both answered in order.
+  c.Send(Get("/api/v1/tasks/p1") + Get("/api/v1/tasks/p2"));
+  EXPECT_EQ(c.ReadResponse().Json()["id"], "p1");
+  EXPECT_EQ(c.ReadResponse().Json()["id"], "p2");
+}
+
+TEST_F(HttpServerTest, ExpectContinueIsAnsweredBeforeTheBody) {
+  StartServer();
+  Client c(port_);
+  c.Send("POST /echo HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n");
+  EXPECT_EQ(c.ReadResponse(1s).status, 100);
+  c.Send("xyz");
+  RawResponse r = c.ReadResponse();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "xyz");
+}
+
+TEST_F(HttpServerTest, HeaderReadTimeoutClosesHalfRequest) {
+  options_.header_read_timeout = 300ms;
+  StartServer();
+  Client slow(port_);
+  auto t0 = std::chrono::steady_clock::now();
+  slow.Send("GET /ok HTTP/1.1\r\nHost: t\r\n");  // never finished
+  RawResponse r = slow.ReadResponse(3s);
+  EXPECT_EQ(r.status, 408);
+  EXPECT_EQ(r.ErrorCode(), "timeout");
+  EXPECT_TRUE(slow.ClosedWithin(2s));
+  auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(waited, 250ms);
+  EXPECT_LT(waited, 3s);
+  ExpectStillServing();
+}
+
+TEST_F(HttpServerTest, IdleKeepAliveConnectionIsClosed) {
+  options_.idle_timeout = 300ms;
+  StartServer();
+  Client c(port_);
+  c.Send(Get("/ok"));
+  EXPECT_EQ(c.ReadResponse().status, 200);
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(c.ClosedWithin(3s));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 250ms);
+}
+
+TEST_F(HttpServerTest, FiftyConcurrentClientsAllAnswered) {
+  StartServer();
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 50; ++i) {
+    threads.emplace_back([&, i] {
+      Client c(port_);
+      c.Send(Get("/api/v1/tasks/c" + std::to_string(i)));
+      RawResponse r = c.ReadResponse(10s);
+      if (r.status == 200 && r.Json()["id"] == "c" + std::to_string(i)) ++ok;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 50);
+}
+
+TEST_F(HttpServerTest, ConnectionsBeyondLimitGet503) {
+  options_.max_connections = 2;
+  StartServer();
+  Client a(port_), b(port_);
+  for (Client* c : {&a, &b}) {
+    c->Send(Get("/ok"));
+    ASSERT_EQ(c->ReadResponse().status, 200);
+  }
+  Client third(port_);
+  RawResponse r = third.ReadResponse(2s);
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(r.ErrorCode(), "unavailable");
+  a.Close();
+  // Once a slot frees up, new clients are served again.
+  bool served = false;
+  for (int i = 0; i < 50 && !served; ++i) {
+    Client c(port_);
+    c.Send(Get("/ok"));
+    served = c.ReadResponse(2s).status == 200;
+    if (!served) std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_TRUE(served);
+}
+
+TEST_F(HttpServerTest, StopReturnsPromptlyWithIdleConnections) {
+  StartServer();
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < 5; ++i) {
+    clients.push_back(std::make_unique<Client>(port_));
+    if (i % 2 == 0) {  // some idle after a request, some never sent a byte
+      clients.back()->Send(Get("/ok"));
+      ASSERT_EQ(clients.back()->ReadResponse().status, 200);
+    }
+  }
+  std::this_thread::sleep_for(50ms);  // let the server register the silent ones
+  auto t0 = std::chrono::steady_clock::now();
+  server_->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);  // grace is 5 s
+  for (auto& c : clients) EXPECT_TRUE(c->ClosedWithin(1s));
+  EXPECT_THROW(Client{port_}, boost::system::system_error);
+}
+
+TEST_F(HttpServerTest, StopLetsInFlightRequestFinish) {
+  std::atomic<bool> entered{false};
+  StartServer([&](const Request&) {
+    entered = true;
+    std::this_thread::sleep_for(300ms);
+    return JsonResponse(200, {{"done", true}});
+  });
+  Client c(port_);
+  c.Send(Get("/slow"));
+  while (!entered) std::this_thread::sleep_for(1ms);
+  server_->Stop();
+  RawResponse r = c.ReadResponse(2s);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.Json()["done"], true);
+  EXPECT_EQ(r.headers["connection"], "close");
+}
+
+TEST_F(HttpServerTest, ServerSentEventsReachClientAndDetectDisconnect) {
+  std::mutex mu;
+  std::shared_ptr<SseStream> stream;
+  StartServer([&](const Request&) {
+    Response r;
+    r.headers.emplace_back("X-Stream", "yes");
+    r.stream = [&](std::shared_ptr<SseStream> s) {
+      std::lock_guard lock(mu);
+      stream = std::move(s);
+    };
+    return r;
+  });
+  Client c(port_);
+  c.Send(Get("/events"));
+  RawResponse head = c.ReadResponse();
+  ASSERT_EQ(head.status, 200);
+  EXPECT_EQ(head.headers["content-type"], "text/event-stream");
+  EXPECT_EQ(head.headers.count("content-length"), 0u);
+  EXPECT_EQ(head.headers["x-stream"], "yes");
+  std::shared_ptr<SseStream> s;
+  for (int i = 0; i < 200 && !s; ++i) {
+    std::lock_guard lock(mu);
+    s = stream;
+    if (!s) std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_TRUE(s);
+  // Sent from two threads: Send must be safe to call concurrently.
+  std::thread other([&] { EXPECT_TRUE(s->Send("task", "{\"id\":\"t1\"}")); });
+  other.join();
+  EXPECT_TRUE(s->Send("node", "line1\nline2"));
+  ASSERT_TRUE(c.ReadUntil("data: line2\n\n"));
+  EXPECT_NE(c.buffered().find("event: task\ndata: {\"id\":\"t1\"}\n\n"), std::string::npos);
+  EXPECT_NE(c.buffered().find("event: node\ndata: line1\ndata: line2\n\n"), std::string::npos);
+  c.Close();
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    gone = !s->Send("ping", "x");
+    if (!gone) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(gone) << "Send kept returning true after the client left";
+  EXPECT_TRUE(s->closed());
+}
+
+TEST_F(HttpServerTest, StopClosesEventStreams) {
+  std::shared_ptr<SseStream> stream;
+  std::atomic<bool> ready{false};
+  StartServer([&](const Request&) {
+    Response r;
+    r.stream = [&](std::shared_ptr<SseStream> s) {
+      stream = std::move(s);
+      ready = true;
+    };
+    return r;
+  });
+  Client c(port_);
+  c.Send(Get("/events"));
+  ASSERT_EQ(c.ReadResponse().status, 200);
+  while (!ready) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(stream->Send("", "hello"));
+  ASSERT_TRUE(c.ReadUntil("data: hello\n\n"));
+  auto t0 = std::chrono::steady_clock::now();
+  server_->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  EXPECT_TRUE(c.ClosedWithin(1s));
+  EXPECT_FALSE(stream->Send("x", "y"));
+}
+
+TEST_F(HttpServerTest, StartFailsOnBadAddressAndBusyPort) {
+  StartServer();
+  HttpServerOptions o = options_;
+  o.port = port_;
+  HttpServer clash(o, router_.AsHandler());
+  EXPECT_EQ(clash.Start().code(), StatusCode::kUnavailable);
+  o.address = "not-an-ip";
+  HttpServer bad(o, router_.AsHandler());
+  EXPECT_EQ(bad.Start().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(server_->Start().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(HttpHelpersTest, JsonErrorShape) {
+  Response r = JsonError(409, "conflict", "binpack is enabled");
+  EXPECT_EQ(r.status, 409);
+  EXPECT_EQ(r.content_type, "application/json");
+  auto j = nlohmann::json::parse(r.body);
+  EXPECT_EQ(
+      j, nlohmann::json::parse(R"({"error":{"code":"conflict","message":"binpack is enabled"}})"));
+  r.SetHeader("allow", "GET");
+  r.SetHeader("Allow", "POST");
+  EXPECT_EQ(r.headers.size(), 1u);
+  EXPECT_EQ(r.Header("ALLOW").value_or(""), "POST");
+}
+
+}  // namespace
+}  // namespace hf::server

@@ -1,0 +1,206 @@
+#include "store/migrations.h"
+
+#include <string>
+
+namespace hf::store {
+namespace {
+
+// Capacity guards on gpu_grants live in the database so that no code path (a
+// bug, a second process, a hand-written SQL fix) can grant a GPU's milli or
+// memory twice. The UPDATE variant leaves the row being replaced out of the
+// sum. A grant on a GPU without a gpus row is refused: without a capacity
+// there is nothing to check against.
+constexpr char kV1Core[] = R"sql(
+CREATE TABLE nodes (
+  name TEXT PRIMARY KEY NOT NULL,
+  spec TEXT NOT NULL,
+  condition TEXT NOT NULL DEFAULT 'Ready'
+    CHECK (condition IN ('Ready', 'NotReady', 'Draining')),
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+
+CREATE TABLE gpus (
+  node TEXT NOT NULL REFERENCES nodes(name) ON DELETE CASCADE,
+  gpu_index INTEGER NOT NULL CHECK (gpu_index >= 0),
+  memory_mib INTEGER NOT NULL CHECK (memory_mib >= 0),
+  PRIMARY KEY (node, gpu_index)
+);
+
+CREATE TABLE tasks (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  name TEXT NOT NULL,
+  grp TEXT NOT NULL DEFAULT '',
+  priority INTEGER NOT NULL DEFAULT 0,
+  kind TEXT NOT NULL CHECK (kind IN ('batch', 'inference')),
+  state TEXT NOT NULL CHECK (state IN
+    ('pending', 'scheduled', 'running', 'succeeded', 'failed', 'cancelled')),
+  spec TEXT NOT NULL,
+  pending_reason TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+CREATE INDEX tasks_by_state ON tasks(state, priority DESC, id);
+CREATE INDEX tasks_by_priority ON tasks(priority DESC, id);
+CREATE INDEX tasks_by_group ON tasks(grp, id);
+
+CREATE TABLE task_events (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  task_id INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+  time INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  message TEXT NOT NULL
+);
+CREATE INDEX task_events_by_task ON task_events(task_id, id);
+
+CREATE TABLE allocations (
+  task_id INTEGER PRIMARY KEY REFERENCES tasks(id) ON DELETE CASCADE,
+  node TEXT NOT NULL REFERENCES nodes(name),
+  cpu_milli INTEGER NOT NULL CHECK (cpu_milli >= 0),
+  memory_mib INTEGER NOT NULL CHECK (memory_mib >= 0),
+  rdma_device TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX allocations_by_node ON allocations(node);
+
+CREATE TABLE gpu_grants (
+  task_id INTEGER NOT NULL REFERENCES allocations(task_id) ON DELETE CASCADE,
+  node TEXT NOT NULL,
+  gpu_index INTEGER NOT NULL,
+  milli INTEGER NOT NULL CHECK (milli BETWEEN 1 AND 1000),
+  memory_mib INTEGER NOT NULL CHECK (memory_mib >= 0),
+  PRIMARY KEY (task_id, node, gpu_index),
+  FOREIGN KEY (node, gpu_index) REFERENCES gpus(node, gpu_index)
+);
+CREATE INDEX gpu_grants_by_gpu ON gpu_grants(node, gpu_index);
+
+CREATE TRIGGER gpu_grants_capacity_insert BEFORE INSERT ON gpu_grants
+BEGIN
+  SELECT RAISE(ABORT, 'gpu_grants: no such GPU (no gpus row for this node and gpu_index)')
+  WHERE NOT EXISTS (SELECT 1 FROM gpus WHERE node = NEW.node AND gpu_index = NEW.gpu_index);
+  SELECT RAISE(ABORT, 'gpu_grants: GPU milli over capacity (sum would exceed 1000)')
+  WHERE (SELECT COALESCE(SUM(milli), 0) FROM gpu_grants
+         WHERE node = NEW.node AND gpu_index = NEW.gpu_index) + NEW.milli > 1000;
+  SELECT RAISE(ABORT, 'gpu_grants: GPU memory over capacity')
+  WHERE (SELECT COALESCE(SUM(memory_mib), 0) FROM gpu_grants
+         WHERE node = NEW.node AND gpu_index = NEW.gpu_index) + NEW.memory_mib >
+        (SELECT memory_mib FROM gpus WHERE node = NEW.node AND gpu_index = NEW.gpu_index);
+END;
+
+CREATE TRIGGER gpu_grants_capacity_update BEFORE UPDATE ON gpu_grants
+BEGIN
+  SELECT RAISE(ABORT, 'gpu_grants: no such GPU (no gpus row for this node and gpu_index)')
+  WHERE NOT EXISTS (SELECT 1 FROM gpus WHERE node = NEW.node AND gpu_index = NEW.gpu_index);
+  SELECT RAISE(ABORT, 'gpu_grants: GPU milli over capacity (sum would exceed 1000)')
+  WHERE (SELECT COALESCE(SUM(milli), 0) FROM gpu_grants
+         WHERE node = NEW.node AND gpu_index = NEW.gpu_index
+           AND NOT (task_id = OLD.task_id AND node = OLD.node AND gpu_index = OLD.gpu_index))
+        + NEW.milli > 1000;
+  SELECT RAISE(ABORT, 'gpu_grants: GPU memory over capacity')
+  WHERE (SELECT COALESCE(SUM(memory_mib), 0) FROM gpu_grants
+         WHERE node = NEW.node AND gpu_index = NEW.gpu_index
+           AND NOT (task_id = OLD.task_id AND node = OLD.node AND gpu_index = OLD.gpu_index))
+        + NEW.memory_mib >
+        (SELECT memory_mib FROM gpus WHERE node = NEW.node AND gpu_index = NEW.gpu_index);
+END;
+
+-- Shrinking a GPU's memory below what is granted on it would break the same
+-- invariant from the other side.
+CREATE TRIGGER gpus_capacity_update BEFORE UPDATE OF memory_mib ON gpus
+BEGIN
+  SELECT RAISE(ABORT, 'gpus: memory_mib below what is granted on this GPU')
+  WHERE (SELECT COALESCE(SUM(memory_mib), 0) FROM gpu_grants
+         WHERE node = OLD.node AND gpu_index = OLD.gpu_index) > NEW.memory_mib;
+END;
+)sql";
+
+constexpr char kV2Config[] = R"sql(
+CREATE TABLE plugin_config (
+  name TEXT PRIMARY KEY NOT NULL,
+  config TEXT NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+CREATE TABLE scheduler_config (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  config TEXT NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+)sql";
+
+constexpr char kV3Auth[] = R"sql(
+CREATE TABLE tokens (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  name TEXT NOT NULL UNIQUE,
+  role TEXT NOT NULL CHECK (role IN ('admin', 'operator', 'viewer', 'agent')),
+  hash TEXT NOT NULL UNIQUE CHECK (length(hash) = 64 AND hash NOT GLOB '*[^0-9a-f]*'),
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER,
+  revoked_at INTEGER
+);
+CREATE TABLE audit_log (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  time INTEGER NOT NULL,
+  actor TEXT NOT NULL,
+  key TEXT NOT NULL,
+  old TEXT,
+  new TEXT
+);
+CREATE INDEX audit_log_by_key ON audit_log(key, id);
+)sql";
+
+constexpr Migration kMigrations[] = {
+    {1, "nodes, gpus, tasks, events, allocations, gpu grants with capacity triggers", kV1Core},
+    {2, "plugin and scheduler config", kV2Config},
+    {3, "tokens and audit log", kV3Auth},
+};
+
+Status EnsureVersionTable(Db& db) {
+  return db.Exec(
+      "CREATE TABLE IF NOT EXISTS schema_version ("
+      " version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at INTEGER NOT NULL)");
+}
+
+}  // namespace
+
+std::span<const Migration> AllMigrations() { return kMigrations; }
+
+int64_t LatestSchemaVersion() { return kMigrations[std::size(kMigrations) - 1].version; }
+
+Result<int64_t> CurrentSchemaVersion(Db& db) {
+  HF_RETURN_IF_ERROR(EnsureVersionTable(db));
+  Result<Stmt> stmt = db.Prepare("SELECT COALESCE(MAX(version), 0) FROM schema_version");
+  if (!stmt.ok()) return stmt.status();
+  Result<bool> row = stmt->Step();
+  if (!row.ok()) return row.status();
+  return stmt->Int(0);
+}
+
+Status ApplyMigrations(Db& db, std::span<const Migration> migrations, int64_t now_ms) {
+  Result<int64_t> current = CurrentSchemaVersion(db);
+  if (!current.ok()) return current.status();
+  int64_t known = migrations.empty() ? 0 : migrations.back().version;
+  if (*current > known) {
+    return FailedPrecondition("database schema version " + std::to_string(*current) +
+                              " is newer than this binary supports (" + std::to_string(known) +
+                              "); run a newer heteroflow, or point it at another data directory");
+  }
+  for (const Migration& m : migrations) {
+    if (m.version <= *current) continue;
+    HF_RETURN_IF_ERROR(db.Exec("BEGIN IMMEDIATE"));
+    Status s = db.Exec(m.sql);
+    if (s.ok()) {
+      Result<Stmt> ins = db.Prepare(
+          "INSERT INTO schema_version (version, description, applied_at) VALUES (?, ?, ?)");
+      s = ins.ok() ? ins->Bind(1, m.version).Bind(2, m.description).Bind(3, now_ms).Run()
+                   : ins.status();
+    }
+    if (s.ok()) s = db.Exec("COMMIT");
+    if (!s.ok()) {
+      (void)db.Exec("ROLLBACK");
+      return Status(s.code(), "schema migration " + std::to_string(m.version) + " (" +
+                                  m.description + ") failed: " + s.message());
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace hf::store

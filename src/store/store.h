@@ -1,0 +1,271 @@
+// The persistent store: one SQLite file holding nodes, tasks and their
+// events, allocations with their GPU grants, plugin and scheduler config,
+// API tokens and the config audit log.
+//
+// Durability: the file runs in WAL mode with synchronous=FULL, so a Write
+// that returned OK has been fsync'ed and survives a crash of the process or
+// the machine. Callers answer 2xx only after Write returns.
+//
+// GPU capacity is guarded by the database itself (triggers on gpu_grants):
+// the sum of milli granted on one (node, GPU) never exceeds 1000 and the sum
+// of GPU memory never exceeds that GPU's memory_mib, whatever code or tool
+// writes the file. A grant that would break it fails with ResourceExhausted.
+//
+// Usage:
+//   auto store = Store::Open(dir + "/heteroflow.db");
+//   TaskKey id;
+//   Status s = (*store)->Write([&](Tx& tx) -> Status {
+//     Result<TaskKey> k = tx.InsertTask(task);
+//     if (!k.ok()) return k.status();
+//     id = *k;
+//     return tx.AppendTaskEvent(id, "submitted", "by alice");
+//   });
+//
+// Threading: a Store may be shared by any number of threads. It owns one
+// connection guarded by a mutex, so Write and Read calls run one at a time
+// (SQLite serialises writers anyway; reads are short). The function passed to
+// Write/Read runs with that mutex held: it must not call back into the Store
+// and should not block on anything slow. Tx/ReadTx objects are valid only
+// inside that function.
+#ifndef HF_STORE_STORE_H_
+#define HF_STORE_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/model.h"
+#include "core/status.h"
+#include "store/sqlite.h"
+
+namespace hf::store {
+
+// A node as stored: its declared spec plus what the control plane set.
+struct NodeRecord {
+  NodeSpec spec;
+  NodeCondition condition = NodeCondition::kReady;
+  int64_t created_at_ms = 0;
+  int64_t updated_at_ms = 0;
+};
+
+// A task as stored. task.key is the row id. node is where its allocation is
+// (empty while it has none).
+struct TaskRecord {
+  Task task;
+  TaskState state = TaskState::kPending;
+  std::string pending_reason;
+  std::string node;
+  int64_t created_at_ms = 0;
+  int64_t updated_at_ms = 0;
+};
+
+// Which tasks ListTasks returns: those matching every set field, in id order,
+// with id > after (a cursor: pass the last id of the previous page), at most
+// `limit` of them (0 = no limit).
+struct TaskFilter {
+  std::optional<TaskState> state;
+  std::optional<std::string> node;
+  std::optional<std::string> group;
+  std::optional<int32_t> priority;
+  TaskKey after = 0;
+  int limit = 100;
+};
+
+struct TaskEvent {
+  int64_t id = 0;  // increases with every append, across tasks
+  TaskKey task = 0;
+  int64_t time_ms = 0;
+  std::string kind;  // e.g. "submitted", "scheduled", "preempted"
+  std::string message;
+};
+
+// An allocation as stored: Allocation's node id is process-local, so the
+// store keys allocations by node name.
+struct StoredAllocation {
+  TaskKey task = 0;
+  std::string node;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  std::vector<GpuGrant> gpus;  // ordered by GPU index
+  std::string rdma_device;
+};
+
+// An API token. Only the SHA-256 of the secret is stored (64 lowercase hex
+// characters); the secret itself never reaches the store.
+struct TokenRecord {
+  int64_t id = 0;
+  std::string name;
+  std::string role;  // admin | operator | viewer | agent
+  std::string hash;
+  int64_t created_at_ms = 0;
+  std::optional<int64_t> expires_at_ms;
+  std::optional<int64_t> revoked_at_ms;
+
+  // Not revoked and not expired at now_ms.
+  bool ActiveAt(int64_t now_ms) const {
+    return !revoked_at_ms && (!expires_at_ms || now_ms < *expires_at_ms);
+  }
+};
+
+// One config change: who changed which key, from what to what. A null JSON
+// value means "absent" (the key was created, or deleted).
+struct AuditEntry {
+  int64_t id = 0;
+  int64_t time_ms = 0;
+  std::string actor;
+  std::string key;  // e.g. "plugins.binpack", "scheduler.load_threshold"
+  nlohmann::json old_value;
+  nlohmann::json new_value;
+};
+
+// Reads, valid inside Store::Read or Store::Write. All reads in one
+// transaction see one consistent snapshot. Errors: NotFound for a missing
+// key; Internal for a row that no longer parses (a corrupt file).
+class ReadTx {
+ public:
+  ReadTx(const ReadTx&) = delete;
+  ReadTx& operator=(const ReadTx&) = delete;
+
+  Result<NodeRecord> GetNode(const std::string& name) const;
+  // Ordered by name.
+  Result<std::vector<NodeRecord>> ListNodes() const;
+
+  Result<TaskRecord> GetTask(TaskKey id) const;
+  Result<std::vector<TaskRecord>> ListTasks(const TaskFilter& filter) const;
+  // Oldest first. NotFound when the task does not exist.
+  Result<std::vector<TaskEvent>> ListTaskEvents(TaskKey id) const;
+
+  Result<StoredAllocation> GetAllocation(TaskKey id) const;
+  // Every allocation (or only those on `node` when it is not empty), by task.
+  Result<std::vector<StoredAllocation>> ListAllocations(const std::string& node = "") const;
+
+  Result<nlohmann::json> GetPluginConfig(const std::string& name) const;
+  Result<std::map<std::string, nlohmann::json>> ListPluginConfigs() const;
+  // NotFound while no scheduler config has been stored (e.g. a fresh file,
+  // which the caller seeds from its config file).
+  Result<nlohmann::json> GetSchedulerConfig() const;
+
+  // Returns the token whatever its state; use TokenRecord::ActiveAt.
+  Result<TokenRecord> FindTokenByHash(const std::string& sha256_hex) const;
+  // Ordered by id.
+  Result<std::vector<TokenRecord>> ListTokens() const;
+
+  // Newest first, at most `limit` (0 = all).
+  Result<std::vector<AuditEntry>> ListAudit(int limit = 100) const;
+
+ protected:
+  friend class Store;
+  ReadTx(Db* db, int64_t now_ms) : db_(db), now_ms_(now_ms) {}
+
+  Db* db_;
+  // Taken once when the transaction begins, so every row a transaction
+  // writes carries the same time.
+  int64_t now_ms_;
+};
+
+// Reads and writes, valid inside Store::Write. A failing operation leaves
+// the transaction open; Write rolls all of it back when the function returns
+// the error.
+class Tx : public ReadTx {
+ public:
+  // Creates or replaces a node's spec (keeping its condition and created_at)
+  // and its gpus capacity rows. InvalidArgument when the spec is invalid;
+  // FailedPrecondition when a GPU that still has grants would disappear;
+  // ResourceExhausted when a GPU's memory would shrink below its grants.
+  Status PutNode(const NodeSpec& spec);
+  // NotFound when missing; FailedPrecondition while tasks are allocated on it.
+  Status DeleteNode(const std::string& name);
+  Status SetNodeCondition(const std::string& name, NodeCondition condition);
+  // Sets one GPU's memory capacity (the node must exist: FailedPrecondition).
+  Status PutGpuCapacity(const std::string& node, int32_t gpu_index, int64_t memory_mib);
+
+  // Stores a new task in state pending and returns its key (task.key is
+  // ignored). InvalidArgument for an empty name or invalid requests.
+  Result<TaskKey> InsertTask(const Task& task);
+  // NotFound when missing. `reason` replaces pending_reason (pass "" to clear).
+  Status UpdateTaskState(TaskKey id, TaskState state, const std::string& reason);
+  // Deletes the task with its events, allocation and GPU grants.
+  Status DeleteTask(TaskKey id);
+  Status AppendTaskEvent(TaskKey id, const std::string& kind, const std::string& message);
+
+  // Creates or replaces the task's allocation on `node` (by name) with its
+  // GPU grants. NotFound for an unknown task; FailedPrecondition for an
+  // unknown node; ResourceExhausted when a grant exceeds a GPU's remaining
+  // milli or memory, or names a GPU the node does not have.
+  Status PutAllocation(TaskKey id, const std::string& node, const Allocation& allocation);
+  // Removes the allocation and its grants; OK when there was none.
+  Status DeleteAllocation(TaskKey id);
+
+  Status PutPluginConfig(const std::string& name, const nlohmann::json& config);
+  Status PutSchedulerConfig(const nlohmann::json& config);
+
+  // Returns the new token's id. InvalidArgument for an unknown role or a hash
+  // that is not 64 lowercase hex digits; AlreadyExists for a taken name or hash.
+  Result<int64_t> InsertToken(const std::string& name, const std::string& role,
+                              const std::string& sha256_hex, std::optional<int64_t> expires_at_ms);
+  // Marks it revoked (idempotent: the first revocation time stays).
+  // NotFound when no token has that id.
+  Status RevokeToken(int64_t id);
+
+  Status AppendAudit(const std::string& actor, const std::string& key,
+                     const nlohmann::json& old_value, const nlohmann::json& new_value);
+
+ private:
+  friend class Store;
+  using ReadTx::ReadTx;
+};
+
+struct StoreOptions {
+  // Stamps created/updated times. Null means the system clock. Must outlive
+  // the Store.
+  const Clock* clock = nullptr;
+  // How long a statement waits for another process's lock before failing
+  // with Unavailable.
+  int busy_timeout_ms = 5000;
+};
+
+class Store {
+ public:
+  // Opens or creates the database file at `path` (its directory must exist)
+  // and brings its schema up to date. Errors: Unavailable when the file
+  // cannot be opened or put in WAL mode; FailedPrecondition when its schema
+  // is newer than this binary; a migration's error otherwise.
+  static Result<std::unique_ptr<Store>> Open(const std::string& path, StoreOptions options = {});
+
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Runs fn inside BEGIN IMMEDIATE ... COMMIT. Returns OK only after the
+  // commit is durable. When fn returns an error or throws, everything it did
+  // is rolled back and its Status (Internal with the exception's text for a
+  // throw) is returned. Unavailable when another process holds the write lock
+  // past the busy timeout.
+  Status Write(const std::function<Status(Tx&)>& fn);
+  // Runs fn inside a read transaction: one consistent snapshot.
+  Status Read(const std::function<Status(const ReadTx&)>& fn) const;
+
+  // The schema version the file is at (LatestSchemaVersion() after Open).
+  int64_t schema_version() const { return schema_version_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  Store(Db db, std::string path, const Clock* clock, int64_t schema_version);
+  int64_t NowMs() const;
+
+  mutable std::mutex mu_;
+  mutable Db db_;
+  std::string path_;
+  const Clock* clock_;
+  int64_t schema_version_;
+};
+
+}  // namespace hf::store
+
+#endif  // HF_STORE_STORE_H_

@@ -1,0 +1,815 @@
+#include "store/store.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "store/migrations.h"
+#include "store/spec_json.h"
+
+namespace hf::store {
+namespace {
+
+using nlohmann::json;
+
+// A fresh directory per test, so tests never see each other's files.
+class StoreFixture : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           (std::string("hf_store_") + info->test_suite_name() + "_" + info->name() + "_" +
+            std::to_string(getpid()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    path_ = (dir_ / "heteroflow.db").string();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::unique_ptr<Store> OpenStore() {
+    Result<std::unique_ptr<Store>> s = Store::Open(path_, {.clock = &clock_});
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+
+  // Runs SQL on the file through a separate raw connection with SQLite's
+  // defaults (foreign keys off): what a bug elsewhere or a hand fix would do.
+  // Returns the extended result code and fills `err` with SQLite's message.
+  int RawExec(const std::string& sql, std::string* err = nullptr) {
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+    sqlite3_extended_result_codes(db, 1);
+    sqlite3_busy_timeout(db, 5000);
+    char* msg = nullptr;
+    int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &msg);
+    if (err != nullptr) *err = msg != nullptr ? msg : "";
+    sqlite3_free(msg);
+    sqlite3_close(db);
+    return rc;
+  }
+
+  int64_t RawCount(const std::string& sql) {
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* stmt = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr), SQLITE_OK) << sql;
+    int64_t n = -1;
+    if (sqlite3_step(stmt) == SQLITE_ROW) n = sqlite3_column_int64(stmt, 0);
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+    return n;
+  }
+
+  std::string RawText(const std::string& sql) {
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* stmt = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr), SQLITE_OK) << sql;
+    std::string out;
+    if (sqlite3_step(stmt) == SQLITE_ROW) {
+      out = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+    }
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+    return out;
+  }
+
+  std::filesystem::path dir_;
+  std::string path_;
+  ManualClock clock_{1'700'000'000'000};
+};
+
+NodeSpec GpuNode(const std::string& name, int gpus, int64_t gpu_memory_mib) {
+  NodeSpec n;
+  n.name = name;
+  n.labels = {{"pool", "training"}};
+  n.cpu_milli = 96000;
+  n.memory_mib = 786432;
+  for (int i = 0; i < gpus; ++i) {
+    n.gpus.push_back({.index = i,
+                      .uuid = "GPU-" + std::to_string(i),
+                      .model = "A100-80G",
+                      .vendor = "nvidia",
+                      .memory_mib = gpu_memory_mib,
+                      .numa = i / 4,
+                      .pcie_switch = i / 2,
+                      .nvlink_domain = 0});
+  }
+  n.rdma.push_back({.name = "mlx5_0", .numa = 0, .pcie_switch = 0});
+  n.topology = {.zone = "z1", .switch_name = "s1", .rack = "r1"};
+  return n;
+}
+
+Task MakeTask(const std::string& name, const std::string& group, int32_t priority) {
+  Task t;
+  t.name = name;
+  t.group = group;
+  t.priority = priority;
+  t.requests = {.cpu_milli = 1000, .memory_mib = 2048, .gpu = 1, .gpu_milli = 500};
+  return t;
+}
+
+Allocation OneGrant(int32_t gpu, int32_t milli, int64_t memory_mib) {
+  Allocation a;
+  a.cpu_milli = 1000;
+  a.memory_mib = 1024;
+  a.gpus.push_back({.index = gpu, .milli = milli, .memory_mib = memory_mib});
+  return a;
+}
+
+// Inserts a task and returns its key (0 on failure, which the caller's
+// expectations then catch).
+TaskKey Insert(Store& store, const Task& t) {
+  TaskKey key = 0;
+  Status s = store.Write([&](Tx& tx) -> Status {
+    Result<TaskKey> k = tx.InsertTask(t);
+    if (!k.ok()) return k.status();
+    key = *k;
+    return Status::Ok();
+  });
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return key;
+}
+
+Status Grant(Store& store, TaskKey task, const std::string& node, const Allocation& a) {
+  return store.Write([&](Tx& tx) { return tx.PutAllocation(task, node, a); });
+}
+
+// Appends instead of operator+: g++ 12 raises a false -Wrestrict on
+// "literal" + std::to_string(i).
+std::string Numbered(std::string prefix, int i) {
+  prefix += std::to_string(i);
+  return prefix;
+}
+
+std::string Hash(char c) { return std::string(64, c); }
+
+// ---- Open, reopen, migrations ----------------------------------------------
+
+using StoreOpenTest = StoreFixture;
+
+TEST_F(StoreOpenTest, UsesWalAndRecordsEveryMigration) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->schema_version(), LatestSchemaVersion());
+  EXPECT_EQ(RawText("PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(RawCount("SELECT COUNT(*) FROM schema_version"),
+            static_cast<int64_t>(AllMigrations().size()));
+  EXPECT_EQ(RawCount("SELECT MAX(version) FROM schema_version"), LatestSchemaVersion());
+}
+
+TEST_F(StoreOpenTest, ReopenKeepsTasksConfigsAndTokens) {
+  TaskKey key = 0;
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    key = Insert(*store, MakeTask("llama-ft-0", "llama-ft", 100));
+    ASSERT_TRUE(
+        store
+            ->Write([&](Tx& tx) -> Status {
+              HF_RETURN_IF_ERROR(tx.PutPluginConfig("binpack", {{"enabled", true}, {"weight", 2}}));
+              HF_RETURN_IF_ERROR(tx.PutSchedulerConfig({{"load_threshold", 0.75}}));
+              return tx.InsertToken("admin", "admin", Hash('a'), std::nullopt).status();
+            })
+            .ok());
+  }
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(RawCount("SELECT COUNT(*) FROM schema_version"),
+            static_cast<int64_t>(AllMigrations().size()));
+  Status s = store->Read([&](const ReadTx& tx) -> Status {
+    Result<TaskRecord> t = tx.GetTask(key);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    if (t.ok()) {
+      EXPECT_EQ(t->task.name, "llama-ft-0");
+      EXPECT_EQ(t->task.priority, 100);
+      EXPECT_EQ(t->task.requests.gpu_milli, 500);
+      EXPECT_EQ(t->state, TaskState::kPending);
+    }
+    Result<json> plugin = tx.GetPluginConfig("binpack");
+    EXPECT_TRUE(plugin.ok());
+    if (plugin.ok()) {
+      EXPECT_EQ((*plugin)["weight"], 2);
+    }
+    Result<json> sched = tx.GetSchedulerConfig();
+    EXPECT_TRUE(sched.ok());
+    if (sched.ok()) {
+      EXPECT_DOUBLE_EQ((*sched)["load_threshold"].get<double>(), 0.75);
+    }
+    Result<TokenRecord> tok = tx.FindTokenByHash(Hash('a'));
+    EXPECT_TRUE(tok.ok());
+    if (tok.ok()) {
+      EXPECT_EQ(tok->role, "admin");
+    }
+    return Status::Ok();
+  });
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  // AUTOINCREMENT: a new task never reuses a key, even after a reopen.
+  EXPECT_GT(Insert(*store, MakeTask("next", "", 0)), key);
+}
+
+TEST_F(StoreOpenTest, MissingDirectoryIsUnavailable) {
+  Result<std::unique_ptr<Store>> s = Store::Open((dir_ / "no" / "such" / "x.db").string());
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kUnavailable) << s.status().ToString();
+}
+
+using StoreMigrationTest = StoreFixture;
+
+TEST_F(StoreMigrationTest, ReopeningAppliesOnlyNewMigrations) {
+  std::span<const Migration> all = AllMigrations();
+  ASSERT_GE(all.size(), 2u);
+  {
+    Result<Db> db = Db::Open(path_);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(ApplyMigrations(*db, all.first(1), 1).ok());
+    Result<int64_t> v = CurrentSchemaVersion(*db);
+    ASSERT_TRUE(v.ok());
+    EXPECT_EQ(*v, 1);
+  }
+  EXPECT_EQ(RawCount("SELECT COUNT(*) FROM sqlite_master WHERE name = 'tokens'"), 0);
+  // Migration 1 uses plain CREATE TABLE, so re-running it would fail: opening
+  // succeeds only if it is skipped.
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->schema_version(), LatestSchemaVersion());
+  EXPECT_EQ(RawCount("SELECT COUNT(*) FROM sqlite_master WHERE name = 'tokens'"), 1);
+  EXPECT_EQ(RawCount("SELECT applied_at FROM schema_version WHERE version = 1"), 1);
+  EXPECT_EQ(RawCount("SELECT applied_at FROM schema_version WHERE version = 2"), clock_.NowMs());
+  store.reset();
+  store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(RawCount("SELECT COUNT(*) FROM schema_version"), static_cast<int64_t>(all.size()));
+}
+
+TEST_F(StoreMigrationTest, FailingMigrationAppliesNothingOfItself) {
+  const Migration migrations[] = {
+      {1, "one", "CREATE TABLE a (x INTEGER);"},
+      {2, "two", "CREATE TABLE b (x INTEGER); THIS IS NOT SQL;"},
+  };
+  Result<Db> db = Db::Open(path_);
+  ASSERT_TRUE(db.ok());
+  Status s = ApplyMigrations(*db, migrations, 1);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("schema migration 2"), std::string::npos) << s.message();
+  Result<int64_t> v = CurrentSchemaVersion(*db);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(*v, 1);
+  EXPECT_EQ(RawCount("SELECT COUNT(*) FROM sqlite_master WHERE name = 'a'"), 1);
+  EXPECT_EQ(RawCount("SELECT COUNT(*) FROM sqlite_master WHERE name = 'b'"), 0);
+}
+
+TEST_F(StoreMigrationTest, NewerDatabaseIsRefused) {
+  { ASSERT_NE(OpenStore(), nullptr); }
+  int64_t future = LatestSchemaVersion() + 1;
+  ASSERT_EQ(RawExec("INSERT INTO schema_version VALUES (" + std::to_string(future) +
+                    ", 'from the future', 0)"),
+            SQLITE_OK);
+  Result<std::unique_ptr<Store>> s = Store::Open(path_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.status().message().find("newer than this binary"), std::string::npos)
+      << s.status().message();
+}
+
+// ---- Transactions -------------------------------------------------------------
+
+using StoreWriteTest = StoreFixture;
+
+TEST_F(StoreWriteTest, FailingWriteRollsBackEverything) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  Status s = store->Write([&](Tx& tx) -> Status {
+    HF_RETURN_IF_ERROR(tx.PutNode(GpuNode("n1", 1, 1000)));
+    Result<TaskKey> k = tx.InsertTask(MakeTask("t", "", 0));
+    if (!k.ok()) return k.status();
+    HF_RETURN_IF_ERROR(tx.PutAllocation(*k, "n1", OneGrant(0, 1000, 0)));
+    HF_RETURN_IF_ERROR(tx.PutSchedulerConfig({{"load_threshold", 0.5}}));
+    HF_RETURN_IF_ERROR(tx.AppendAudit("alice", "scheduler.load_threshold", 0.8, 0.5));
+    return Conflict("changed my mind");
+  });
+  EXPECT_EQ(s.code(), StatusCode::kConflict);
+  EXPECT_EQ(s.message(), "changed my mind");
+  for (const char* table :
+       {"nodes", "gpus", "tasks", "allocations", "gpu_grants", "scheduler_config", "audit_log"}) {
+    EXPECT_EQ(RawCount(std::string("SELECT COUNT(*) FROM ") + table), 0) << table;
+  }
+}
+
+TEST_F(StoreWriteTest, ThrowingWriteRollsBackAndReportsInternal) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  Status s = store->Write([&](Tx& tx) -> Status {
+    HF_RETURN_IF_ERROR(tx.PutPluginConfig("spread", {{"enabled", true}}));
+    throw std::runtime_error("boom");
+  });
+  EXPECT_EQ(s.code(), StatusCode::kInternal);
+  EXPECT_NE(s.message().find("boom"), std::string::npos);
+  EXPECT_EQ(RawCount("SELECT COUNT(*) FROM plugin_config"), 0);
+  // The connection is usable again: no transaction was left open.
+  EXPECT_TRUE(
+      store->Write([](Tx& tx) { return tx.PutPluginConfig("spread", json::object()); }).ok());
+  EXPECT_EQ(RawCount("SELECT COUNT(*) FROM plugin_config"), 1);
+}
+
+TEST_F(StoreWriteTest, FailedStatementInsideWriteRollsBackEarlierStatements) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  Status s = store->Write([&](Tx& tx) -> Status {
+    HF_RETURN_IF_ERROR(tx.InsertToken("a", "admin", Hash('a'), std::nullopt).status());
+    return tx.InsertToken("a", "viewer", Hash('b'), std::nullopt).status();
+  });
+  EXPECT_EQ(s.code(), StatusCode::kAlreadyExists) << s.ToString();
+  EXPECT_EQ(RawCount("SELECT COUNT(*) FROM tokens"), 0);
+}
+
+// ---- GPU capacity guarded by the database ----------------------------------
+
+using StoreGpuTest = StoreFixture;
+
+TEST_F(StoreGpuTest, ExactFillIsAcceptedAndOneMoreMilliRefused) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Write([](Tx& tx) { return tx.PutNode(GpuNode("n1", 2, 16000)); }).ok());
+  TaskKey a = Insert(*store, MakeTask("a", "", 0));
+  TaskKey b = Insert(*store, MakeTask("b", "", 0));
+  TaskKey c = Insert(*store, MakeTask("c", "", 0));
+  EXPECT_TRUE(Grant(*store, a, "n1", OneGrant(0, 600, 10000)).ok());
+  EXPECT_TRUE(Grant(*store, b, "n1", OneGrant(0, 400, 6000)).ok());
+  Status over = Grant(*store, c, "n1", OneGrant(0, 1, 0));
+  EXPECT_EQ(over.code(), StatusCode::kResourceExhausted) << over.ToString();
+  EXPECT_NE(over.message().find("milli over capacity"), std::string::npos) << over.message();
+  // GPU 1 is untouched, and c's failed attempt left no allocation behind.
+  EXPECT_TRUE(Grant(*store, c, "n1", OneGrant(1, 1000, 16000)).ok());
+  EXPECT_EQ(RawCount("SELECT SUM(milli) FROM gpu_grants WHERE gpu_index = 0"), 1000);
+  EXPECT_EQ(RawCount("SELECT SUM(memory_mib) FROM gpu_grants WHERE gpu_index = 0"), 16000);
+}
+
+TEST_F(StoreGpuTest, MemoryOverCapacityRefused) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Write([](Tx& tx) { return tx.PutNode(GpuNode("n1", 1, 16000)); }).ok());
+  TaskKey a = Insert(*store, MakeTask("a", "", 0));
+  TaskKey b = Insert(*store, MakeTask("b", "", 0));
+  EXPECT_TRUE(Grant(*store, a, "n1", OneGrant(0, 100, 10000)).ok());
+  Status s = Grant(*store, b, "n1", OneGrant(0, 100, 6001));
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_NE(s.message().find("memory over capacity"), std::string::npos) << s.message();
+  EXPECT_TRUE(Grant(*store, b, "n1", OneGrant(0, 100, 6000)).ok());
+  // Shrinking the GPU below what is granted breaks the same invariant.
+  Status shrink = store->Write([](Tx& tx) { return tx.PutNode(GpuNode("n1", 1, 15999)); });
+  EXPECT_EQ(shrink.code(), StatusCode::kResourceExhausted) << shrink.ToString();
+}
+
+TEST_F(StoreGpuTest, GrantOnUnknownGpuRefused) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Write([](Tx& tx) { return tx.PutNode(GpuNode("n1", 1, 16000)); }).ok());
+  TaskKey a = Insert(*store, MakeTask("a", "", 0));
+  Status s = Grant(*store, a, "n1", OneGrant(7, 100, 0));
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_NE(s.message().find("no such GPU"), std::string::npos) << s.message();
+  Status no_node = Grant(*store, a, "ghost", OneGrant(0, 100, 0));
+  EXPECT_EQ(no_node.code(), StatusCode::kFailedPrecondition) << no_node.ToString();
+}
+
+TEST_F(StoreGpuTest, RawSqlCannotOverAllocate) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Write([](Tx& tx) { return tx.PutNode(GpuNode("n1", 1, 16000)); }).ok());
+  TaskKey a = Insert(*store, MakeTask("a", "", 0));
+  TaskKey b = Insert(*store, MakeTask("b", "", 0));
+  TaskKey c = Insert(*store, MakeTask("c", "", 0));
+  for (TaskKey k : {a, b, c}) {
+    ASSERT_EQ(RawExec("INSERT INTO allocations (task_id, node, cpu_milli, memory_mib) VALUES (" +
+                      std::to_string(k) + ", 'n1', 0, 0)"),
+              SQLITE_OK);
+  }
+  auto grant = [&](TaskKey k, int milli, int64_t mem, std::string* err) {
+    return RawExec("INSERT INTO gpu_grants (task_id, node, gpu_index, milli, memory_mib) VALUES (" +
+                       std::to_string(k) + ", 'n1', 0, " + std::to_string(milli) + ", " +
+                       std::to_string(mem) + ")",
+                   err);
+  };
+  std::string err;
+  EXPECT_EQ(grant(a, 600, 8000, &err), SQLITE_OK) << err;
+  EXPECT_EQ(grant(b, 401, 0, &err), SQLITE_CONSTRAINT_TRIGGER);
+  EXPECT_NE(err.find("milli over capacity"), std::string::npos) << err;
+  EXPECT_EQ(grant(b, 400, 8001, &err), SQLITE_CONSTRAINT_TRIGGER);
+  EXPECT_NE(err.find("memory over capacity"), std::string::npos) << err;
+  EXPECT_EQ(grant(b, 400, 8000, &err), SQLITE_OK) << err;
+  EXPECT_EQ(grant(c, 1, 0, &err), SQLITE_CONSTRAINT_TRIGGER);
+  // Raising an existing grant is checked too (its own old value is not
+  // counted twice, so rewriting it unchanged passes).
+  EXPECT_EQ(RawExec("UPDATE gpu_grants SET milli = 601 WHERE task_id = " + std::to_string(a), &err),
+            SQLITE_CONSTRAINT_TRIGGER);
+  EXPECT_EQ(RawExec("UPDATE gpu_grants SET milli = 600 WHERE task_id = " + std::to_string(a), &err),
+            SQLITE_OK)
+      << err;
+  EXPECT_EQ(
+      RawExec("UPDATE gpu_grants SET milli = 1001 WHERE task_id = " + std::to_string(a), &err),
+      SQLITE_CONSTRAINT_TRIGGER);
+  // Out-of-range milli and grants on GPUs with no capacity row.
+  EXPECT_EQ(RawExec("DELETE FROM gpu_grants"), SQLITE_OK);
+  EXPECT_EQ(grant(c, 0, 0, &err), SQLITE_CONSTRAINT_CHECK) << err;
+  EXPECT_EQ(
+      RawExec("INSERT INTO gpu_grants VALUES (" + std::to_string(c) + ", 'n1', 5, 10, 0)", &err),
+      SQLITE_CONSTRAINT_TRIGGER);
+  EXPECT_NE(err.find("no such GPU"), std::string::npos) << err;
+  EXPECT_EQ(RawCount("SELECT COUNT(*) FROM gpu_grants"), 0);
+}
+
+TEST_F(StoreGpuTest, ConcurrentWritersNeverShareAWholeGpu) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Write([](Tx& tx) { return tx.PutNode(GpuNode("n1", 1, 16000)); }).ok());
+  constexpr int kThreads = 8;
+  std::vector<TaskKey> keys;
+  for (int i = 0; i < kThreads; ++i)
+    keys.push_back(Insert(*store, MakeTask(Numbered("t", i), "", 0)));
+  std::atomic<int> ok{0};
+  std::atomic<int> exhausted{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      Status s = Grant(*store, keys[i], "n1", OneGrant(0, 1000, 0));
+      if (s.ok()) ++ok;
+      if (s.code() == StatusCode::kResourceExhausted) ++exhausted;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 1);
+  EXPECT_EQ(exhausted.load(), kThreads - 1);
+}
+
+TEST_F(StoreGpuTest, DeletingTaskCascadesItsAllocationAndGrants) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Write([](Tx& tx) { return tx.PutNode(GpuNode("n1", 1, 16000)); }).ok());
+  TaskKey a = Insert(*store, MakeTask("a", "", 0));
+  TaskKey b = Insert(*store, MakeTask("b", "", 0));
+  ASSERT_TRUE(Grant(*store, a, "n1", OneGrant(0, 1000, 16000)).ok());
+  ASSERT_TRUE(
+      store->Write([&](Tx& tx) { return tx.AppendTaskEvent(a, "scheduled", "to n1"); }).ok());
+  ASSERT_TRUE(store->Write([&](Tx& tx) { return tx.DeleteTask(a); }).ok());
+  EXPECT_EQ(RawCount("SELECT COUNT(*) FROM gpu_grants"), 0);
+  EXPECT_EQ(RawCount("SELECT COUNT(*) FROM allocations"), 0);
+  EXPECT_EQ(RawCount("SELECT COUNT(*) FROM task_events"), 0);
+  EXPECT_TRUE(Grant(*store, b, "n1", OneGrant(0, 1000, 16000)).ok());
+  Status again = store->Write([&](Tx& tx) { return tx.DeleteTask(a); });
+  EXPECT_EQ(again.code(), StatusCode::kNotFound);
+}
+
+TEST_F(StoreGpuTest, ReplacingAnAllocationFreesTheOldGrants) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Write([](Tx& tx) { return tx.PutNode(GpuNode("n1", 2, 16000)); }).ok());
+  TaskKey a = Insert(*store, MakeTask("a", "", 0));
+  ASSERT_TRUE(Grant(*store, a, "n1", OneGrant(0, 1000, 0)).ok());
+  // The same task moving its whole-GPU grant within GPU 0 must not collide
+  // with itself.
+  Allocation moved = OneGrant(0, 1000, 100);
+  moved.gpus.push_back({.index = 1, .milli = 250, .memory_mib = 0});
+  moved.rdma_device = "mlx5_0";
+  ASSERT_TRUE(Grant(*store, a, "n1", moved).ok());
+  Status s = store->Read([&](const ReadTx& tx) -> Status {
+    Result<std::vector<StoredAllocation>> all = tx.ListAllocations();
+    if (!all.ok()) return all.status();
+    EXPECT_EQ(all->size(), 1u);
+    Result<StoredAllocation> one = tx.GetAllocation(a);
+    if (!one.ok()) return one.status();
+    EXPECT_EQ(one->node, "n1");
+    EXPECT_EQ(one->rdma_device, "mlx5_0");
+    EXPECT_EQ(one->gpus, moved.gpus);
+    Result<TaskRecord> t = tx.GetTask(a);
+    if (!t.ok()) return t.status();
+    EXPECT_EQ(t->node, "n1");
+    return Status::Ok();
+  });
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(store->Write([&](Tx& tx) { return tx.DeleteAllocation(a); }).ok());
+  EXPECT_EQ(RawCount("SELECT COUNT(*) FROM gpu_grants"), 0);
+}
+
+// ---- Nodes --------------------------------------------------------------------
+
+using StoreNodeTest = StoreFixture;
+
+TEST_F(StoreNodeTest, PutGetConditionAndDelete) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  NodeSpec spec = GpuNode("gpu-a1", 2, 81920);
+  ASSERT_TRUE(store->Write([&](Tx& tx) { return tx.PutNode(spec); }).ok());
+  clock_.Advance(5);
+  ASSERT_TRUE(
+      store->Write([&](Tx& tx) { return tx.SetNodeCondition("gpu-a1", NodeCondition::kDraining); })
+          .ok());
+  // Re-putting the spec keeps the condition an operator set.
+  ASSERT_TRUE(store->Write([&](Tx& tx) { return tx.PutNode(spec); }).ok());
+  Status s = store->Read([&](const ReadTx& tx) -> Status {
+    Result<NodeRecord> n = tx.GetNode("gpu-a1");
+    if (!n.ok()) return n.status();
+    EXPECT_EQ(n->condition, NodeCondition::kDraining);
+    EXPECT_EQ(NodeSpecToJson(n->spec), NodeSpecToJson(spec));
+    EXPECT_EQ(n->created_at_ms + 5, n->updated_at_ms);
+    EXPECT_EQ(tx.GetNode("nope").status().code(), StatusCode::kNotFound);
+    return Status::Ok();
+  });
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(RawCount("SELECT COUNT(*) FROM gpus WHERE node = 'gpu-a1'"), 2);
+
+  TaskKey t = Insert(*store, MakeTask("t", "", 0));
+  ASSERT_TRUE(Grant(*store, t, "gpu-a1", OneGrant(1, 500, 0)).ok());
+  // GPU 1 is granted, so a spec without it is refused; so is deleting the node.
+  Status shrink = store->Write([&](Tx& tx) { return tx.PutNode(GpuNode("gpu-a1", 1, 81920)); });
+  EXPECT_EQ(shrink.code(), StatusCode::kFailedPrecondition) << shrink.ToString();
+  Status busy = store->Write([](Tx& tx) { return tx.DeleteNode("gpu-a1"); });
+  EXPECT_EQ(busy.code(), StatusCode::kFailedPrecondition) << busy.ToString();
+
+  ASSERT_TRUE(store->Write([&](Tx& tx) { return tx.DeleteAllocation(t); }).ok());
+  ASSERT_TRUE(store->Write([](Tx& tx) { return tx.DeleteNode("gpu-a1"); }).ok());
+  EXPECT_EQ(RawCount("SELECT COUNT(*) FROM gpus"), 0);
+  EXPECT_EQ(store->Write([](Tx& tx) { return tx.DeleteNode("gpu-a1"); }).code(),
+            StatusCode::kNotFound);
+}
+
+TEST_F(StoreNodeTest, InvalidSpecRefused) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  NodeSpec bad = GpuNode("n", 2, 100);
+  bad.gpus[1].index = 0;
+  Status s = store->Write([&](Tx& tx) { return tx.PutNode(bad); });
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(RawCount("SELECT COUNT(*) FROM nodes"), 0);
+}
+
+// ---- Tasks --------------------------------------------------------------------
+
+using StoreTaskTest = StoreFixture;
+
+TEST_F(StoreTaskTest, ListFiltersAndPaginates) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store
+                  ->Write([](Tx& tx) -> Status {
+                    HF_RETURN_IF_ERROR(tx.PutNode(GpuNode("n1", 1, 1000)));
+                    return tx.PutNode(GpuNode("n2", 1, 1000));
+                  })
+                  .ok());
+  std::vector<TaskKey> keys;
+  for (int i = 0; i < 10; ++i) {
+    keys.push_back(Insert(*store, MakeTask(Numbered("t", i), i % 2 ? "odd" : "even", i % 3)));
+  }
+  ASSERT_TRUE(store
+                  ->Write([&](Tx& tx) -> Status {
+                    HF_RETURN_IF_ERROR(tx.UpdateTaskState(keys[1], TaskState::kRunning, ""));
+                    HF_RETURN_IF_ERROR(tx.UpdateTaskState(keys[4], TaskState::kRunning, ""));
+                    HF_RETURN_IF_ERROR(tx.PutAllocation(keys[1], "n1", OneGrant(0, 100, 0)));
+                    HF_RETURN_IF_ERROR(tx.PutAllocation(keys[4], "n2", OneGrant(0, 100, 0)));
+                    return tx.PutAllocation(keys[7], "n1", OneGrant(0, 100, 0));
+                  })
+                  .ok());
+  auto names = [&](const TaskFilter& f) {
+    std::vector<std::string> out;
+    Status s = store->Read([&](const ReadTx& tx) -> Status {
+      Result<std::vector<TaskRecord>> r = tx.ListTasks(f);
+      if (!r.ok()) return r.status();
+      for (const TaskRecord& t : *r) out.push_back(t.task.name);
+      return Status::Ok();
+    });
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(names({.state = TaskState::kRunning}), (V{"t1", "t4"}));
+  EXPECT_EQ(names({.node = "n1"}), (V{"t1", "t7"}));
+  EXPECT_EQ(names({.state = TaskState::kPending, .node = "n1"}), (V{"t7"}));
+  EXPECT_EQ(names({.group = "odd", .priority = 1}), (V{"t1", "t7"}));
+  EXPECT_EQ(names({.priority = 2}), (V{"t2", "t5", "t8"}));
+  EXPECT_EQ(names({.group = "none"}), V{});
+  // Pages of 4 by cursor cover all ten exactly once, in order.
+  V all;
+  TaskFilter page{.limit = 4};
+  for (int pages = 0; pages < 5; ++pages) {
+    V got = names(page);
+    if (got.empty()) break;
+    EXPECT_LE(got.size(), 4u);
+    all.insert(all.end(), got.begin(), got.end());
+    page.after = keys[std::stoi(got.back().substr(1))];
+  }
+  EXPECT_EQ(all, (V{"t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8", "t9"}));
+  EXPECT_EQ(names({.limit = 0}).size(), 10u);
+}
+
+TEST_F(StoreTaskTest, StateEventsAndRoundTrip) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  Task t = MakeTask("llama-ft-0", "llama-ft", 100);
+  t.kind = TaskKind::kInference;
+  t.requests.gpu_models = {"A100-80G", "H100"};
+  t.rdma_required = true;
+  t.depends_on = {"feature-store"};
+  t.preemptible = false;
+  t.command = {"python3", "train.py"};
+  t.env = {{"EPOCHS", "3"}};
+  TaskKey key = Insert(*store, t);
+  clock_.Advance(10);
+  ASSERT_TRUE(store
+                  ->Write([&](Tx& tx) -> Status {
+                    HF_RETURN_IF_ERROR(tx.AppendTaskEvent(key, "submitted", "by alice"));
+                    HF_RETURN_IF_ERROR(
+                        tx.UpdateTaskState(key, TaskState::kPending, "0/3 nodes available"));
+                    return tx.AppendTaskEvent(key, "unschedulable", "0/3 nodes available");
+                  })
+                  .ok());
+  Status s = store->Read([&](const ReadTx& tx) -> Status {
+    Result<TaskRecord> r = tx.GetTask(key);
+    if (!r.ok()) return r.status();
+    Task expected = t;
+    expected.key = key;
+    EXPECT_EQ(TaskToJson(r->task), TaskToJson(expected));
+    EXPECT_EQ(r->task.key, key);
+    EXPECT_EQ(r->pending_reason, "0/3 nodes available");
+    EXPECT_EQ(r->updated_at_ms, r->created_at_ms + 10);
+    Result<std::vector<TaskEvent>> ev = tx.ListTaskEvents(key);
+    if (!ev.ok()) return ev.status();
+    EXPECT_EQ(ev->size(), 2u);
+    if (ev->size() == 2) {
+      EXPECT_EQ((*ev)[0].kind, "submitted");
+      EXPECT_EQ((*ev)[1].message, "0/3 nodes available");
+    }
+    EXPECT_EQ(tx.ListTaskEvents(key + 100).status().code(), StatusCode::kNotFound);
+    return Status::Ok();
+  });
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(
+      store->Write([&](Tx& tx) { return tx.UpdateTaskState(key + 100, TaskState::kFailed, ""); })
+          .code(),
+      StatusCode::kNotFound);
+  EXPECT_EQ(store->Write([&](Tx& tx) { return tx.AppendTaskEvent(key + 100, "x", "y"); }).code(),
+            StatusCode::kNotFound);
+  Task bad = t;
+  bad.requests.gpu_milli = 1001;
+  EXPECT_EQ(store->Write([&](Tx& tx) { return tx.InsertTask(bad).status(); }).code(),
+            StatusCode::kInvalidArgument);
+}
+
+// ---- Tokens and audit ---------------------------------------------------------
+
+using StoreTokenTest = StoreFixture;
+
+TEST_F(StoreTokenTest, LookupByHashExpiryAndRevoke) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  int64_t now = clock_.NowMs();
+  int64_t id = 0;
+  ASSERT_TRUE(store
+                  ->Write([&](Tx& tx) -> Status {
+                    Result<int64_t> r = tx.InsertToken("ci", "operator", Hash('c'), now + 1000);
+                    if (!r.ok()) return r.status();
+                    id = *r;
+                    return tx.InsertToken("ui", "viewer", Hash('d'), std::nullopt).status();
+                  })
+                  .ok());
+  ASSERT_TRUE(store
+                  ->Read([&](const ReadTx& tx) -> Status {
+                    Result<TokenRecord> t = tx.FindTokenByHash(Hash('c'));
+                    if (!t.ok()) return t.status();
+                    EXPECT_EQ(t->id, id);
+                    EXPECT_EQ(t->name, "ci");
+                    EXPECT_EQ(t->role, "operator");
+                    EXPECT_TRUE(t->ActiveAt(now + 999));
+                    EXPECT_FALSE(t->ActiveAt(now + 1000));
+                    EXPECT_EQ(tx.FindTokenByHash(Hash('e')).status().code(), StatusCode::kNotFound);
+                    return Status::Ok();
+                  })
+                  .ok());
+  clock_.Advance(7);
+  ASSERT_TRUE(store->Write([&](Tx& tx) { return tx.RevokeToken(id); }).ok());
+  clock_.Advance(7);
+  ASSERT_TRUE(store->Write([&](Tx& tx) { return tx.RevokeToken(id); }).ok());
+  EXPECT_EQ(store->Write([&](Tx& tx) { return tx.RevokeToken(id + 100); }).code(),
+            StatusCode::kNotFound);
+  ASSERT_TRUE(store
+                  ->Read([&](const ReadTx& tx) -> Status {
+                    Result<std::vector<TokenRecord>> all = tx.ListTokens();
+                    if (!all.ok()) return all.status();
+                    EXPECT_EQ(all->size(), 2u);
+                    Result<TokenRecord> t = tx.FindTokenByHash(Hash('c'));
+                    if (!t.ok()) return t.status();
+                    EXPECT_EQ(t->revoked_at_ms, now + 7);  // the first revocation stays
+                    EXPECT_FALSE(t->ActiveAt(now));
+                    return Status::Ok();
+                  })
+                  .ok());
+}
+
+TEST_F(StoreTokenTest, BadRoleHashAndDuplicatesRefusedWithoutEchoingTheHash) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  auto insert = [&](const std::string& name, const std::string& role, const std::string& hash) {
+    return store->Write(
+        [&](Tx& tx) { return tx.InsertToken(name, role, hash, std::nullopt).status(); });
+  };
+  EXPECT_EQ(insert("x", "root", Hash('a')).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(insert("x", "admin", "ABC").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(insert("x", "admin", Hash('A')).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(insert("x", "admin", Hash('a')).ok());
+  Status dup_name = insert("x", "agent", Hash('b'));
+  EXPECT_EQ(dup_name.code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(dup_name.message().find("named x"), std::string::npos) << dup_name.message();
+  Status dup_hash = insert("y", "agent", Hash('a'));
+  EXPECT_EQ(dup_hash.code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(dup_hash.message().find(Hash('a')), std::string::npos);
+  // The database refuses a bad role or a non-hex hash even from raw SQL.
+  EXPECT_EQ(RawExec("INSERT INTO tokens (name, role, hash, created_at) VALUES ('z', 'root', '" +
+                    Hash('f') + "', 0)"),
+            SQLITE_CONSTRAINT_CHECK);
+  EXPECT_EQ(RawExec("INSERT INTO tokens (name, role, hash, created_at) VALUES ('z', 'admin', "
+                    "'plaintext-secret', 0)"),
+            SQLITE_CONSTRAINT_CHECK);
+}
+
+using StoreAuditTest = StoreFixture;
+
+TEST_F(StoreAuditTest, AppendsAndListsNewestFirst) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store
+                  ->Write([](Tx& tx) -> Status {
+                    HF_RETURN_IF_ERROR(
+                        tx.AppendAudit("alice", "plugins.spread", nullptr, {{"enabled", true}}));
+                    return tx.AppendAudit("bob", "scheduler.load_threshold", 0.8, 0.85);
+                  })
+                  .ok());
+  clock_.Advance(3);
+  ASSERT_TRUE(store
+                  ->Write([](Tx& tx) {
+                    return tx.AppendAudit("carol", "plugins.spread", {{"enabled", true}}, nullptr);
+                  })
+                  .ok());
+  ASSERT_TRUE(store
+                  ->Read([&](const ReadTx& tx) -> Status {
+                    Result<std::vector<AuditEntry>> all = tx.ListAudit(0);
+                    if (!all.ok()) return all.status();
+                    EXPECT_EQ(all->size(), 3u);
+                    if (all->size() != 3) return Status::Ok();
+                    EXPECT_EQ((*all)[0].actor, "carol");
+                    EXPECT_TRUE((*all)[0].new_value.is_null());
+                    EXPECT_EQ((*all)[0].time_ms, clock_.NowMs());
+                    EXPECT_EQ((*all)[1].key, "scheduler.load_threshold");
+                    EXPECT_DOUBLE_EQ((*all)[1].old_value.get<double>(), 0.8);
+                    EXPECT_DOUBLE_EQ((*all)[1].new_value.get<double>(), 0.85);
+                    EXPECT_TRUE((*all)[2].old_value.is_null());
+                    EXPECT_EQ((*all)[2].new_value["enabled"], true);
+                    Result<std::vector<AuditEntry>> one = tx.ListAudit(1);
+                    if (!one.ok()) return one.status();
+                    EXPECT_EQ(one->size(), 1u);
+                    return Status::Ok();
+                  })
+                  .ok());
+  EXPECT_EQ(RawCount("SELECT COUNT(*) FROM audit_log WHERE old IS NULL"), 1);
+}
+
+// ---- JSON forms -----------------------------------------------------------------
+
+TEST(StoreSpecJsonTest, UsesAppendixAFieldNames) {
+  json n = NodeSpecToJson(GpuNode("gpu-a1", 1, 81920));
+  for (const char* k : {"name", "labels", "cpu_milli", "memory_mib", "gpus", "rdma", "topology"}) {
+    EXPECT_TRUE(n.contains(k)) << k;
+  }
+  EXPECT_EQ(n["topology"]["switch"], "s1");
+  EXPECT_EQ(n["gpus"][0]["nvlink_domain"], 0);
+  EXPECT_EQ(n["rdma"][0]["name"], "mlx5_0");
+
+  json submitted = json::parse(R"({"name": "llama-ft-0", "group": "llama-ft", "priority": 100,
+    "kind": "batch", "requests": {"cpu_milli": 8000, "memory_mib": 65536, "gpu": 4,
+    "gpu_milli": 1000, "gpu_memory_mib": 0, "gpu_models": ["A100-80G", "H100"]},
+    "rdma_required": true, "depends_on": ["feature-store"], "preemptible": true,
+    "command": ["python3", "train.py"], "env": {"EPOCHS": "3"}})");
+  Result<Task> t = TaskFromJson(submitted);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->requests.gpu, 4);
+  EXPECT_EQ(t->requests.gpu_models.size(), 2u);
+  EXPECT_EQ(TaskToJson(*t), submitted);
+}
+
+TEST(StoreSpecJsonTest, WrongTypesNameTheField) {
+  Result<Task> t = TaskFromJson(json::parse(R"({"name": "x", "requests": {"gpu": "four"}})"));
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("requests.gpu"), std::string::npos) << t.status().message();
+  Result<Task> kind = TaskFromJson(json::parse(R"({"name": "x", "kind": "daemon"})"));
+  EXPECT_EQ(kind.status().code(), StatusCode::kInvalidArgument);
+  Result<NodeSpec> n = NodeSpecFromJson(json::parse(R"({"name": "n", "gpus": [{"index": "0"}]})"));
+  ASSERT_FALSE(n.ok());
+  EXPECT_NE(n.status().message().find("gpus[0].index"), std::string::npos) << n.status().message();
+}
+
+}  // namespace
+}  // namespace hf::store

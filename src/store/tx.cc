@@ -1,0 +1,608 @@
+// ReadTx and Tx: the typed operations of store.h, one SQL statement or a few
+// each. Statements are prepared per call; at the request rates of a control
+// plane that costs far less than the fsync every commit pays.
+#include <set>
+#include <string>
+#include <utility>
+
+#include "store/spec_json.h"
+#include "store/store.h"
+
+namespace hf::store {
+namespace {
+
+using nlohmann::json;
+
+#define HF_ASSIGN_STMT(var, expr)               \
+  Result<Stmt> var##_or = (expr);               \
+  if (!var##_or.ok()) return var##_or.status(); \
+  Stmt& var = *var##_or
+
+Result<json> ParseStored(const std::string& text, const std::string& what) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Internal("corrupt row in the store: " + what + " is not JSON");
+  return j;
+}
+
+// A null JSON value is stored as SQL NULL ("absent"), anything else as text.
+void BindJsonOrNull(Stmt& stmt, int pos, const json& j) {
+  if (j.is_null()) {
+    stmt.BindNull(pos);
+  } else {
+    stmt.Bind(pos, j.dump());
+  }
+}
+
+std::optional<NodeCondition> ParseCondition(const std::string& s) {
+  for (NodeCondition c :
+       {NodeCondition::kReady, NodeCondition::kNotReady, NodeCondition::kDraining}) {
+    if (s == NodeConditionName(c)) return c;
+  }
+  return std::nullopt;
+}
+
+bool IsLowerHex64(const std::string& s) {
+  if (s.size() != 64) return false;
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+// Columns: name, spec, condition, created_at, updated_at.
+constexpr char kNodeColumns[] = "SELECT name, spec, condition, created_at, updated_at FROM nodes";
+
+Result<NodeRecord> ReadNode(const Stmt& s) {
+  std::string name = s.Text(0);
+  Result<json> j = ParseStored(s.Text(1), "spec of node " + name);
+  if (!j.ok()) return j.status();
+  Result<NodeSpec> spec = NodeSpecFromJson(*j);
+  if (!spec.ok()) return Internal("corrupt spec of node " + name + ": " + spec.status().message());
+  std::optional<NodeCondition> cond = ParseCondition(s.Text(2));
+  if (!cond) return Internal("corrupt condition of node " + name + ": " + s.Text(2));
+  NodeRecord r;
+  r.spec = std::move(*spec);
+  r.spec.name = name;
+  r.condition = *cond;
+  r.created_at_ms = s.Int(3);
+  r.updated_at_ms = s.Int(4);
+  return r;
+}
+
+// Columns: id, spec, state, pending_reason, created_at, updated_at, node.
+constexpr char kTaskColumns[] =
+    "SELECT t.id, t.spec, t.state, t.pending_reason, t.created_at, t.updated_at,"
+    " COALESCE(a.node, '') FROM tasks t LEFT JOIN allocations a ON a.task_id = t.id";
+
+Result<TaskRecord> ReadTask(const Stmt& s) {
+  TaskKey id = static_cast<TaskKey>(s.Int(0));
+  std::string what = "task " + std::to_string(id);
+  Result<json> j = ParseStored(s.Text(1), "spec of " + what);
+  if (!j.ok()) return j.status();
+  Result<Task> task = TaskFromJson(*j);
+  if (!task.ok()) return Internal("corrupt spec of " + what + ": " + task.status().message());
+  std::optional<TaskState> state = ParseTaskState(s.Text(2));
+  if (!state) return Internal("corrupt state of " + what + ": " + s.Text(2));
+  TaskRecord r;
+  r.task = std::move(*task);
+  r.task.key = id;
+  r.state = *state;
+  r.pending_reason = s.Text(3);
+  r.created_at_ms = s.Int(4);
+  r.updated_at_ms = s.Int(5);
+  r.node = s.Text(6);
+  return r;
+}
+
+// Columns: id, name, role, hash, created_at, expires_at, revoked_at.
+constexpr char kTokenColumns[] =
+    "SELECT id, name, role, hash, created_at, expires_at, revoked_at FROM tokens";
+
+TokenRecord ReadToken(const Stmt& s) {
+  TokenRecord t;
+  t.id = s.Int(0);
+  t.name = s.Text(1);
+  t.role = s.Text(2);
+  t.hash = s.Text(3);
+  t.created_at_ms = s.Int(4);
+  t.expires_at_ms = s.OptInt(5);
+  t.revoked_at_ms = s.OptInt(6);
+  return t;
+}
+
+Result<bool> Exists(Db* db, const char* sql, int64_t id) {
+  HF_ASSIGN_STMT(stmt, db->Prepare(sql));
+  stmt.Bind(1, id);
+  return stmt.Step();
+}
+
+}  // namespace
+
+// ---- Nodes ----------------------------------------------------------------
+
+Result<NodeRecord> ReadTx::GetNode(const std::string& name) const {
+  HF_ASSIGN_STMT(stmt, db_->Prepare(std::string(kNodeColumns) + " WHERE name = ?"));
+  stmt.Bind(1, name);
+  Result<bool> row = stmt.Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return NotFound("node " + name + " not found");
+  return ReadNode(stmt);
+}
+
+Result<std::vector<NodeRecord>> ReadTx::ListNodes() const {
+  HF_ASSIGN_STMT(stmt, db_->Prepare(std::string(kNodeColumns) + " ORDER BY name"));
+  std::vector<NodeRecord> out;
+  for (;;) {
+    Result<bool> row = stmt.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    Result<NodeRecord> r = ReadNode(stmt);
+    if (!r.ok()) return r.status();
+    out.push_back(std::move(*r));
+  }
+  return out;
+}
+
+Status Tx::PutNode(const NodeSpec& spec) {
+  HF_RETURN_IF_ERROR(spec.Validate());
+  {
+    HF_ASSIGN_STMT(stmt,
+                   db_->Prepare("INSERT INTO nodes (name, spec, condition, created_at, updated_at)"
+                                " VALUES (?1, ?2, 'Ready', ?3, ?3)"
+                                " ON CONFLICT(name) DO UPDATE SET spec = excluded.spec, updated_at "
+                                "= excluded.updated_at"));
+    HF_RETURN_IF_ERROR(
+        stmt.Bind(1, spec.name).Bind(2, NodeSpecToJson(spec).dump()).Bind(3, now_ms_).Run());
+  }
+  // GPUs that left the spec lose their capacity rows; the foreign key from
+  // gpu_grants refuses this while a task still holds one of them.
+  {
+    HF_ASSIGN_STMT(stmt, db_->Prepare("SELECT gpu_index FROM gpus WHERE node = ?"));
+    stmt.Bind(1, spec.name);
+    std::set<int64_t> keep;
+    for (const GpuDevice& g : spec.gpus) keep.insert(g.index);
+    std::vector<int64_t> gone;
+    for (;;) {
+      Result<bool> row = stmt.Step();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      if (!keep.contains(stmt.Int(0))) gone.push_back(stmt.Int(0));
+    }
+    for (int64_t index : gone) {
+      HF_ASSIGN_STMT(del, db_->Prepare("DELETE FROM gpus WHERE node = ? AND gpu_index = ?"));
+      Status s = del.Bind(1, spec.name).Bind(2, index).Run();
+      if (!s.ok()) {
+        return Status(s.code(), "node " + spec.name + ": GPU " + std::to_string(index) +
+                                    " cannot be removed while it is allocated (" + s.message() +
+                                    ")");
+      }
+    }
+  }
+  for (const GpuDevice& g : spec.gpus) {
+    HF_RETURN_IF_ERROR(PutGpuCapacity(spec.name, g.index, g.memory_mib));
+  }
+  return Status::Ok();
+}
+
+Status Tx::DeleteNode(const std::string& name) {
+  {
+    HF_ASSIGN_STMT(stmt, db_->Prepare("SELECT COUNT(*) FROM allocations WHERE node = ?"));
+    stmt.Bind(1, name);
+    Result<bool> row = stmt.Step();
+    if (!row.ok()) return row.status();
+    if (stmt.Int(0) > 0) {
+      return FailedPrecondition("node " + name + " still has " + std::to_string(stmt.Int(0)) +
+                                " allocated task(s); drain it and wait for them to finish first");
+    }
+  }
+  HF_ASSIGN_STMT(stmt, db_->Prepare("DELETE FROM nodes WHERE name = ?"));
+  HF_RETURN_IF_ERROR(stmt.Bind(1, name).Run());
+  if (db_->Changes() == 0) return NotFound("node " + name + " not found");
+  return Status::Ok();
+}
+
+Status Tx::SetNodeCondition(const std::string& name, NodeCondition condition) {
+  HF_ASSIGN_STMT(stmt,
+                 db_->Prepare("UPDATE nodes SET condition = ?, updated_at = ? WHERE name = ?"));
+  HF_RETURN_IF_ERROR(
+      stmt.Bind(1, NodeConditionName(condition)).Bind(2, now_ms_).Bind(3, name).Run());
+  if (db_->Changes() == 0) return NotFound("node " + name + " not found");
+  return Status::Ok();
+}
+
+Status Tx::PutGpuCapacity(const std::string& node, int32_t gpu_index, int64_t memory_mib) {
+  HF_ASSIGN_STMT(
+      stmt,
+      db_->Prepare("INSERT INTO gpus (node, gpu_index, memory_mib) VALUES (?, ?, ?)"
+                   " ON CONFLICT(node, gpu_index) DO UPDATE SET memory_mib = excluded.memory_mib"));
+  Status s = stmt.Bind(1, node).Bind(2, int64_t{gpu_index}).Bind(3, memory_mib).Run();
+  if (s.code() == StatusCode::kFailedPrecondition) {
+    return FailedPrecondition("node " + node + " not found (set GPU capacity after PutNode)");
+  }
+  return s;
+}
+
+// ---- Tasks ----------------------------------------------------------------
+
+Result<TaskRecord> ReadTx::GetTask(TaskKey id) const {
+  HF_ASSIGN_STMT(stmt, db_->Prepare(std::string(kTaskColumns) + " WHERE t.id = ?"));
+  stmt.Bind(1, static_cast<int64_t>(id));
+  Result<bool> row = stmt.Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return NotFound("task " + std::to_string(id) + " not found");
+  return ReadTask(stmt);
+}
+
+Result<std::vector<TaskRecord>> ReadTx::ListTasks(const TaskFilter& f) const {
+  std::string sql = std::string(kTaskColumns) + " WHERE t.id > ?1";
+  if (f.state) sql += " AND t.state = ?2";
+  if (f.node) sql += " AND a.node = ?3";
+  if (f.group) sql += " AND t.grp = ?4";
+  if (f.priority) sql += " AND t.priority = ?5";
+  sql += " ORDER BY t.id LIMIT ?6";
+  HF_ASSIGN_STMT(stmt, db_->Prepare(sql));
+  stmt.Bind(1, static_cast<int64_t>(f.after));
+  if (f.state) stmt.Bind(2, TaskStateName(*f.state));
+  if (f.node) stmt.Bind(3, *f.node);
+  if (f.group) stmt.Bind(4, *f.group);
+  if (f.priority) stmt.Bind(5, int64_t{*f.priority});
+  // A negative LIMIT is SQLite's "no limit".
+  stmt.Bind(6, int64_t{f.limit > 0 ? f.limit : -1});
+  std::vector<TaskRecord> out;
+  for (;;) {
+    Result<bool> row = stmt.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    Result<TaskRecord> r = ReadTask(stmt);
+    if (!r.ok()) return r.status();
+    out.push_back(std::move(*r));
+  }
+  return out;
+}
+
+Result<TaskKey> Tx::InsertTask(const Task& task) {
+  if (task.name.empty()) return InvalidArgument("task name must not be empty");
+  HF_RETURN_IF_ERROR(task.requests.Validate());
+  HF_ASSIGN_STMT(
+      stmt, db_->Prepare(
+                "INSERT INTO tasks (name, grp, priority, kind, state, spec, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, 'pending', ?, ?7, ?7)"));
+  HF_RETURN_IF_ERROR(stmt.Bind(1, task.name)
+                         .Bind(2, task.group)
+                         .Bind(3, int64_t{task.priority})
+                         .Bind(4, TaskKindName(task.kind))
+                         .Bind(5, TaskToJson(task).dump())
+                         .Bind(7, now_ms_)
+                         .Run());
+  return static_cast<TaskKey>(db_->LastInsertRowId());
+}
+
+Status Tx::UpdateTaskState(TaskKey id, TaskState state, const std::string& reason) {
+  HF_ASSIGN_STMT(
+      stmt,
+      db_->Prepare("UPDATE tasks SET state = ?, pending_reason = ?, updated_at = ? WHERE id = ?"));
+  HF_RETURN_IF_ERROR(stmt.Bind(1, TaskStateName(state))
+                         .Bind(2, reason)
+                         .Bind(3, now_ms_)
+                         .Bind(4, static_cast<int64_t>(id))
+                         .Run());
+  if (db_->Changes() == 0) return NotFound("task " + std::to_string(id) + " not found");
+  return Status::Ok();
+}
+
+Status Tx::DeleteTask(TaskKey id) {
+  HF_ASSIGN_STMT(stmt, db_->Prepare("DELETE FROM tasks WHERE id = ?"));
+  HF_RETURN_IF_ERROR(stmt.Bind(1, static_cast<int64_t>(id)).Run());
+  if (db_->Changes() == 0) return NotFound("task " + std::to_string(id) + " not found");
+  return Status::Ok();
+}
+
+Status Tx::AppendTaskEvent(TaskKey id, const std::string& kind, const std::string& message) {
+  HF_ASSIGN_STMT(
+      stmt,
+      db_->Prepare("INSERT INTO task_events (task_id, time, kind, message) VALUES (?, ?, ?, ?)"));
+  Status s =
+      stmt.Bind(1, static_cast<int64_t>(id)).Bind(2, now_ms_).Bind(3, kind).Bind(4, message).Run();
+  if (s.code() == StatusCode::kFailedPrecondition) {
+    return NotFound("task " + std::to_string(id) + " not found");
+  }
+  return s;
+}
+
+Result<std::vector<TaskEvent>> ReadTx::ListTaskEvents(TaskKey id) const {
+  Result<bool> exists = Exists(db_, "SELECT 1 FROM tasks WHERE id = ?", static_cast<int64_t>(id));
+  if (!exists.ok()) return exists.status();
+  if (!*exists) return NotFound("task " + std::to_string(id) + " not found");
+  HF_ASSIGN_STMT(
+      stmt, db_->Prepare(
+                "SELECT id, time, kind, message FROM task_events WHERE task_id = ? ORDER BY id"));
+  stmt.Bind(1, static_cast<int64_t>(id));
+  std::vector<TaskEvent> out;
+  for (;;) {
+    Result<bool> row = stmt.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    out.push_back({.id = stmt.Int(0),
+                   .task = id,
+                   .time_ms = stmt.Int(1),
+                   .kind = stmt.Text(2),
+                   .message = stmt.Text(3)});
+  }
+  return out;
+}
+
+// ---- Allocations ----------------------------------------------------------
+
+Status Tx::PutAllocation(TaskKey id, const std::string& node, const Allocation& a) {
+  int64_t key = static_cast<int64_t>(id);
+  Result<bool> exists = Exists(db_, "SELECT 1 FROM tasks WHERE id = ?", key);
+  if (!exists.ok()) return exists.status();
+  if (!*exists) return NotFound("task " + std::to_string(id) + " not found");
+  // Replacing drops the old grants first, so the capacity triggers count
+  // only what the task holds after this call.
+  HF_RETURN_IF_ERROR(DeleteAllocation(id));
+  {
+    HF_ASSIGN_STMT(
+        stmt,
+        db_->Prepare("INSERT INTO allocations (task_id, node, cpu_milli, memory_mib, rdma_device)"
+                     " VALUES (?, ?, ?, ?, ?)"));
+    Status s = stmt.Bind(1, key)
+                   .Bind(2, node)
+                   .Bind(3, a.cpu_milli)
+                   .Bind(4, a.memory_mib)
+                   .Bind(5, a.rdma_device)
+                   .Run();
+    if (s.code() == StatusCode::kFailedPrecondition) {
+      return FailedPrecondition("cannot allocate task " + std::to_string(id) + " on node " + node +
+                                ": no such node");
+    }
+    HF_RETURN_IF_ERROR(s);
+  }
+  for (const GpuGrant& g : a.gpus) {
+    HF_ASSIGN_STMT(
+        stmt, db_->Prepare("INSERT INTO gpu_grants (task_id, node, gpu_index, milli, memory_mib)"
+                           " VALUES (?, ?, ?, ?, ?)"));
+    Status s = stmt.Bind(1, key)
+                   .Bind(2, node)
+                   .Bind(3, int64_t{g.index})
+                   .Bind(4, int64_t{g.milli})
+                   .Bind(5, g.memory_mib)
+                   .Run();
+    if (!s.ok()) {
+      return Status(s.code(), "cannot grant GPU " + std::to_string(g.index) + " of node " + node +
+                                  " to task " + std::to_string(id) + " (" + s.message() + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+Status Tx::DeleteAllocation(TaskKey id) {
+  // Explicit rather than relying on the cascade, so the grants go even on a
+  // connection opened without foreign_keys (e.g. by hand).
+  for (const char* sql :
+       {"DELETE FROM gpu_grants WHERE task_id = ?", "DELETE FROM allocations WHERE task_id = ?"}) {
+    HF_ASSIGN_STMT(stmt, db_->Prepare(sql));
+    HF_RETURN_IF_ERROR(stmt.Bind(1, static_cast<int64_t>(id)).Run());
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<StoredAllocation>> ReadTx::ListAllocations(const std::string& node) const {
+  std::vector<StoredAllocation> out;
+  std::map<int64_t, size_t> by_task;
+  {
+    HF_ASSIGN_STMT(
+        stmt,
+        db_->Prepare("SELECT task_id, node, cpu_milli, memory_mib, rdma_device FROM allocations"
+                     " WHERE ?1 = '' OR node = ?1 ORDER BY task_id"));
+    stmt.Bind(1, node);
+    for (;;) {
+      Result<bool> row = stmt.Step();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      by_task[stmt.Int(0)] = out.size();
+      out.push_back({.task = static_cast<TaskKey>(stmt.Int(0)),
+                     .node = stmt.Text(1),
+                     .cpu_milli = stmt.Int(2),
+                     .memory_mib = stmt.Int(3),
+                     .rdma_device = stmt.Text(4)});
+    }
+  }
+  HF_ASSIGN_STMT(stmt, db_->Prepare("SELECT task_id, gpu_index, milli, memory_mib FROM gpu_grants"
+                                    " WHERE ?1 = '' OR node = ?1 ORDER BY task_id, gpu_index"));
+  stmt.Bind(1, node);
+  for (;;) {
+    Result<bool> row = stmt.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    auto it = by_task.find(stmt.Int(0));
+    if (it == by_task.end()) continue;  // only reachable on a hand-edited file
+    out[it->second].gpus.push_back({.index = static_cast<int32_t>(stmt.Int(1)),
+                                    .milli = static_cast<int32_t>(stmt.Int(2)),
+                                    .memory_mib = stmt.Int(3)});
+  }
+  return out;
+}
+
+Result<StoredAllocation> ReadTx::GetAllocation(TaskKey id) const {
+  HF_ASSIGN_STMT(
+      stmt,
+      db_->Prepare(
+          "SELECT node, cpu_milli, memory_mib, rdma_device FROM allocations WHERE task_id = ?"));
+  stmt.Bind(1, static_cast<int64_t>(id));
+  Result<bool> row = stmt.Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return NotFound("task " + std::to_string(id) + " has no allocation");
+  StoredAllocation a{.task = id,
+                     .node = stmt.Text(0),
+                     .cpu_milli = stmt.Int(1),
+                     .memory_mib = stmt.Int(2),
+                     .rdma_device = stmt.Text(3)};
+  HF_ASSIGN_STMT(grants, db_->Prepare("SELECT gpu_index, milli, memory_mib FROM gpu_grants WHERE "
+                                      "task_id = ? ORDER BY gpu_index"));
+  grants.Bind(1, static_cast<int64_t>(id));
+  for (;;) {
+    Result<bool> g = grants.Step();
+    if (!g.ok()) return g.status();
+    if (!*g) break;
+    a.gpus.push_back({.index = static_cast<int32_t>(grants.Int(0)),
+                      .milli = static_cast<int32_t>(grants.Int(1)),
+                      .memory_mib = grants.Int(2)});
+  }
+  return a;
+}
+
+// ---- Config ---------------------------------------------------------------
+
+Result<json> ReadTx::GetPluginConfig(const std::string& name) const {
+  HF_ASSIGN_STMT(stmt, db_->Prepare("SELECT config FROM plugin_config WHERE name = ?"));
+  stmt.Bind(1, name);
+  Result<bool> row = stmt.Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return NotFound("no stored config for plugin " + name);
+  return ParseStored(stmt.Text(0), "config of plugin " + name);
+}
+
+Result<std::map<std::string, json>> ReadTx::ListPluginConfigs() const {
+  HF_ASSIGN_STMT(stmt, db_->Prepare("SELECT name, config FROM plugin_config ORDER BY name"));
+  std::map<std::string, json> out;
+  for (;;) {
+    Result<bool> row = stmt.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    Result<json> j = ParseStored(stmt.Text(1), "config of plugin " + stmt.Text(0));
+    if (!j.ok()) return j.status();
+    out[stmt.Text(0)] = std::move(*j);
+  }
+  return out;
+}
+
+Status Tx::PutPluginConfig(const std::string& name, const json& config) {
+  if (name.empty()) return InvalidArgument("plugin name must not be empty");
+  HF_ASSIGN_STMT(
+      stmt, db_->Prepare("INSERT INTO plugin_config (name, config, updated_at) VALUES (?, ?, ?)"
+                         " ON CONFLICT(name) DO UPDATE SET config = excluded.config, updated_at = "
+                         "excluded.updated_at"));
+  return stmt.Bind(1, name).Bind(2, config.dump()).Bind(3, now_ms_).Run();
+}
+
+Result<json> ReadTx::GetSchedulerConfig() const {
+  HF_ASSIGN_STMT(stmt, db_->Prepare("SELECT config FROM scheduler_config WHERE id = 1"));
+  Result<bool> row = stmt.Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return NotFound("no scheduler config stored yet");
+  return ParseStored(stmt.Text(0), "scheduler config");
+}
+
+Status Tx::PutSchedulerConfig(const json& config) {
+  HF_ASSIGN_STMT(
+      stmt, db_->Prepare("INSERT INTO scheduler_config (id, config, updated_at) VALUES (1, ?, ?)"
+                         " ON CONFLICT(id) DO UPDATE SET config = excluded.config, updated_at = "
+                         "excluded.updated_at"));
+  return stmt.Bind(1, config.dump()).Bind(2, now_ms_).Run();
+}
+
+// ---- Tokens ---------------------------------------------------------------
+
+Result<int64_t> Tx::InsertToken(const std::string& name, const std::string& role,
+                                const std::string& sha256_hex,
+                                std::optional<int64_t> expires_at_ms) {
+  if (name.empty()) return InvalidArgument("token name must not be empty");
+  if (role != "admin" && role != "operator" && role != "viewer" && role != "agent") {
+    return InvalidArgument("token role must be admin, operator, viewer or agent, not \"" + role +
+                           "\"");
+  }
+  if (!IsLowerHex64(sha256_hex)) {
+    return InvalidArgument("token hash must be a SHA-256 digest in 64 lowercase hex digits");
+  }
+  HF_ASSIGN_STMT(
+      stmt,
+      db_->Prepare(
+          "INSERT INTO tokens (name, role, hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?)"));
+  Status s = stmt.Bind(1, name)
+                 .Bind(2, role)
+                 .Bind(3, sha256_hex)
+                 .Bind(4, now_ms_)
+                 .Bind(5, expires_at_ms)
+                 .Run();
+  if (s.code() == StatusCode::kAlreadyExists) {
+    // The message must not echo the hash: tokens are never logged.
+    return AlreadyExists(s.message().find("tokens.name") != std::string::npos
+                             ? "a token named " + name + " already exists"
+                             : "a token with the same secret already exists");
+  }
+  HF_RETURN_IF_ERROR(s);
+  return db_->LastInsertRowId();
+}
+
+Result<TokenRecord> ReadTx::FindTokenByHash(const std::string& sha256_hex) const {
+  HF_ASSIGN_STMT(stmt, db_->Prepare(std::string(kTokenColumns) + " WHERE hash = ?"));
+  stmt.Bind(1, sha256_hex);
+  Result<bool> row = stmt.Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return NotFound("no such token");
+  return ReadToken(stmt);
+}
+
+Result<std::vector<TokenRecord>> ReadTx::ListTokens() const {
+  HF_ASSIGN_STMT(stmt, db_->Prepare(std::string(kTokenColumns) + " ORDER BY id"));
+  std::vector<TokenRecord> out;
+  for (;;) {
+    Result<bool> row = stmt.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    out.push_back(ReadToken(stmt));
+  }
+  return out;
+}
+
+Status Tx::RevokeToken(int64_t id) {
+  HF_ASSIGN_STMT(
+      stmt, db_->Prepare("UPDATE tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?"));
+  HF_RETURN_IF_ERROR(stmt.Bind(1, now_ms_).Bind(2, id).Run());
+  if (db_->Changes() == 0) return NotFound("token " + std::to_string(id) + " not found");
+  return Status::Ok();
+}
+
+// ---- Audit ----------------------------------------------------------------
+
+Status Tx::AppendAudit(const std::string& actor, const std::string& key, const json& old_value,
+                       const json& new_value) {
+  HF_ASSIGN_STMT(
+      stmt,
+      db_->Prepare("INSERT INTO audit_log (time, actor, key, old, new) VALUES (?, ?, ?, ?, ?)"));
+  stmt.Bind(1, now_ms_).Bind(2, actor).Bind(3, key);
+  BindJsonOrNull(stmt, 4, old_value);
+  BindJsonOrNull(stmt, 5, new_value);
+  return stmt.Run();
+}
+
+Result<std::vector<AuditEntry>> ReadTx::ListAudit(int limit) const {
+  HF_ASSIGN_STMT(
+      stmt, db_->Prepare(
+                "SELECT id, time, actor, key, old, new FROM audit_log ORDER BY id DESC LIMIT ?"));
+  stmt.Bind(1, int64_t{limit > 0 ? limit : -1});
+  std::vector<AuditEntry> out;
+  for (;;) {
+    Result<bool> row = stmt.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    AuditEntry e{
+        .id = stmt.Int(0), .time_ms = stmt.Int(1), .actor = stmt.Text(2), .key = stmt.Text(3)};
+    std::string what = "audit entry " + std::to_string(e.id);
+    if (!stmt.IsNull(4)) {
+      Result<json> j = ParseStored(stmt.Text(4), what);
+      if (!j.ok()) return j.status();
+      e.old_value = std::move(*j);
+    }
+    if (!stmt.IsNull(5)) {
+      Result<json> j = ParseStored(stmt.Text(5), what);
+      if (!j.ok()) return j.status();
+      e.new_value = std::move(*j);
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace hf::store
