@@ -29,6 +29,8 @@
 #include <vector>
 
 #include "core/model.h"
+#include "core/json_fields.h"
+#include "core/model_json.h"
 #include "core/status.h"
 #include "framework/framework.h"
 #include "framework/policy.h"
@@ -39,7 +41,6 @@ inline constexpr int kMaxJsonDepth = 32;
 // The most tasks one batch submission may carry. Each becomes a row and an
 // event in one transaction; 1000 keeps a batch's commit well under a second.
 inline constexpr size_t kMaxTaskBatch = 1000;
-inline constexpr size_t kMaxNameLength = 253;
 
 // Parses a request body. The top level must be an object. Errors (all
 // InvalidArgument): an empty body; nesting deeper than `max_depth` levels
@@ -49,8 +50,10 @@ inline constexpr size_t kMaxNameLength = 253;
 // garbage, with the byte position nlohmann reports.
 Result<nlohmann::json> ParseJsonBody(std::string_view body, int max_depth = kMaxJsonDepth);
 
-// True when `name` follows the naming rule above.
-bool IsValidName(std::string_view name);
+// Names follow json_fields::IsValidName; the domain documents' JSON forms
+// (TaskToJson, NodeSpecToJson, AllocationToJson) are in core/model_json.h.
+using json_fields::IsValidName;
+using json_fields::kMaxNameLength;
 
 // The Appendix A task submission:
 //   {"name", "group", "priority", "kind": "batch"|"inference",
@@ -68,11 +71,6 @@ Result<Task> ParseTaskSubmission(const nlohmann::json& j);
 // e.g. "tasks[3].requests.gpu must be an integer".
 Result<std::vector<Task>> ParseTaskBatch(const nlohmann::json& j);
 
-// The submission shape of `t` (every field, defaults included), so that
-// ParseTaskSubmission(TaskToJson(t)) gives `t` back (less its key). Callers
-// add "id", "state", "node" and so on.
-nlohmann::json TaskToJson(const Task& t);
-
 // The Appendix A node inventory:
 //   {"name", "labels": {string: string}, "cpu_milli", "memory_mib",
 //    "gpus": [{"index", "uuid", "model", "vendor", "memory_mib", "numa",
@@ -83,12 +81,6 @@ nlohmann::json TaskToJson(const Task& t);
 // is refused: it is for nodes declared in a file, never for the API. Ends
 // with NodeSpec::Validate().
 Result<NodeSpec> ParseNodeSpec(const nlohmann::json& j);
-nlohmann::json NodeSpecToJson(const NodeSpec& n);
-
-// {"node": node_name, "cpu_milli", "memory_mib",
-//  "gpus": [{"index", "milli", "memory_mib"}], "rdma_device"}. The caller
-// passes the name because an Allocation holds only the dense NodeId.
-nlohmann::json AllocationToJson(const Allocation& a, std::string_view node_name);
 
 // The vision's plugin shape {"name","type","enabled","weight","status","config"}
 // plus "extension_points" (all points, "Score,Bind"), "required", "mode" and

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "store/migrations.h"
-#include "store/spec_json.h"
+#include "core/model_json.h"
 
 namespace hf::store {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "store/spec_json.h"
+#include "core/model_json.h"
 #include "store/store.h"
 
 namespace hf::store {

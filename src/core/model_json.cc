@@ -1,0 +1,253 @@
+#include "core/model_json.h"
+
+#include "core/json_fields.h"
+
+namespace hf {
+
+using nlohmann::json;
+using namespace json_fields;  // NOLINT: the field readers are this file's vocabulary
+
+namespace {
+
+Status ParseRequests(const json& j, const std::string& path, Requests& r) {
+  HF_RETURN_IF_ERROR(RequireObject(j, path));
+  HF_RETURN_IF_ERROR(CheckKeys(
+      j, path, {"cpu_milli", "memory_mib", "gpu", "gpu_milli", "gpu_memory_mib", "gpu_models"}));
+  for (const auto& [key, v] : j.items()) {
+    const std::string f = Field(path, key);
+    if (key == "cpu_milli") {
+      HF_RETURN_IF_ERROR(ReadQuantity(v, f, r.cpu_milli));
+    } else if (key == "memory_mib") {
+      HF_RETURN_IF_ERROR(ReadQuantity(v, f, r.memory_mib));
+    } else if (key == "gpu") {
+      HF_RETURN_IF_ERROR(ReadQuantity(v, f, r.gpu));
+    } else if (key == "gpu_milli") {
+      HF_RETURN_IF_ERROR(ReadQuantity(v, f, r.gpu_milli));
+    } else if (key == "gpu_memory_mib") {
+      HF_RETURN_IF_ERROR(ReadQuantity(v, f, r.gpu_memory_mib));
+    } else if (key == "gpu_models") {
+      HF_RETURN_IF_ERROR(ReadStringList(v, f, false, r.gpu_models));
+    }
+  }
+  return Status::Ok();
+}
+
+Status ParseGpu(const json& j, const std::string& path, GpuDevice& g) {
+  HF_RETURN_IF_ERROR(RequireObject(j, path));
+  HF_RETURN_IF_ERROR(CheckKeys(
+      j, path,
+      {"index", "uuid", "model", "vendor", "memory_mib", "numa", "pcie_switch", "nvlink_domain"}));
+  if (!j.contains("index")) return InvalidArgument(Field(path, "index") + " is required");
+  for (const auto& [key, v] : j.items()) {
+    const std::string f = Field(path, key);
+    if (key == "index") {
+      HF_RETURN_IF_ERROR(ReadQuantity(v, f, g.index));
+    } else if (key == "uuid") {
+      HF_RETURN_IF_ERROR(ReadString(v, f, g.uuid));
+    } else if (key == "model") {
+      HF_RETURN_IF_ERROR(ReadString(v, f, g.model));
+    } else if (key == "vendor") {
+      HF_RETURN_IF_ERROR(ReadString(v, f, g.vendor));
+    } else if (key == "memory_mib") {
+      HF_RETURN_IF_ERROR(ReadQuantity(v, f, g.memory_mib));
+    } else if (key == "numa") {
+      HF_RETURN_IF_ERROR(ReadLocality(v, f, g.numa));
+    } else if (key == "pcie_switch") {
+      HF_RETURN_IF_ERROR(ReadLocality(v, f, g.pcie_switch));
+    } else if (key == "nvlink_domain") {
+      HF_RETURN_IF_ERROR(ReadLocality(v, f, g.nvlink_domain));
+    }
+  }
+  return Status::Ok();
+}
+
+Status ParseRdma(const json& j, const std::string& path, RdmaDevice& r) {
+  HF_RETURN_IF_ERROR(RequireObject(j, path));
+  HF_RETURN_IF_ERROR(CheckKeys(j, path, {"name", "numa", "pcie_switch"}));
+  if (!j.contains("name")) return InvalidArgument(Field(path, "name") + " is required");
+  for (const auto& [key, v] : j.items()) {
+    const std::string f = Field(path, key);
+    if (key == "name") {
+      HF_RETURN_IF_ERROR(ReadNonEmptyString(v, f, r.name));
+    } else if (key == "numa") {
+      HF_RETURN_IF_ERROR(ReadLocality(v, f, r.numa));
+    } else if (key == "pcie_switch") {
+      HF_RETURN_IF_ERROR(ReadLocality(v, f, r.pcie_switch));
+    }
+  }
+  return Status::Ok();
+}
+
+Status ParseTopology(const json& j, const std::string& path, TopologyPosition& t) {
+  HF_RETURN_IF_ERROR(RequireObject(j, path));
+  HF_RETURN_IF_ERROR(CheckKeys(j, path, {"zone", "switch", "rack"}));
+  for (const auto& [key, v] : j.items()) {
+    const std::string f = Field(path, key);
+    if (key == "zone") {
+      HF_RETURN_IF_ERROR(ReadString(v, f, t.zone));
+    } else if (key == "switch") {
+      HF_RETURN_IF_ERROR(ReadString(v, f, t.switch_name));
+    } else if (key == "rack") {
+      HF_RETURN_IF_ERROR(ReadString(v, f, t.rack));
+    }
+  }
+  return Status::Ok();
+}
+
+// Weights are doubles in the framework; written as integers when whole so the
+// response reads as the vision shows it (`"weight": 1`).
+
+}  // namespace
+
+// `prefix` is "" for a single submission and "tasks[i]" inside a batch.
+Result<Task> TaskFromJson(const json& j, const std::string& prefix) {
+  if (!j.is_object()) {
+    return InvalidArgument((prefix.empty() ? std::string("task") : prefix) +
+                           " must be an object, got " + TypeName(j));
+  }
+  HF_RETURN_IF_ERROR(CheckKeys(j, prefix,
+                               {"name", "group", "priority", "kind", "requests", "rdma_required",
+                                "depends_on", "preemptible", "command", "env"}));
+  Task t;
+  if (!j.contains("name")) return InvalidArgument(Field(prefix, "name") + " is required");
+  for (const auto& [key, v] : j.items()) {
+    const std::string f = Field(prefix, key);
+    if (key == "name") {
+      HF_RETURN_IF_ERROR(ReadName(v, f, t.name));
+    } else if (key == "group") {
+      HF_RETURN_IF_ERROR(ReadString(v, f, t.group));
+      // An empty group means "not part of a distributed job".
+      if (!t.group.empty()) HF_RETURN_IF_ERROR(CheckName(t.group, f));
+    } else if (key == "priority") {
+      HF_RETURN_IF_ERROR(ReadInt<int32_t>(v, f, std::numeric_limits<int32_t>::min(),
+                                          std::numeric_limits<int32_t>::max(), t.priority));
+    } else if (key == "kind") {
+      std::string kind;
+      HF_RETURN_IF_ERROR(ReadString(v, f, kind));
+      if (kind == "batch") {
+        t.kind = TaskKind::kBatch;
+      } else if (kind == "inference") {
+        t.kind = TaskKind::kInference;
+      } else {
+        return InvalidArgument(f + " must be \"batch\" or \"inference\"");
+      }
+    } else if (key == "requests") {
+      HF_RETURN_IF_ERROR(ParseRequests(v, f, t.requests));
+    } else if (key == "rdma_required") {
+      HF_RETURN_IF_ERROR(ReadBool(v, f, t.rdma_required));
+    } else if (key == "depends_on") {
+      HF_RETURN_IF_ERROR(ReadStringList(v, f, true, t.depends_on));
+    } else if (key == "preemptible") {
+      HF_RETURN_IF_ERROR(ReadBool(v, f, t.preemptible));
+    } else if (key == "command") {
+      HF_RETURN_IF_ERROR(ReadStringList(v, f, false, t.command));
+    } else if (key == "env") {
+      HF_RETURN_IF_ERROR(ReadStringMap(v, f, t.env));
+    }
+  }
+  HF_RETURN_IF_ERROR(Prefixed(t.requests.Validate(), prefix));
+  return t;
+}
+
+const char* TaskKindName(TaskKind kind) { return kind == TaskKind::kInference ? "inference" : "batch"; }
+
+json TaskToJson(const Task& t) {
+  const Requests& r = t.requests;
+  return {{"name", t.name},
+          {"group", t.group},
+          {"priority", t.priority},
+          {"kind", TaskKindName(t.kind)},
+          {"requests",
+           {{"cpu_milli", r.cpu_milli},
+            {"memory_mib", r.memory_mib},
+            {"gpu", r.gpu},
+            {"gpu_milli", r.gpu_milli},
+            {"gpu_memory_mib", r.gpu_memory_mib},
+            {"gpu_models", r.gpu_models}}},
+          {"rdma_required", t.rdma_required},
+          {"depends_on", t.depends_on},
+          {"preemptible", t.preemptible},
+          {"command", t.command},
+          {"env", t.env}};
+}
+
+Result<NodeSpec> NodeSpecFromJson(const json& j) {
+  if (!j.is_object())
+    return InvalidArgument(std::string("node must be an object, got ") + TypeName(j));
+  HF_RETURN_IF_ERROR(
+      CheckKeys(j, "", {"name", "labels", "cpu_milli", "memory_mib", "gpus", "rdma", "topology"}));
+  if (!j.contains("name")) return InvalidArgument("name is required");
+  NodeSpec n;
+  for (const auto& [key, v] : j.items()) {
+    if (key == "name") {
+      HF_RETURN_IF_ERROR(ReadName(v, key, n.name));
+    } else if (key == "labels") {
+      HF_RETURN_IF_ERROR(ReadStringMap(v, key, n.labels));
+    } else if (key == "cpu_milli") {
+      HF_RETURN_IF_ERROR(ReadQuantity(v, key, n.cpu_milli));
+    } else if (key == "memory_mib") {
+      HF_RETURN_IF_ERROR(ReadQuantity(v, key, n.memory_mib));
+    } else if (key == "gpus") {
+      if (!v.is_array())
+        return InvalidArgument("gpus must be an array, got " + std::string(TypeName(v)));
+      for (size_t i = 0; i < v.size(); ++i) {
+        GpuDevice g;
+        HF_RETURN_IF_ERROR(ParseGpu(v[i], Index("gpus", i), g));
+        n.gpus.push_back(std::move(g));
+      }
+    } else if (key == "rdma") {
+      if (!v.is_array())
+        return InvalidArgument("rdma must be an array, got " + std::string(TypeName(v)));
+      for (size_t i = 0; i < v.size(); ++i) {
+        RdmaDevice r;
+        HF_RETURN_IF_ERROR(ParseRdma(v[i], Index("rdma", i), r));
+        n.rdma.push_back(std::move(r));
+      }
+    } else if (key == "topology") {
+      HF_RETURN_IF_ERROR(ParseTopology(v, key, n.topology));
+    }
+  }
+  HF_RETURN_IF_ERROR(n.Validate());
+  return n;
+}
+
+json NodeSpecToJson(const NodeSpec& n) {
+  json gpus = json::array();
+  for (const GpuDevice& g : n.gpus) {
+    gpus.push_back({{"index", g.index},
+                    {"uuid", g.uuid},
+                    {"model", g.model},
+                    {"vendor", g.vendor},
+                    {"memory_mib", g.memory_mib},
+                    {"numa", g.numa},
+                    {"pcie_switch", g.pcie_switch},
+                    {"nvlink_domain", g.nvlink_domain}});
+  }
+  json rdma = json::array();
+  for (const RdmaDevice& r : n.rdma) {
+    rdma.push_back({{"name", r.name}, {"numa", r.numa}, {"pcie_switch", r.pcie_switch}});
+  }
+  return {
+      {"name", n.name},
+      {"labels", n.labels},
+      {"cpu_milli", n.cpu_milli},
+      {"memory_mib", n.memory_mib},
+      {"gpus", std::move(gpus)},
+      {"rdma", std::move(rdma)},
+      {"topology",
+       {{"zone", n.topology.zone}, {"switch", n.topology.switch_name}, {"rack", n.topology.rack}}}};
+}
+
+json AllocationToJson(const Allocation& a, std::string_view node_name) {
+  json gpus = json::array();
+  for (const GpuGrant& g : a.gpus) {
+    gpus.push_back({{"index", g.index}, {"milli", g.milli}, {"memory_mib", g.memory_mib}});
+  }
+  return {{"node", std::string(node_name)},
+          {"cpu_milli", a.cpu_milli},
+          {"memory_mib", a.memory_mib},
+          {"gpus", std::move(gpus)},
+          {"rdma_device", a.rdma_device}};
+}
+
+}  // namespace hf

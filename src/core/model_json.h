@@ -1,0 +1,39 @@
+// JSON forms of the domain model (SPEC Appendix A), read strictly: unknown
+// fields, wrong types and out-of-range values are InvalidArgument naming the
+// field by its path. The API, the store and the client all use these, so a
+// field has one name and one meaning everywhere.
+#ifndef HF_CORE_MODEL_JSON_H_
+#define HF_CORE_MODEL_JSON_H_
+
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "core/model.h"
+#include "core/status.h"
+
+namespace hf {
+
+// A task submission: name required; group, priority, kind, requests,
+// rdma_required, depends_on, preemptible, command, env optional. `prefix`
+// names the task in messages ("" for a single one, "tasks[3]" in a batch).
+Result<Task> TaskFromJson(const nlohmann::json& j, const std::string& prefix = "");
+// Every field, defaults included, so TaskFromJson(TaskToJson(t)) gives `t`
+// back (less its key). Callers add "id", "state", "node" and so on.
+nlohmann::json TaskToJson(const Task& t);
+const char* TaskKindName(TaskKind kind);
+
+// A node inventory: name required; labels, cpu_milli, memory_mib, gpus, rdma,
+// topology optional. Checked with NodeSpec::Validate.
+Result<NodeSpec> NodeSpecFromJson(const nlohmann::json& j);
+nlohmann::json NodeSpecToJson(const NodeSpec& n);
+
+// {"node": node_name, "cpu_milli", "memory_mib",
+//  "gpus": [{"index", "milli", "memory_mib"}], "rdma_device"}. The caller
+// passes the name because an Allocation holds only the dense NodeId.
+nlohmann::json AllocationToJson(const Allocation& a, std::string_view node_name);
+
+}  // namespace hf
+
+#endif  // HF_CORE_MODEL_JSON_H_
