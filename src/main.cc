@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <string>
 
+#include "server/server.h"
 #include "sim/simulate_command.h"
 
 namespace {
@@ -10,6 +11,7 @@ void Usage() {
   std::fprintf(stderr,
                "usage: heteroflow <command> [options]\n\n"
                "commands:\n"
+               "  server     run the control-plane server (REST API)\n"
                "  simulate   replay a cluster and workload (openb CSV or YAML) offline\n"
                "  version    print the version\n\n"
                "Run 'heteroflow <command> --help' for a command's options.\n");
@@ -23,6 +25,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string cmd = argv[1];
+  if (cmd == "server") return hf::server::RunServerCommand(argc - 1, argv + 1);
   if (cmd == "simulate") return hf::sim::RunSimulateCommand(argc - 1, argv + 1);
   if (cmd == "version" || cmd == "--version") {
     std::printf("heteroflow 0.1.0\n");

@@ -71,3 +71,10 @@ if(TARGET heteroflow)
     message(STATUS "python3 not found: skipping the simulator's checker tests")
   endif()
 endif()
+
+# The control-plane server: auth, plugins, scheduler config, persistence.
+if(TARGET heteroflow AND Python3_Interpreter_FOUND)
+  add_test(NAME server_smoke
+           COMMAND ${Python3_EXECUTABLE} ${HF_TESTS_DIR}/server_smoke.py $<TARGET_FILE:heteroflow>)
+  set_tests_properties(server_smoke PROPERTIES TIMEOUT 60 LABELS "e2e;server")
+endif()

@@ -1,0 +1,87 @@
+// The control-plane server (`heteroflow server`): opens the store, bootstraps
+// the admin token, loads the scheduling policy and serves the REST API of
+// SPEC §5-§6 (plugins and scheduler config in this slice).
+//
+// Startup contract:
+//   - the data dir is created if missing; the store lives at DIR/heteroflow.db;
+//   - on the first start (no token in the store) an admin token named "admin"
+//     is created from $HETEROFLOW_ADMIN_TOKEN, or generated; only its hash is
+//     stored. A generated token is printed once to stdout ("admin token: ...")
+//     and written to DIR/admin.token with mode 0600; tokens are never logged
+//     otherwise;
+//   - the policy stored in the database wins; a fresh database is seeded from
+//     --config (its plugins:/scheduler: blocks) or the defaults, and persisted;
+//   - "listening on http://HOST:PORT" is printed with the bound port;
+//   - SIGINT or SIGTERM stops gracefully and the command returns 0.
+#ifndef HF_SERVER_SERVER_H_
+#define HF_SERVER_SERVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/clock.h"
+#include "core/status.h"
+#include "framework/framework.h"
+#include "server/auth.h"
+#include "server/http_server.h"
+#include "server/router.h"
+#include "store/store.h"
+
+namespace hf::server {
+
+struct ServerOptions {
+  std::string config_path;  // empty: built-in defaults
+  std::string address = "0.0.0.0";
+  uint16_t port = 3333;
+  std::string data_dir = "./data";
+};
+
+// The API's state: store, framework (guarded by a mutex, as the framework is
+// not thread-safe) and routes. Thread-safe once Init returned OK.
+class ControlPlane {
+ public:
+  explicit ControlPlane(ServerOptions options);
+  ~ControlPlane();
+
+  // Creates the data dir, opens the store, bootstraps the admin token and
+  // loads (or seeds) the policy. Errors name the file or value at fault.
+  Status Init();
+  // Starts serving; bound_port() is valid afterwards.
+  Status Start();
+  void Stop();
+  uint16_t bound_port() const;
+
+ private:
+  struct Caller {
+    std::string name;
+    Role role = Role::kViewer;
+  };
+
+  Status BootstrapAdminToken();
+  Status LoadPolicy();
+  void AddRoutes();
+  // The caller behind the request's bearer token, or the 401/403 answer.
+  bool Authorize(const Request& req, Action action, Caller& caller, Response& denied) const;
+
+  Response ListPlugins() const;
+  Response PutPlugin(const Request& req, const Caller& caller);
+  Response GetSchedulerConfig() const;
+  Response PutSchedulerConfig(const Request& req, const Caller& caller);
+
+  ServerOptions options_;
+  SystemClock clock_;
+  std::unique_ptr<store::Store> store_;
+  mutable std::mutex mu_;  // guards framework_
+  std::unique_ptr<framework::Framework> framework_;
+  Router router_;
+  std::unique_ptr<HttpServer> http_;
+};
+
+// The `server` subcommand; argv[0] is "server". Returns the exit code.
+int RunServerCommand(int argc, char** argv);
+
+}  // namespace hf::server
+
+#endif  // HF_SERVER_SERVER_H_
