@@ -1,14 +1,15 @@
 #include "server/codec.h"
 
-#include "core/json_fields.h"
-#include "core/model_json.h"
-
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
 #include <set>
 #include <utility>
+
+#include "core/json_fields.h"
+#include "core/model_json.h"
 
 namespace hf::server {
 namespace {
@@ -235,7 +236,11 @@ Result<SchedulerConfigPatch> ParseSchedulerConfigPatch(const json& j) {
   return patch;
 }
 
-std::string StatusCodeToApiCode(StatusCode code) { return StatusCodeName(code); }
+std::string StatusCodeToApiCode(StatusCode code) {
+  std::string api = StatusCodeName(code);
+  for (char& c : api) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return api;
+}
 
 int HttpStatusFor(StatusCode code) {
   switch (code) {

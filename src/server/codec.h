@@ -121,8 +121,10 @@ nlohmann::json SchedulerConfigToJson(const framework::SchedulerConfig& c,
 // "score_weights.binpack") or the unknown key.
 Result<SchedulerConfigPatch> ParseSchedulerConfigPatch(const nlohmann::json& j);
 
-// The API's error code for a Status code: its StatusCodeName
-// ("INVALID_ARGUMENT", "NOT_FOUND", ...), so logs and bodies agree.
+// The API's error code for a Status code: its StatusCodeName in lower case
+// ("invalid_argument", "not_found", ...), the same style as the transport's
+// own codes ("payload_too_large", "unauthenticated"), so every error body of
+// the API looks alike.
 std::string StatusCodeToApiCode(StatusCode code);
 
 // The one place Status codes become HTTP statuses:

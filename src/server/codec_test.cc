@@ -537,15 +537,15 @@ TEST(CodecErrorTest, HttpStatusTable) {
     std::string api;
   };
   for (const Row& r :
-       std::vector<Row>{{StatusCode::kOk, 200, "OK"},
-                        {StatusCode::kInvalidArgument, 400, "INVALID_ARGUMENT"},
-                        {StatusCode::kNotFound, 404, "NOT_FOUND"},
-                        {StatusCode::kAlreadyExists, 409, "ALREADY_EXISTS"},
-                        {StatusCode::kConflict, 409, "CONFLICT"},
-                        {StatusCode::kFailedPrecondition, 422, "FAILED_PRECONDITION"},
-                        {StatusCode::kResourceExhausted, 429, "RESOURCE_EXHAUSTED"},
-                        {StatusCode::kUnavailable, 503, "UNAVAILABLE"},
-                        {StatusCode::kInternal, 500, "INTERNAL"}}) {
+       std::vector<Row>{{StatusCode::kOk, 200, "ok"},
+                        {StatusCode::kInvalidArgument, 400, "invalid_argument"},
+                        {StatusCode::kNotFound, 404, "not_found"},
+                        {StatusCode::kAlreadyExists, 409, "already_exists"},
+                        {StatusCode::kConflict, 409, "conflict"},
+                        {StatusCode::kFailedPrecondition, 422, "failed_precondition"},
+                        {StatusCode::kResourceExhausted, 429, "resource_exhausted"},
+                        {StatusCode::kUnavailable, 503, "unavailable"},
+                        {StatusCode::kInternal, 500, "internal"}}) {
     EXPECT_EQ(HttpStatusFor(r.code), r.http) << r.api;
     EXPECT_EQ(StatusCodeToApiCode(r.code), r.api);
   }
@@ -554,7 +554,7 @@ TEST(CodecErrorTest, HttpStatusTable) {
 TEST(CodecErrorTest, BodyShape) {
   EXPECT_EQ(
       ErrorBody(Conflict("spread conflicts with binpack")),
-      json::parse(R"({"error":{"code":"CONFLICT","message":"spread conflicts with binpack"}})"));
+      json::parse(R"({"error":{"code":"conflict","message":"spread conflicts with binpack"}})"));
 }
 
 }  // namespace
