@@ -40,8 +40,6 @@ Result<NodeId> ClusterState::AddNode(const NodeSpec& spec) {
   measured_.push_back(0);
   usage_.emplace_back();
   gpu_util_.push_back(0);
-  cpu_load_.push_back(0);
-  mem_used_.push_back(0);
   const auto inv = [](int64_t total) { return total > 0 ? 1.0 / double(total) : 0.0; };
   inv_cpu_.push_back(inv(spec.cpu_milli));
   inv_mem_.push_back(inv(spec.memory_mib));
@@ -99,17 +97,14 @@ void ClusterState::SetCondition(NodeId n, NodeCondition c) {
 
 void ClusterState::UpdateEstimates(NodeId n) {
   if (!measured_[n]) return;
-  cpu_est_.Set(n, cpu_load_[n] + double(inflight_cpu_[n]) * inv_cpu_[n]);
-  mem_est_.Set(n, mem_used_[n] + double(inflight_mem_[n]) * inv_mem_[n]);
+  cpu_est_.Set(n, usage_[n].cpu_load + double(inflight_cpu_[n]) * inv_cpu_[n]);
+  mem_est_.Set(n, usage_[n].memory_used + double(inflight_mem_[n]) * inv_mem_[n]);
   if (gpu_count_[n] > 0) gpu_est_.Set(n, gpu_util_[n] + double(inflight_gpu_milli_[n]) * inv_gpu_milli_[n]);
 }
 
 void ClusterState::ReportUsage(NodeId n, const NodeUsage& usage) {
   usage_[n] = usage;
-  if (!measured_[n]) ++measured_count_;
   measured_[n] = 1;
-  cpu_load_[n] = usage.cpu_load;
-  mem_used_[n] = usage.memory_used;
   double sum = 0;
   for (const GpuUsage& g : usage.gpus) sum += g.utilization;
   gpu_util_[n] = usage.gpus.empty() ? 0 : sum / double(usage.gpus.size());
@@ -287,6 +282,17 @@ Status ClusterState::Release(TaskKey key) {
   placed_.erase(it);
   if (was_lowest) RecomputeLowestPreemptible(n);
   return Status::Ok();
+}
+
+Status ClusterState::Restore(const PlacedTask& placed) {
+  Task t;
+  t.key = placed.key;
+  t.name = placed.name;
+  t.group = placed.group;
+  t.priority = placed.priority;
+  t.preemptible = placed.preemptible;
+  t.rdma_required = placed.rdma;
+  return Bind(t, placed.alloc, placed.state, placed.started_at_ms);
 }
 
 Status ClusterState::MarkRunning(TaskKey key, int64_t now_ms) {

@@ -87,6 +87,10 @@ class ClusterState {
               int64_t now_ms = 0);
   // Frees everything a placed task holds. NotFound if it holds nothing.
   Status Release(TaskKey key);
+  // Puts back a task exactly as a copy taken before its Release described it
+  // (same devices, state and start time): undoing an eviction. Same checks
+  // as Bind.
+  Status Restore(const PlacedTask& placed);
   // Marks a placed task running (it started on its node at now_ms).
   Status MarkRunning(TaskKey key, int64_t now_ms);
 
@@ -173,13 +177,6 @@ class ClusterState {
     const double* util_memory;
     const double* util_gpu;
     const uint8_t* has;
-    const uint8_t* measured;
-    const double* cpu_load;         // as reported
-    const double* memory_used;      // as reported
-    const double* gpu_utilization;  // mean over GPUs, as reported
-    const int64_t* inflight_cpu;
-    const int64_t* inflight_memory;
-    const int64_t* inflight_gpu_milli;
   };
   Arrays arrays() const {
     return {condition_.data(),     total_cpu_.data(),     total_mem_.data(),
@@ -187,12 +184,8 @@ class ClusterState {
             gpu_count_.data(),     free_whole_.data(),    max_free_milli_.data(),
             model_mask_.data(),    inv_cpu_.data(),       inv_mem_.data(),
             inv_gpu_milli_.data(), util_cpu_.data(),      util_mem_.data(),
-            util_gpu_.data(),      has_.data(),           measured_.data(),      cpu_load_.data(),
-            mem_used_.data(),      gpu_util_.data(),      inflight_cpu_.data(),
-            inflight_mem_.data(),  inflight_gpu_milli_.data()};
+            util_gpu_.data(),      has_.data()};
   }
-  // How many nodes have reported usage (0: threshold checks can be skipped).
-  size_t measured_count() const { return measured_count_; }
 
   // Indexes kept current by every change, for filters that skip nodes:
   //   ready_nodes: condition Ready;
@@ -239,14 +232,13 @@ class ClusterState {
   std::vector<ModelMask> model_mask_;
   std::vector<uint8_t> measured_;
   std::vector<NodeUsage> usage_;
-  std::vector<double> gpu_util_, cpu_load_, mem_used_;
+  std::vector<double> gpu_util_;
   std::vector<double> inv_cpu_, inv_mem_, inv_gpu_milli_;
   std::vector<double> util_cpu_, util_mem_, util_gpu_;
   std::vector<uint8_t> has_;
   NodeBitmap ready_, mixed_;
   std::vector<NodeBitmap> model_nodes_, whole_ge_, share_ge_;
   MaxTree cpu_est_, mem_est_, gpu_est_;
-  size_t measured_count_ = 0;
   std::vector<int64_t> inflight_cpu_, inflight_mem_, inflight_gpu_milli_;
   std::vector<uint64_t> reports_;  // measurements received per node
   std::vector<int32_t> lowest_preemptible_, scheduled_preemptible_;

@@ -96,6 +96,30 @@ TEST(ClusterStateTest, BindValidatesEveryGrantBeforeChangingAnything) {
   }
 }
 
+TEST(ClusterStateTest, RestoreUndoesARelease) {
+  ClusterState c;
+  NodeId n = *c.AddNode(GpuNode("a", 2));
+  Task t = MakeTask(1, 1, 400);
+  t.group = "job";
+  t.priority = 7;
+  ASSERT_TRUE(c.Bind(t, Alloc(n, {{1, 400, 0}}), TaskState::kRunning, 1234).ok());
+  const PlacedTask before = *c.FindPlaced(1);
+  ASSERT_TRUE(c.Release(1).ok());
+  ASSERT_TRUE(c.Restore(before).ok());
+  const PlacedTask* after = c.FindPlaced(1);
+  ASSERT_NE(after, nullptr);
+  EXPECT_EQ(after->alloc.gpus, before.alloc.gpus);
+  EXPECT_EQ(after->state, TaskState::kRunning);
+  EXPECT_EQ(after->started_at_ms, 1234);
+  EXPECT_EQ(after->priority, 7);
+  EXPECT_EQ(c.gpu_free_milli(n)[1], 600);
+  EXPECT_EQ(c.GroupNodes("job").size(), 1u);
+  // Restoring over a taken share is refused like any bind.
+  ASSERT_TRUE(c.Release(1).ok());
+  ASSERT_TRUE(c.Bind(MakeTask(2, 1, 700), Alloc(n, {{1, 700, 0}})).ok());
+  EXPECT_EQ(c.Restore(before).code(), StatusCode::kResourceExhausted);
+}
+
 TEST(ClusterStateTest, ModelRestrictionIsEnforcedAtBind) {
   ClusterState c;
   NodeId n = *c.AddNode(GpuNode("a", 1, "T4"));

@@ -53,7 +53,8 @@ class MaxTree {
 
   void Resize(size_t nodes);
   void Set(uint32_t n, double v);
-  double max() const { return tree_.empty() ? kNone : tree_[1]; }
+  // Node n's own value (kNone if it has none).
+  double value(uint32_t n) const { return tree_[leaves_ + n]; }
   // Appends every node whose value is > bound, in ascending id order.
   void CollectAbove(double bound, std::vector<uint32_t>& out) const;
 

@@ -336,16 +336,7 @@ bool Framework::CommitPreemption(const Task& task, ClusterState& cluster,
     return true;
   }
   // The plan did not hold (a bug in a plugin): put the victims back as they were.
-  for (const auto& e : evicted) {
-    Task t;
-    t.key = e.key;
-    t.name = e.name;
-    t.group = e.group;
-    t.priority = e.priority;
-    t.preemptible = e.preemptible;
-    t.rdma_required = e.rdma;
-    HF_CHECK(cluster.Bind(t, e.alloc, e.state, e.started_at_ms).ok());
-  }
+  for (const auto& e : evicted) HF_CHECK(cluster.Restore(e).ok());
   d.reason = why;
   return false;
 }

@@ -1,5 +1,7 @@
 #include "plugins/fit/fit.h"
 
+#include <algorithm>
+
 #include "core/fit.h"
 
 namespace hf::plugins {
@@ -66,11 +68,15 @@ void Fit::Filter(const Task& task, const ClusterState& cluster, std::vector<Node
   }
   const bool wants_gpu = r.gpu > 0;
   if (wants_gpu) {
-    models_.assign(words, 0);
-    for (size_t m = 0; m < cluster.model_count(); ++m) {
-      if (!(allowed & (ClusterState::ModelMask{1} << m))) continue;
-      const uint64_t* bits = cluster.model_nodes(m).data();
-      for (size_t w = 0; w < words; ++w) models_[w] |= bits[w];
+    // Any model: nothing to narrow (nodes without GPUs fail the exact check).
+    models_.assign(words, ~uint64_t{0});
+    if (allowed != ClusterState::kAnyModel) {
+      std::fill(models_.begin(), models_.end(), 0);
+      for (size_t m = 0; m < cluster.model_count(); ++m) {
+        if (!(allowed & (ClusterState::ModelMask{1} << m))) continue;
+        const uint64_t* bits = cluster.model_nodes(m).data();
+        for (size_t w = 0; w < words; ++w) models_[w] |= bits[w];
+      }
     }
     const NodeBitmap* capacity = nullptr;
     if (r.gpu_milli == kWholeGpuMilli) {

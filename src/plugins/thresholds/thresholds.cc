@@ -41,7 +41,6 @@ void LoadThreshold::Filter(const Task& task, const ClusterState& cluster,
   std::sort(above_.begin(), above_.end());
   above_.erase(std::unique(above_.begin(), above_.end()), above_.end());
 
-  const ClusterState::Arrays a = cluster.arrays();
   const bool wants_gpu = task.requests.gpu > 0;
   size_t out = 0, k = 0;
   for (NodeId n : nodes) {
@@ -51,12 +50,12 @@ void LoadThreshold::Filter(const Task& task, const ClusterState& cluster,
       continue;
     }
     // The same order as documented: CPU load, memory, then GPU utilization.
-    if (a.cpu_load[n] + double(a.inflight_cpu[n]) * a.inv_cpu[n] > cpu_) {
+    // The estimates are the trees' own values: one formula, in ClusterState.
+    if (cluster.cpu_estimate().value(n) > cpu_) {
       rejections.Reject(n, cpu_reason_);
-    } else if (a.memory_used[n] + double(a.inflight_memory[n]) * a.inv_memory[n] > memory_) {
+    } else if (cluster.memory_estimate().value(n) > memory_) {
       rejections.Reject(n, memory_reason_);
-    } else if (wants_gpu && a.gpu_count[n] > 0 &&
-               a.gpu_utilization[n] + double(a.inflight_gpu_milli[n]) * a.inv_gpu_milli[n] > gpu_) {
+    } else if (wants_gpu && cluster.gpu_estimate().value(n) > gpu_) {
       rejections.Reject(n, gpu_reason_);
     } else {
       nodes[out++] = n;
