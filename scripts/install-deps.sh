@@ -9,7 +9,7 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
   libsqlite3-dev libboost-dev libssl-dev
   libgtest-dev libgmock-dev
-  python3
+  python3 python3-prometheus-client curl wrk
 )
 
 missing=()

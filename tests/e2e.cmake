@@ -1,6 +1,11 @@
 # End-to-end tests of the real `heteroflow` binary (included by
 # tests/CMakeLists.txt). Scripts live beside this file.
 
+# The tests use Debian's python3 packages (python3-prometheus-client), so
+# prefer the system interpreter over any other python3 on PATH.
+if(EXISTS /usr/bin/python3 AND NOT Python3_EXECUTABLE)
+  set(Python3_EXECUTABLE /usr/bin/python3)
+endif()
 find_package(Python3 COMPONENTS Interpreter)
 set(HF_TESTS_DIR ${CMAKE_CURRENT_SOURCE_DIR})
 # The trace is not in this repository: CI clones the repository next to a copy
