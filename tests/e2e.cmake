@@ -83,3 +83,18 @@ if(TARGET heteroflow AND Python3_Interpreter_FOUND)
            COMMAND ${Python3_EXECUTABLE} ${HF_TESTS_DIR}/server_smoke.py $<TARGET_FILE:heteroflow>)
   set_tests_properties(server_smoke PROPERTIES TIMEOUT 60 LABELS "e2e;server")
 endif()
+
+# The API's end-to-end acceptance tests (tests/api/): the vision's curl calls,
+# a corpus of malformed requests, tasks, a crash mid-burst, metrics, the
+# scheduler preview. Each starts the real binary on a temporary data dir.
+if(TARGET heteroflow AND Python3_Interpreter_FOUND)
+  foreach(case vision:60 malformed:120 tasks:120 crash:120 metrics:60 preview:60)
+    string(REPLACE ":" ";" parts ${case})
+    list(GET parts 0 name)
+    list(GET parts 1 timeout)
+    add_test(NAME api_${name}
+             COMMAND ${Python3_EXECUTABLE} ${HF_TESTS_DIR}/api/test_${name}.py
+                     $<TARGET_FILE:heteroflow>)
+    set_tests_properties(api_${name} PROPERTIES TIMEOUT ${timeout} LABELS "e2e;server")
+  endforeach()
+endif()

@@ -103,4 +103,15 @@ class [[nodiscard]] Result {
     if (!hf_status_.ok()) return hf_status_; \
   } while (0)
 
+#define HF_STATUS_CONCAT_INNER(a, b) a##b
+#define HF_STATUS_CONCAT(a, b) HF_STATUS_CONCAT_INNER(a, b)
+// `lhs = value of expr` when expr (a Result) is OK, otherwise returns its
+// Status. lhs may declare a variable: HF_ASSIGN_OR_RETURN(auto x, F());
+#define HF_ASSIGN_OR_RETURN(lhs, expr) \
+  HF_ASSIGN_OR_RETURN_IMPL(HF_STATUS_CONCAT(hf_result_, __LINE__), lhs, expr)
+#define HF_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
+  auto tmp = (expr);                             \
+  if (!tmp.ok()) return tmp.status();            \
+  lhs = std::move(tmp).value()
+
 #endif  // HF_CORE_STATUS_H_

@@ -1,6 +1,7 @@
 #include "framework/framework.h"
 
 #include <algorithm>
+#include <chrono>
 #include <numeric>
 
 #include "core/fit.h"
@@ -56,7 +57,9 @@ Result<PluginSettings> Merge(PluginSettings s, const std::string& plugin, const 
       if (!v.is_number()) return InvalidArgument(field + " must be a number");
       s.weight = v.get<double>();
     } else if (k == "mode") {
-      if (!v.is_string()) return InvalidArgument(field + " must be a string");
+      if (!v.is_string() || v.get<std::string>().empty()) {
+        return InvalidArgument(field + " must be a non-empty string");
+      }
       s.mode = v.get<std::string>();
     } else {
       s.config[k] = v;
@@ -140,6 +143,14 @@ Status Framework::ApplySettings(Slot& slot, const PluginSettings& s) {
     }
   }
   if (!settings.config.is_object()) return InvalidArgument("plugins." + name + ".config must be an object");
+  const std::vector<std::string> keys = slot.plugin->ConfigKeys();
+  for (const auto& [key, value] : settings.config.items()) {
+    if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+    std::string known;
+    for (const auto& k : keys) known += (known.empty() ? "" : ", ") + k;
+    return InvalidArgument("plugins." + name + ": unknown config key \"" + key + "\" (" +
+                           (known.empty() ? "it takes none" : "known: " + known) + ")");
+  }
   const PluginStatus before = slot.status;
   slot.status = PluginStatus::kConfiguring;
   Status st = slot.plugin->Configure(PluginArgs{settings.mode, settings.config});
@@ -205,7 +216,10 @@ Status Framework::UpdatePlugin(std::string_view name, const PluginPatch& patch) 
     s.enabled = *patch.enabled;
   }
   if (patch.weight) s.weight = *patch.weight;
-  if (patch.mode) s.mode = *patch.mode;
+  if (patch.mode) {
+    if (patch.mode->empty()) return InvalidArgument("plugins." + std::string(name) + ".mode must not be empty");
+    s.mode = *patch.mode;
+  }
   if (patch.config) {
     if (!patch.config->is_object()) return InvalidArgument("config must be an object");
     for (auto& [k, v] : patch.config->items()) s.config[k] = v;
@@ -301,8 +315,16 @@ bool Framework::BindAndCommit(const Task& task, ClusterState& cluster, NodeId no
     d.reason = "bind on " + cluster.spec(node).name + " failed: " + why;
     return false;
   };
-  for (BindPlugin* b : device_binders_) {
+  const auto bind = [&](BindPlugin* b) {
+    if (!options.timings) return b->Bind(task, cluster, alloc);
+    const auto t0 = std::chrono::steady_clock::now();
     Status st = b->Bind(task, cluster, alloc);
+    options.timings->push_back(
+        {b->Name(), "Bind", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
+    return st;
+  };
+  for (BindPlugin* b : device_binders_) {
+    Status st = bind(b);
     if (!st.ok()) return fail(std::string(b->Name()) + ": " + st.message());
   }
   if (task.requests.gpu > 0 && alloc.gpus.empty()) PickDefaultGpus(task, cluster, alloc);
@@ -310,7 +332,7 @@ bool Framework::BindAndCommit(const Task& task, ClusterState& cluster, NodeId no
     return fail("could not choose " + std::to_string(task.requests.gpu) + " GPU(s)");
   }
   for (BindPlugin* b : attachment_binders_) {
-    Status st = b->Bind(task, cluster, alloc);
+    Status st = bind(b);
     if (!st.ok()) return fail(std::string(b->Name()) + ": " + st.message());
   }
   Status st = cluster.Bind(task, alloc, options.bind_state, deps_.clock ? deps_.clock->NowMs() : 0);
@@ -350,13 +372,29 @@ Decision Framework::Schedule(const Task& task, ClusterState& cluster, const Sche
   for (const auto& name : due) (void)ReloadPlugin(name);  // failures show as status `error`
 
   const size_t n = cluster.node_count();
+  // Runs fn, timing it when the caller asked for timings.
+  const auto timed = [&](std::string_view plugin, const char* point, auto&& fn) {
+    if (!options.timings) return fn();
+    const auto t0 = std::chrono::steady_clock::now();
+    struct Record {
+      const ScheduleOptions& o;
+      std::string_view plugin;
+      const char* point;
+      std::chrono::steady_clock::time_point t0;
+      ~Record() {
+        o.timings->push_back(
+            {plugin, point, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
+      }
+    } record{options, plugin, point, t0};
+    return fn();
+  };
   const auto run_filters = [&](bool recording) {
     nodes_.resize(n);
     std::iota(nodes_.begin(), nodes_.end(), NodeId{0});
     rejections_.Reset(n, reasons_.size(), recording);
     for (FilterPlugin* f : filters_) {
       if (nodes_.empty()) break;
-      f->Filter(task, cluster, nodes_, rejections_);
+      timed(f->Name(), "Filter", [&] { f->Filter(task, cluster, nodes_, rejections_); });
     }
   };
   // Reasons are worked out only when someone will read them (see Rejections).
@@ -376,7 +414,8 @@ Decision Framework::Schedule(const Task& task, ClusterState& cluster, const Sche
   if (nodes_.empty()) {
     d.reason = Summarize(n);
     for (PostFilterPlugin* pf : post_filters_) {
-      PreemptionPlan plan = pf->PostFilter(task, cluster, rejections_);
+      PreemptionPlan plan =
+          timed(pf->Name(), "PostFilter", [&] { return pf->PostFilter(task, cluster, rejections_); });
       if (plan.node != kNoNode && CommitPreemption(task, cluster, plan, options, d)) break;
     }
     return d;
@@ -396,10 +435,14 @@ Decision Framework::Schedule(const Task& task, ClusterState& cluster, const Sche
     for (size_t si = 0; si < scorers_.size(); ++si) {
       const Scorer& s = scorers_[si];
       if (s.weight == 0 && !ex) continue;
-      if (s.pre && !s.pre->PreScore(task, cluster, nodes_)) continue;
+      if (s.pre && !timed(s.name, "PreScore", [&] { return s.pre->PreScore(task, cluster, nodes_); })) {
+        continue;
+      }
       scratch_.resize(nodes_.size());  // Score writes every entry
-      s.score->Score(task, cluster, nodes_, scratch_);
-      s.score->NormalizeScores(scratch_);
+      timed(s.name, "Score", [&] {
+        s.score->Score(task, cluster, nodes_, scratch_);
+        s.score->NormalizeScores(scratch_);
+      });
       const double w = s.weight;
       if (first) {
         for (size_t i = 0; i < nodes_.size(); ++i) total_[i] = w * std::clamp(scratch_[i], 0.0, 100.0);

@@ -54,11 +54,21 @@ struct PluginPatch {
   std::optional<nlohmann::json> config;  // merged key by key into the config
 };
 
+// How long one plugin took at one extension point, in one Schedule call.
+struct PluginTiming {
+  std::string_view plugin;  // valid while the Framework lives
+  const char* point;        // "Filter", "PostFilter", "PreScore", "Score", "Bind"
+  double seconds;
+};
+
 struct ScheduleOptions {
   // Record every node's filter verdict and every plugin's scores.
   bool explain = false;
   // State the task gets when bound (the simulator starts tasks at once).
   TaskState bind_state = TaskState::kScheduled;
+  // When set, every plugin call is timed and appended here (for metrics;
+  // callers sample, as the clock reads cost more than a cheap filter).
+  std::vector<PluginTiming>* timings = nullptr;
 };
 
 // One node's part in a decision, when explained.

@@ -64,6 +64,9 @@ class Plugin {
   virtual uint32_t Points() const = 0;
   // Modes accepted by the `mode` setting; empty when the plugin has none.
   virtual std::vector<std::string> Modes() const { return {}; }
+  // The keys its `config` may hold; any other key is refused by the
+  // framework (InvalidArgument naming it), so a typo never passes silently.
+  virtual std::vector<std::string> ConfigKeys() const { return {}; }
   // Names of plugins that may not be enabled together with this one.
   virtual std::vector<std::string> ConflictsWith() const { return {}; }
 

@@ -157,4 +157,18 @@ Result<Policy> LoadPolicyFile(const std::string& path) {
   return ParsePolicyYaml(ss.str(), path);
 }
 
+Result<nlohmann::json> LoadConfigBlock(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  if (!in) return NotFound(path + ": cannot open config file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    YAML::Node root = YAML::Load(ss.str());
+    if (!root.IsMap() || !root[key]) return nlohmann::json(nullptr);
+    return ToJson(root[key]);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(path + ": " + e.what());
+  }
+}
+
 }  // namespace hf::framework

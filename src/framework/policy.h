@@ -61,6 +61,12 @@ struct Policy {
 Result<Policy> ParsePolicyYaml(const std::string& text, const std::string& source);
 Result<Policy> LoadPolicyFile(const std::string& path);
 
+// The JSON form of one top-level block of a server config file (e.g.
+// `nodes:`), scalars typed as YAML reads them; null when the file has no such
+// block. NotFound when the file cannot be opened; InvalidArgument (with the
+// file name) when it is not YAML.
+Result<nlohmann::json> LoadConfigBlock(const std::string& path, const std::string& key);
+
 // Validates a weight value; `field` names it in the message.
 Status ValidateWeight(double w, const std::string& field);
 

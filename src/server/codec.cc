@@ -62,6 +62,11 @@ Result<json> ParseJsonBody(std::string_view body, int max_depth) {
   if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     return InvalidArgument("request body is empty; expected a JSON object");
   }
+  // JSON text never holds a raw NUL; the parser would stop at it and ignore
+  // whatever follows, so refuse it here.
+  if (const size_t nul = body.find('\0'); nul != std::string_view::npos) {
+    return InvalidArgument("malformed JSON: NUL byte at position " + std::to_string(nul));
+  }
   // One set of keys per open object, to refuse duplicates.
   std::vector<std::set<std::string>> open_objects;
   json::parser_callback_t callback = [&](int depth, json::parse_event_t event, json& parsed) {

@@ -4,15 +4,18 @@
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <utility>
 #include <vector>
 
+#include "core/model_json.h"
 #include "framework/registry.h"
 #include "server/codec.h"
 
@@ -80,12 +83,116 @@ Status ControlPlane::Init() {
   Result<std::unique_ptr<store::Store>> st = store::Store::Open(options_.data_dir + "/heteroflow.db", so);
   if (!st.ok()) return st.status();
   store_ = std::move(st).value();
-  Status s = BootstrapAdminToken();
-  if (!s.ok()) return s;
-  s = LoadPolicy();
-  if (!s.ok()) return s;
+  HF_RETURN_IF_ERROR(BootstrapAdminToken());
+  HF_RETURN_IF_ERROR(LoadPolicy());
+  RegisterMetrics();
+  SchedulerOptions so_opts;
+  so_opts.on_attempt = [this](std::string_view result, double secs) {
+    m_.attempts->With({result}).Inc();
+    m_.attempt_duration->With({result}).Observe(secs);
+  };
+  so_opts.on_plugin_timings = [this](const std::vector<framework::PluginTiming>& timings) {
+    for (const framework::PluginTiming& t : timings) {
+      m_.plugin_duration->With({t.plugin, t.point}).Observe(t.seconds);
+    }
+  };
+  so_opts.on_commit_failure = [this](size_t n) {
+    m_.attempts->With({"error"}).Inc(static_cast<double>(n));
+  };
+  so_opts.on_preemption = [this](size_t victims) { m_.victims->Inc(static_cast<double>(victims)); };
+  scheduler_ = std::make_unique<Scheduler>(store_.get(), framework_.get(), &mu_, &clock_, &events_,
+                                           std::move(so_opts));
+  HF_RETURN_IF_ERROR(RegisterDeclaredNodes());
+  HF_RETURN_IF_ERROR(scheduler_->Recover());
   AddRoutes();
   return Status::Ok();
+}
+
+void ControlPlane::RegisterMetrics() {
+  auto must = [](auto r) {
+    HF_CHECK(r.ok());
+    return *r;
+  };
+  m_.attempts = must(metrics_.AddCounter("heteroflow_scheduler_schedule_attempts_total",
+                                         "Scheduling attempts by result.", {"result"}));
+  m_.attempt_duration = must(metrics_.AddHistogram(
+      "heteroflow_scheduler_scheduling_attempt_duration_seconds",
+      "Time to run the framework for one task, by result.", {"result"}));
+  m_.attempts->With({"error"});
+  for (const char* r : {"scheduled", "unschedulable"}) {
+    m_.attempts->With({r});
+    m_.attempt_duration->With({r});
+  }
+  m_.plugin_duration = must(metrics_.AddHistogram(
+      "heteroflow_scheduler_plugin_execution_duration_seconds",
+      "Time one plugin took at one extension point (one attempt in 10 is timed).",
+      {"plugin", "extension_point"}));
+  m_.victims = &must(metrics_.AddCounter("heteroflow_scheduler_preemption_victims_total",
+                                         "Tasks evicted by preemption."))->With();
+  HF_CHECK(metrics_.AddCollector(
+      "heteroflow_scheduler_pending_tasks", "Tasks waiting: to be tried (active) or tried and "
+      "found unschedulable.", MetricType::kGauge, {"queue"}, [this] {
+        return std::vector<CollectedSample>{
+            {{"active"}, static_cast<double>(scheduler_->active_count())},
+            {{"unschedulable"}, static_cast<double>(scheduler_->unschedulable_count())}};
+      }).ok());
+  HF_CHECK(metrics_.AddCollector(
+      "heteroflow_node_gpu_milli_allocated", "GPU share allocated on a node (1000 = one GPU).",
+      MetricType::kGauge, {"node"}, [this] {
+        std::vector<CollectedSample> rows;
+        for (const auto& [node, used, total] : scheduler_->GpuAllocation()) {
+          rows.push_back({{node}, static_cast<double>(used)});
+        }
+        return rows;
+      }).ok());
+  HF_CHECK(metrics_.AddCollector(
+      "heteroflow_node_gpu_milli_total", "GPU capacity of a node (1000 = one GPU).",
+      MetricType::kGauge, {"node"}, [this] {
+        std::vector<CollectedSample> rows;
+        for (const auto& [node, used, total] : scheduler_->GpuAllocation()) {
+          rows.push_back({{node}, static_cast<double>(total)});
+        }
+        return rows;
+      }).ok());
+  m_.http_requests = must(metrics_.AddCounter("heteroflow_http_requests_total",
+                                              "HTTP requests answered, by method and status.",
+                                              {"method", "code"}));
+  m_.http_duration = must(metrics_.AddHistogram("heteroflow_http_request_duration_seconds",
+                                                "Time to answer an HTTP request.", {}));
+}
+
+Response ControlPlane::Metrics() const {
+  Response r;
+  r.status = 200;
+  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  r.body = metrics_.Render();
+  return r;
+}
+
+Status ControlPlane::RegisterDeclaredNodes() {
+  if (options_.config_path.empty()) return Status::Ok();
+  HF_ASSIGN_OR_RETURN(json nodes, framework::LoadConfigBlock(options_.config_path, "nodes"));
+  if (nodes.is_null()) return Status::Ok();
+  if (!nodes.is_array()) return InvalidArgument(options_.config_path + ": nodes must be a list");
+  std::vector<NodeSpec> specs;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    Result<NodeSpec> spec = NodeSpecFromJson(nodes[i]);
+    if (!spec.ok()) {
+      return InvalidArgument(options_.config_path + ": nodes[" + std::to_string(i) + "]: " +
+                             spec.status().message());
+    }
+    specs.push_back(std::move(spec).value());
+  }
+  // Nodes already stored keep their stored spec: the API's changes win.
+  return store_->Write([&](store::Tx& tx) -> Status {
+    for (const NodeSpec& spec : specs) {
+      Result<store::NodeRecord> existing = tx.GetNode(spec.name);
+      if (existing.ok()) continue;
+      if (existing.status().code() != StatusCode::kNotFound) return existing.status();
+      HF_RETURN_IF_ERROR(tx.PutNode(spec));
+    }
+    return Status::Ok();
+  });
 }
 
 Status ControlPlane::BootstrapAdminToken() {
@@ -188,34 +295,103 @@ bool ControlPlane::Authorize(const Request& req, Action action, Caller& caller,
   return true;
 }
 
+void ControlPlane::Route(const char* method, const char* path, Action action, const char* summary,
+                         std::function<Response(const Request&, const Caller&)> fn, const char* body) {
+  route_docs_.push_back({method, path, summary, true, body});
+  HF_CHECK(router_.Add(method, path, [this, action, fn = std::move(fn)](const Request& req) {
+    Caller caller;
+    Response denied;
+    if (!Authorize(req, action, caller, denied)) return denied;
+    return fn(req, caller);
+  }).ok());
+}
+
+void ControlPlane::PublicRoute(const char* method, const char* path, const char* summary, Handler fn) {
+  route_docs_.push_back({method, path, summary, false, ""});
+  HF_CHECK(router_.Add(method, path, std::move(fn)).ok());
+}
+
 void ControlPlane::AddRoutes() {
-  auto guarded = [this](Action action, auto method) -> Handler {
-    return [this, action, method](const Request& req) {
-      Caller caller;
-      Response denied;
-      if (!Authorize(req, action, caller, denied)) return denied;
-      return method(req, caller);
-    };
-  };
-  auto ok = [](const Request&) { return JsonResponse(200, json{{"status", "ok"}}); };
-  HF_CHECK(router_.Add("GET", "/livez", ok).ok());
-  HF_CHECK(router_.Add("GET", "/readyz", ok).ok());
-  HF_CHECK(router_.Add("GET", "/api/v1/plugins",
-                       guarded(Action::kRead, [this](const Request&, const Caller&) {
-                         return ListPlugins();
-                       })).ok());
-  HF_CHECK(router_.Add("PUT", "/api/v1/plugins/{name}",
-                       guarded(Action::kWriteConfig, [this](const Request& r, const Caller& c) {
-                         return PutPlugin(r, c);
-                       })).ok());
-  HF_CHECK(router_.Add("GET", "/api/v1/scheduler/config",
-                       guarded(Action::kRead, [this](const Request&, const Caller&) {
-                         return GetSchedulerConfig();
-                       })).ok());
-  HF_CHECK(router_.Add("PUT", "/api/v1/scheduler/config",
-                       guarded(Action::kWriteConfig, [this](const Request& r, const Caller& c) {
-                         return PutSchedulerConfig(r, c);
-                       })).ok());
+  using A = Action;
+  PublicRoute("GET", "/livez", "liveness: the process serves",
+              [](const Request&) { return JsonResponse(200, json{{"status", "ok"}}); });
+  PublicRoute("GET", "/readyz", "readiness: store open and cluster state recovered",
+              [this](const Request&) {
+                return ready_ ? JsonResponse(200, json{{"status", "ok"}})
+                              : JsonError(503, "unavailable", "recovering state");
+              });
+  PublicRoute("GET", "/api/v1/openapi.json", "this document",
+              [this](const Request&) { return OpenApi(); });
+  Route("GET", "/metrics", A::kRead, "Prometheus metrics (text format 0.0.4)",
+        [this](const Request&, const Caller&) { return Metrics(); });
+
+  Route("GET", "/api/v1/plugins", A::kRead, "list plugins with status, weight and config",
+        [this](const Request&, const Caller&) { return ListPlugins(); });
+  Route("PUT", "/api/v1/plugins/{name}", A::kWriteConfig,
+        "partial update of a plugin: enabled, weight, mode, config",
+        [this](const Request& r, const Caller& c) { return PutPlugin(r, c); }, "PluginPatch");
+  Route("POST", "/api/v1/plugins/{name}/reload", A::kWriteConfig,
+        "re-read a plugin's files (topology)",
+        [this](const Request& r, const Caller& c) { return ReloadPlugin(r, c); });
+  Route("GET", "/api/v1/scheduler/config", A::kRead, "thresholds and score weights",
+        [this](const Request&, const Caller&) { return GetSchedulerConfig(); });
+  Route("PUT", "/api/v1/scheduler/config", A::kWriteConfig,
+        "partial update of thresholds and score weights",
+        [this](const Request& r, const Caller& c) { return PutSchedulerConfig(r, c); },
+        "SchedulerConfigPatch");
+  Route("POST", "/api/v1/scheduler/preview", A::kRead,
+        "placements under the current and a candidate policy, with per-node breakdowns",
+        [this](const Request& r, const Caller&) { return Preview(r); }, "PreviewRequest");
+  Route("GET", "/api/v1/audit", A::kRead, "config changes, newest first",
+        [this](const Request& r, const Caller&) { return ListAudit(r); });
+
+  Route("GET", "/api/v1/nodes", A::kRead, "list nodes with allocations",
+        [this](const Request&, const Caller&) { return ListNodes(); });
+  Route("POST", "/api/v1/nodes", A::kWriteConfig, "register or replace a node",
+        [this](const Request& r, const Caller& c) { return PutNode(r, c); }, "NodeInventory");
+  Route("GET", "/api/v1/nodes/{name}", A::kRead, "one node",
+        [this](const Request& r, const Caller&) { return GetNode(r); });
+  Route("DELETE", "/api/v1/nodes/{name}", A::kWriteConfig, "delete a node without tasks",
+        [this](const Request& r, const Caller& c) { return DeleteNode(r, c); });
+  Route("POST", "/api/v1/nodes/{name}/cordon", A::kCordonNodes, "stop new placements on a node",
+        [this](const Request& r, const Caller& c) {
+          return SetNodeCondition(r, c, NodeCondition::kDraining);
+        });
+  Route("POST", "/api/v1/nodes/{name}/drain", A::kCordonNodes,
+        "stop new placements; running tasks finish",
+        [this](const Request& r, const Caller& c) {
+          return SetNodeCondition(r, c, NodeCondition::kDraining);
+        });
+  Route("POST", "/api/v1/nodes/{name}/uncordon", A::kCordonNodes, "make a node schedulable",
+        [this](const Request& r, const Caller& c) {
+          return SetNodeCondition(r, c, NodeCondition::kReady);
+        });
+
+  Route("POST", "/api/v1/tasks", A::kWriteTasks, "submit a task",
+        [this](const Request& r, const Caller& c) { return SubmitTask(r, c); }, "TaskSubmission");
+  Route("POST", "/api/v1/tasks/batch", A::kWriteTasks, "submit 1-1000 tasks, all or none",
+        [this](const Request& r, const Caller& c) { return SubmitBatch(r, c); }, "TaskBatch");
+  Route("GET", "/api/v1/tasks", A::kRead,
+        "list tasks; filters state, node, group, priority; pages with limit and after",
+        [this](const Request& r, const Caller&) { return ListTasks(r); });
+  Route("GET", "/api/v1/tasks/{id}", A::kRead, "one task with its allocation and events",
+        [this](const Request& r, const Caller&) { return GetTask(r); });
+  Route("POST", "/api/v1/tasks/{id}/cancel", A::kWriteTasks, "cancel a task",
+        [this](const Request& r, const Caller& c) { return CancelTask(r, c); });
+  Route("DELETE", "/api/v1/tasks/{id}", A::kWriteTasks, "cancel a task",
+        [this](const Request& r, const Caller& c) { return CancelTask(r, c); });
+
+  Route("POST", "/api/v1/tokens", A::kManageTokens, "create a token (the secret is shown once)",
+        [this](const Request& r, const Caller& c) { return CreateToken(r, c); }, "TokenRequest");
+  Route("GET", "/api/v1/tokens", A::kManageTokens, "list tokens (no secrets)",
+        [this](const Request&, const Caller&) { return ListTokens(); });
+  Route("DELETE", "/api/v1/tokens/{id}", A::kManageTokens, "revoke a token",
+        [this](const Request& r, const Caller& c) { return RevokeToken(r, c); });
+
+  Route("GET", "/api/v1/events", A::kRead, "server-sent events: task, node, plugin, config",
+        [this](const Request&, const Caller&) { return Events(); });
+  Route("GET", "/api/v1/inference/panel", A::kRead, "models, endpoints and GPU memory per GPU",
+        [this](const Request&, const Caller&) { return InferencePanel(); });
 }
 
 Response ControlPlane::ListPlugins() const {
@@ -231,7 +407,7 @@ Response ControlPlane::PutPlugin(const Request& req, const Caller& caller) {
   Result<framework::PluginPatch> patch = ParsePluginPatch(*body);
   if (!patch.ok()) return StatusError(patch.status());
   const std::string name(req.Param("name"));
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Result<framework::PluginInfo> before = framework_->GetPlugin(name);
   if (!before.ok()) return StatusError(before.status());
   const json old_value = StoredPluginSettings(*framework_, name);
@@ -249,7 +425,12 @@ Response ControlPlane::PutPlugin(const Request& req, const Caller& caller) {
                      "could not persist the change: " + s.message());
   }
   Result<framework::PluginInfo> after = framework_->GetPlugin(name);
-  return JsonResponse(200, PluginInfoToJson(*after));
+  json out = PluginInfoToJson(*after);
+  lock.unlock();
+  scheduler_->PolicyChanged();
+  events_.Publish("plugin", json{{"action", "updated"}, {"name", name}, {"by", caller.name},
+                                 {"plugin", out}}, clock_.NowMs());
+  return JsonResponse(200, out);
 }
 
 Response ControlPlane::GetSchedulerConfig() const {
@@ -263,7 +444,7 @@ Response ControlPlane::PutSchedulerConfig(const Request& req, const Caller& call
   if (!body.ok()) return StatusError(body.status());
   Result<SchedulerConfigPatch> patch = ParseSchedulerConfigPatch(*body);
   if (!patch.ok()) return StatusError(patch.status());
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   const framework::SchedulerConfig old_config = framework_->scheduler_config();
   const std::map<std::string, double> old_weights = ScoreWeights(*framework_);
   const json old_value = SchedulerConfigToJson(old_config, old_weights);
@@ -311,6 +492,10 @@ Response ControlPlane::PutSchedulerConfig(const Request& req, const Caller& call
     return JsonError(s.code() == StatusCode::kUnavailable ? 503 : 500, StatusCodeToApiCode(s.code()),
                      "could not persist the change: " + s.message());
   }
+  lock.unlock();
+  scheduler_->PolicyChanged();
+  events_.Publish("config", json{{"action", "updated"}, {"by", caller.name}, {"config", new_value}},
+                  clock_.NowMs());
   return JsonResponse(200, new_value);
 }
 
@@ -319,12 +504,41 @@ Status ControlPlane::Start() {
   o.address = options_.address;
   o.port = options_.port;
   o.worker_threads = 4;
-  http_ = std::make_unique<HttpServer>(o, router_.AsHandler());
-  return http_->Start();
+  http_ = std::make_unique<HttpServer>(o, [this](const Request& req) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Response r = router_.Dispatch(req);
+    // Methods outside the API's set are counted together, so a hostile
+    // client cannot grow the label set without bound.
+    static const std::set<std::string, std::less<>> kMethods = {"GET", "PUT", "POST", "DELETE"};
+    m_.http_requests->With({kMethods.count(req.method) ? req.method : std::string("other"),
+                            std::to_string(r.status)}).Inc();
+    m_.http_duration->With().Observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    return r;
+  });
+  HF_RETURN_IF_ERROR(http_->Start());
+  scheduler_->Start();
+  pinger_ = std::jthread([this](std::stop_token stop) {
+    std::mutex m;
+    std::condition_variable_any cv;
+    std::unique_lock lock(m);
+    while (!cv.wait_for(lock, stop, std::chrono::seconds(15), [] { return false; })) {
+      if (stop.stop_requested()) break;
+      events_.Ping();
+    }
+  });
+  ready_ = true;
+  return Status::Ok();
 }
 
 void ControlPlane::Stop() {
+  ready_ = false;
   if (http_) http_->Stop();
+  if (pinger_.joinable()) {
+    pinger_.request_stop();
+    pinger_.join();
+  }
+  if (scheduler_) scheduler_->Stop();
 }
 
 uint16_t ControlPlane::bound_port() const { return http_ ? http_->bound_port() : 0; }

@@ -16,17 +16,24 @@
 #ifndef HF_SERVER_SERVER_H_
 #define HF_SERVER_SERVER_H_
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
+#include <vector>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "core/clock.h"
 #include "core/status.h"
 #include "framework/framework.h"
 #include "server/auth.h"
+#include "server/events.h"
 #include "server/http_server.h"
+#include "server/metrics.h"
 #include "server/router.h"
+#include "server/scheduler.h"
 #include "store/store.h"
 
 namespace hf::server {
@@ -59,9 +66,24 @@ class ControlPlane {
     Role role = Role::kViewer;
   };
 
+  // One route as the OpenAPI document describes it.
+  struct RouteDoc {
+    std::string method;
+    std::string path;
+    std::string summary;
+    bool authenticated = true;
+    std::string body;  // the request body's schema name, "" when none
+  };
+
   Status BootstrapAdminToken();
   Status LoadPolicy();
+  Status RegisterDeclaredNodes();
+  void RegisterMetrics();
   void AddRoutes();
+  // Registers a route that needs a token allowed to do `action`.
+  void Route(const char* method, const char* path, Action action, const char* summary,
+             std::function<Response(const Request&, const Caller&)> fn, const char* body = "");
+  void PublicRoute(const char* method, const char* path, const char* summary, Handler fn);
   // The caller behind the request's bearer token, or the 401/403 answer.
   bool Authorize(const Request& req, Action action, Caller& caller, Response& denied) const;
 
@@ -69,14 +91,52 @@ class ControlPlane {
   Response PutPlugin(const Request& req, const Caller& caller);
   Response GetSchedulerConfig() const;
   Response PutSchedulerConfig(const Request& req, const Caller& caller);
+  Response ReloadPlugin(const Request& req, const Caller& caller);
+  Response ListAudit(const Request& req) const;
+  Response Preview(const Request& req) const;
+
+  Response ListNodes() const;
+  Response GetNode(const Request& req) const;
+  Response PutNode(const Request& req, const Caller& caller);
+  Response DeleteNode(const Request& req, const Caller& caller);
+  Response SetNodeCondition(const Request& req, const Caller& caller, NodeCondition condition);
+
+  Response SubmitTask(const Request& req, const Caller& caller);
+  Response SubmitBatch(const Request& req, const Caller& caller);
+  Response ListTasks(const Request& req) const;
+  Response GetTask(const Request& req) const;
+  Response CancelTask(const Request& req, const Caller& caller);
+
+  Response CreateToken(const Request& req, const Caller& caller);
+  Response ListTokens() const;
+  Response RevokeToken(const Request& req, const Caller& caller);
+
+  Response Events() ;
+  Response InferencePanel() const;
+  Response OpenApi() const;
+  Response Metrics() const;
 
   ServerOptions options_;
   SystemClock clock_;
   std::unique_ptr<store::Store> store_;
   mutable std::mutex mu_;  // guards framework_
   std::unique_ptr<framework::Framework> framework_;
+  EventHub events_;
+  MetricsRegistry metrics_;
+  struct {
+    Family<Counter>* attempts = nullptr;
+    Family<Histogram>* attempt_duration = nullptr;
+    Counter* victims = nullptr;
+    Family<Histogram>* plugin_duration = nullptr;
+    Family<Counter>* http_requests = nullptr;
+    Family<Histogram>* http_duration = nullptr;
+  } m_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::atomic<bool> ready_{false};
+  std::vector<RouteDoc> route_docs_;
   Router router_;
   std::unique_ptr<HttpServer> http_;
+  std::jthread pinger_;  // keeps event streams alive
 };
 
 // The `server` subcommand; argv[0] is "server". Returns the exit code.

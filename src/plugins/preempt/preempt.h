@@ -42,6 +42,7 @@ class Preempt final : public framework::PostFilterPlugin {
   uint32_t Points() const override { return framework::kPostFilterPoint; }
   std::vector<std::string> Modes() const override { return {"scheduled", "running", "disabled"}; }
   Status Configure(const framework::PluginArgs& args) override;
+  std::vector<std::string> ConfigKeys() const override { return {"min_runtime_seconds"}; }
   framework::PreemptionPlan PostFilter(const Task& task, const ClusterState& cluster,
                                        const framework::Rejections& rejections) override;
 

@@ -30,6 +30,7 @@ class Spread final : public framework::ScorePlugin, public framework::BindPlugin
   std::string_view Name() const override { return kName; }
   uint32_t Points() const override { return framework::kScorePoint | framework::kBindPoint; }
   Status Configure(const framework::PluginArgs& args) override;
+  std::vector<std::string> ConfigKeys() const override { return {"resource_weights"}; }
   std::vector<std::string> ConflictsWith() const override { return {"binpack"}; }
   void Score(const Task& task, const ClusterState& cluster, std::span<const NodeId> nodes,
              std::span<double> scores) override;

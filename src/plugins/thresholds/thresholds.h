@@ -28,6 +28,7 @@ class LoadThreshold final : public framework::FilterPlugin {
   std::string_view Name() const override { return kName; }
   uint32_t Points() const override { return framework::kFilterPoint; }
   Status Configure(const framework::PluginArgs& args) override;
+  std::vector<std::string> ConfigKeys() const override { return {"load_threshold", "gpu_load_threshold", "memory_threshold"}; }
   void Filter(const Task& task, const ClusterState& cluster, std::vector<NodeId>& nodes,
               framework::Rejections& rejections) override;
 

@@ -44,6 +44,7 @@ class Topology final : public framework::PreScorePlugin,
     return framework::kPreScorePoint | framework::kScorePoint | framework::kBindPoint;
   }
   Status Configure(const framework::PluginArgs& args) override;
+  std::vector<std::string> ConfigKeys() const override { return {"topology_config"}; }
   Status Reload() override;
   bool ReloadDue() override;
   bool PreScore(const Task& task, const ClusterState& cluster,

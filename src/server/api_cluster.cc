@@ -1,0 +1,329 @@
+// The cluster half of the REST API: nodes, tasks, preview, the event stream
+// and the inference panel (docs/API.md). Handlers parse strictly, call the
+// Scheduler (which commits before it answers) or read the store.
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/model_json.h"
+#include "framework/registry.h"
+#include "server/codec.h"
+#include "server/preview.h"
+#include "server/server.h"
+
+namespace hf::server {
+namespace {
+
+using nlohmann::json;
+
+Response StatusError(const Status& s) { return JsonResponse(HttpStatusFor(s.code()), ErrorBody(s)); }
+
+json TimeOrNull(int64_t ms) { return ms ? json(FormatTimeMs(ms)) : json(nullptr); }
+
+// A node: its inventory plus condition and what is allocated on it, per GPU.
+json NodeJson(const store::NodeRecord& rec, const std::vector<store::StoredAllocation>& allocs) {
+  json j = NodeSpecToJson(rec.spec);
+  j["condition"] = NodeConditionName(rec.condition);
+  int64_t cpu = 0, mem = 0, gpu_milli = 0;
+  std::map<int32_t, std::pair<int64_t, int64_t>> per_gpu;  // index -> milli, memory
+  json tasks = json::array();
+  for (const store::StoredAllocation& a : allocs) {
+    cpu += a.cpu_milli;
+    mem += a.memory_mib;
+    for (const GpuGrant& g : a.gpus) {
+      gpu_milli += g.milli;
+      per_gpu[g.index].first += g.milli;
+      per_gpu[g.index].second += g.memory_mib;
+    }
+    tasks.push_back(a.task);
+  }
+  for (json& g : j["gpus"]) {
+    const auto it = per_gpu.find(g["index"].get<int32_t>());
+    g["allocated_milli"] = it == per_gpu.end() ? 0 : it->second.first;
+    g["allocated_memory_mib"] = it == per_gpu.end() ? 0 : it->second.second;
+  }
+  j["allocated"] = {{"cpu_milli", cpu}, {"memory_mib", mem}, {"gpu_milli", gpu_milli}};
+  j["tasks"] = std::move(tasks);
+  j["created_at"] = TimeOrNull(rec.created_at_ms);
+  j["updated_at"] = TimeOrNull(rec.updated_at_ms);
+  return j;
+}
+
+json StoredAllocationJson(const store::StoredAllocation& a);
+
+// `alloc`: its allocation, or null when it holds none.
+json TaskJson(const store::TaskRecord& r, const store::StoredAllocation* alloc = nullptr) {
+  json j = TaskToJson(r.task);
+  j["id"] = r.task.key;
+  j["state"] = TaskStateName(r.state);
+  j["node"] = r.node.empty() ? json(nullptr) : json(r.node);
+  j["pending_reason"] = r.pending_reason;
+  j["allocation"] = alloc ? StoredAllocationJson(*alloc) : json(nullptr);
+  j["created_at"] = TimeOrNull(r.created_at_ms);
+  j["updated_at"] = TimeOrNull(r.updated_at_ms);
+  return j;
+}
+
+json StoredAllocationJson(const store::StoredAllocation& a) {
+  json gpus = json::array();
+  for (const GpuGrant& g : a.gpus) {
+    gpus.push_back({{"index", g.index}, {"milli", g.milli}, {"memory_mib", g.memory_mib}});
+  }
+  return {{"node", a.node}, {"cpu_milli", a.cpu_milli}, {"memory_mib", a.memory_mib},
+          {"gpus", std::move(gpus)},
+          {"rdma_device", a.rdma_device.empty() ? json(nullptr) : json(a.rdma_device)}};
+}
+
+// A decimal integer query parameter in [lo, hi].
+Result<int64_t> QueryInt(std::string_view name, std::string_view text, int64_t lo, int64_t hi) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
+    return InvalidArgument(std::string(name) + " must be an integer, got '" + std::string(text) + "'");
+  }
+  if (v < lo || v > hi) {
+    return InvalidArgument(std::string(name) + " must be in [" + std::to_string(lo) + ", " +
+                           std::to_string(hi) + "], got " + std::to_string(v));
+  }
+  return v;
+}
+
+Result<TaskKey> TaskId(const Request& req) {
+  Result<int64_t> id = QueryInt("task id", req.Param("id"), 1, INT64_MAX);
+  if (!id.ok()) return id.status();
+  return static_cast<TaskKey>(*id);
+}
+
+}  // namespace
+
+// ---- nodes ----
+
+Response ControlPlane::ListNodes() const {
+  json out = json::array();
+  Status s = store_->Read([&](const store::ReadTx& tx) -> Status {
+    HF_ASSIGN_OR_RETURN(std::vector<store::NodeRecord> nodes, tx.ListNodes());
+    HF_ASSIGN_OR_RETURN(std::vector<store::StoredAllocation> allocs, tx.ListAllocations());
+    std::map<std::string, std::vector<store::StoredAllocation>> by_node;
+    for (auto& a : allocs) by_node[a.node].push_back(std::move(a));
+    for (const auto& n : nodes) out.push_back(NodeJson(n, by_node[n.spec.name]));
+    return Status::Ok();
+  });
+  if (!s.ok()) return StatusError(s);
+  return JsonResponse(200, json{{"nodes", std::move(out)}});
+}
+
+Response ControlPlane::GetNode(const Request& req) const {
+  const std::string name(req.Param("name"));
+  json out;
+  Status s = store_->Read([&](const store::ReadTx& tx) -> Status {
+    HF_ASSIGN_OR_RETURN(store::NodeRecord n, tx.GetNode(name));
+    HF_ASSIGN_OR_RETURN(std::vector<store::StoredAllocation> allocs, tx.ListAllocations(name));
+    out = NodeJson(n, allocs);
+    return Status::Ok();
+  });
+  if (!s.ok()) return StatusError(s);
+  return JsonResponse(200, out);
+}
+
+Response ControlPlane::PutNode(const Request& req, const Caller& caller) {
+  Result<json> body = ParseJsonBody(req.body);
+  if (!body.ok()) return StatusError(body.status());
+  Result<NodeSpec> spec = ParseNodeSpec(*body);
+  if (!spec.ok()) return StatusError(spec.status());
+  Result<bool> created = scheduler_->PutNode(*spec, caller.name);
+  if (!created.ok()) return StatusError(created.status());
+  Request get = req;
+  get.path_params["name"] = spec->name;
+  Response r = GetNode(get);
+  if (r.status == 200 && *created) r.status = 201;
+  return r;
+}
+
+Response ControlPlane::DeleteNode(const Request& req, const Caller& caller) {
+  const std::string name(req.Param("name"));
+  Status s = scheduler_->DeleteNode(name, caller.name);
+  if (!s.ok()) return StatusError(s);
+  return JsonResponse(200, json{{"deleted", name}});
+}
+
+Response ControlPlane::SetNodeCondition(const Request& req, const Caller& caller,
+                                        NodeCondition condition) {
+  if (!req.body.empty()) {
+    Result<json> body = ParseJsonBody(req.body);
+    if (!body.ok()) return StatusError(body.status());
+    if (!body->empty()) return StatusError(InvalidArgument("this request takes no fields"));
+  }
+  Status s = scheduler_->SetNodeCondition(std::string(req.Param("name")), condition, caller.name);
+  if (!s.ok()) return StatusError(s);
+  return GetNode(req);
+}
+
+// ---- tasks ----
+
+Response ControlPlane::SubmitTask(const Request& req, const Caller& caller) {
+  Result<json> body = ParseJsonBody(req.body);
+  if (!body.ok()) return StatusError(body.status());
+  Result<Task> task = ParseTaskSubmission(*body);
+  if (!task.ok()) return StatusError(task.status());
+  Result<std::vector<store::TaskRecord>> recs = scheduler_->Submit({*task}, caller.name);
+  if (!recs.ok()) return StatusError(recs.status());
+  return JsonResponse(201, TaskJson(recs->front()));
+}
+
+Response ControlPlane::SubmitBatch(const Request& req, const Caller& caller) {
+  Result<json> body = ParseJsonBody(req.body);
+  if (!body.ok()) return StatusError(body.status());
+  Result<std::vector<Task>> tasks = ParseTaskBatch(*body);
+  if (!tasks.ok()) return StatusError(tasks.status());
+  Result<std::vector<store::TaskRecord>> recs = scheduler_->Submit(*tasks, caller.name);
+  if (!recs.ok()) return StatusError(recs.status());
+  json out = json::array();
+  for (const auto& r : *recs) out.push_back(TaskJson(r));
+  return JsonResponse(201, json{{"tasks", std::move(out)}});
+}
+
+Response ControlPlane::ListTasks(const Request& req) const {
+  store::TaskFilter f;
+  for (const auto& [key, value] : req.query) {
+    if (key == "state") {
+      f.state = ParseTaskState(value);
+      if (!f.state) {
+        return StatusError(InvalidArgument("state must be one of pending, scheduled, running, "
+                                           "succeeded, failed, cancelled; got '" + value + "'"));
+      }
+    } else if (key == "node") {
+      f.node = value;
+    } else if (key == "group") {
+      f.group = value;
+    } else if (key == "priority") {
+      Result<int64_t> p = QueryInt("priority", value, INT32_MIN, INT32_MAX);
+      if (!p.ok()) return StatusError(p.status());
+      f.priority = static_cast<int32_t>(*p);
+    } else if (key == "limit") {
+      Result<int64_t> l = QueryInt("limit", value, 1, 1000);
+      if (!l.ok()) return StatusError(l.status());
+      f.limit = static_cast<int>(*l);
+    } else if (key == "after") {
+      Result<int64_t> a = QueryInt("after", value, 0, INT64_MAX);
+      if (!a.ok()) return StatusError(a.status());
+      f.after = static_cast<TaskKey>(*a);
+    } else {
+      return StatusError(InvalidArgument("unknown query parameter '" + key + "'"));
+    }
+  }
+  // One more than asked tells whether another page follows.
+  const int limit = f.limit;
+  f.limit = limit + 1;
+  json out = json::array();
+  json next = nullptr;
+  Status s = store_->Read([&](const store::ReadTx& tx) -> Status {
+    HF_ASSIGN_OR_RETURN(std::vector<store::TaskRecord> recs, tx.ListTasks(f));
+    if (recs.size() > static_cast<size_t>(limit)) {
+      recs.resize(limit);
+      next = recs.back().task.key;
+    }
+    for (const auto& r : recs) {
+      if (r.node.empty()) {
+        out.push_back(TaskJson(r));
+        continue;
+      }
+      HF_ASSIGN_OR_RETURN(store::StoredAllocation a, tx.GetAllocation(r.task.key));
+      out.push_back(TaskJson(r, &a));
+    }
+    return Status::Ok();
+  });
+  if (!s.ok()) return StatusError(s);
+  return JsonResponse(200, json{{"tasks", std::move(out)}, {"next", next}});
+}
+
+Response ControlPlane::GetTask(const Request& req) const {
+  Result<TaskKey> id = TaskId(req);
+  if (!id.ok()) return StatusError(id.status());
+  json out;
+  Status s = store_->Read([&](const store::ReadTx& tx) -> Status {
+    HF_ASSIGN_OR_RETURN(store::TaskRecord rec, tx.GetTask(*id));
+    Result<store::StoredAllocation> a = tx.GetAllocation(*id);
+    if (!a.ok() && a.status().code() != StatusCode::kNotFound) return a.status();
+    out = TaskJson(rec, a.ok() ? &*a : nullptr);
+    HF_ASSIGN_OR_RETURN(std::vector<store::TaskEvent> events, tx.ListTaskEvents(*id));
+    json ev = json::array();
+    for (const auto& e : events) {
+      ev.push_back({{"time", FormatTimeMs(e.time_ms)}, {"kind", e.kind}, {"message", e.message}});
+    }
+    out["events"] = std::move(ev);
+    return Status::Ok();
+  });
+  if (!s.ok()) return StatusError(s);
+  return JsonResponse(200, out);
+}
+
+Response ControlPlane::CancelTask(const Request& req, const Caller& caller) {
+  Result<TaskKey> id = TaskId(req);
+  if (!id.ok()) return StatusError(id.status());
+  Result<store::TaskRecord> rec = scheduler_->Cancel(*id, caller.name);
+  if (!rec.ok()) return StatusError(rec.status());
+  return JsonResponse(200, TaskJson(*rec));
+}
+
+// ---- preview, events, inference panel ----
+
+Response ControlPlane::Preview(const Request& req) const {
+  Result<json> body = ParseJsonBody(req.body.empty() ? std::string_view("{}") : req.body);
+  if (!body.ok()) return StatusError(body.status());
+  Result<PreviewRequest> preq = ParsePreviewRequest(*body);
+  if (!preq.ok()) return StatusError(preq.status());
+  ClusterSnapshot snap = scheduler_->Snapshot();
+  Result<json> out = RunPreview(*preq, snap, plugins::InTreeRegistry(), &clock_);
+  if (!out.ok()) return StatusError(out.status());
+  return JsonResponse(200, *out);
+}
+
+Response ControlPlane::Events() {
+  Response r;
+  r.status = 200;
+  r.SetHeader("Cache-Control", "no-cache");
+  r.stream = [this](std::shared_ptr<SseStream> s) {
+    s->Send("hello", json{{"time", FormatTimeMs(clock_.NowMs())}}.dump());
+    events_.Subscribe(std::move(s));
+  };
+  return r;
+}
+
+Response ControlPlane::InferencePanel() const {
+  json gpus = json::array();
+  Status s = store_->Read([&](const store::ReadTx& tx) -> Status {
+    HF_ASSIGN_OR_RETURN(std::vector<store::NodeRecord> nodes, tx.ListNodes());
+    HF_ASSIGN_OR_RETURN(std::vector<store::StoredAllocation> allocs, tx.ListAllocations());
+    std::map<std::pair<std::string, int32_t>, std::pair<int64_t, json>> granted;
+    for (const auto& a : allocs) {
+      for (const GpuGrant& g : a.gpus) {
+        auto& [mem, tasks] = granted[{a.node, g.index}];
+        mem += g.memory_mib;
+        if (tasks.is_null()) tasks = json::array();
+        tasks.push_back(a.task);
+      }
+    }
+    for (const auto& n : nodes) {
+      for (const GpuDevice& g : n.spec.gpus) {
+        auto it = granted.find({n.spec.name, g.index});
+        gpus.push_back({{"node", n.spec.name},
+                        {"index", g.index},
+                        {"model", g.model},
+                        {"memory_total_mib", g.memory_mib},
+                        {"memory_allocated_mib", it == granted.end() ? 0 : it->second.first},
+                        {"memory_used_mib", nullptr},
+                        {"utilization", nullptr},
+                        {"tasks", it == granted.end() ? json::array() : it->second.second}});
+      }
+    }
+    return Status::Ok();
+  });
+  if (!s.ok()) return StatusError(s);
+  return JsonResponse(200, json{{"models", json::array()}, {"endpoints", json::array()},
+                                {"gpus", std::move(gpus)}});
+}
+
+}  // namespace hf::server

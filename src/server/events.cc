@@ -1,0 +1,48 @@
+#include "server/events.h"
+
+#include <algorithm>
+#include <ctime>
+#include <utility>
+
+namespace hf::server {
+
+std::string FormatTimeMs(int64_t ms) {
+  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[40];
+  const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::snprintf(buf + n, sizeof buf - n, ".%03dZ", static_cast<int>(ms % 1000));
+  return buf;
+}
+
+void EventHub::Subscribe(std::shared_ptr<SseStream> stream) {
+  std::lock_guard lock(mu_);
+  DropClosedLocked();
+  streams_.push_back(std::move(stream));
+}
+
+void EventHub::Publish(const std::string& type, nlohmann::json data, int64_t now_ms) {
+  data["time"] = FormatTimeMs(now_ms);
+  const std::string line = data.dump();
+  std::lock_guard lock(mu_);
+  for (const auto& s : streams_) s->Send(type, line);
+  DropClosedLocked();
+}
+
+void EventHub::Ping() {
+  std::lock_guard lock(mu_);
+  for (const auto& s : streams_) s->Send("ping", "{}");
+  DropClosedLocked();
+}
+
+size_t EventHub::subscribers() const {
+  std::lock_guard lock(mu_);
+  return streams_.size();
+}
+
+void EventHub::DropClosedLocked() {
+  std::erase_if(streams_, [](const std::shared_ptr<SseStream>& s) { return s->closed(); });
+}
+
+}  // namespace hf::server

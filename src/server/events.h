@@ -1,0 +1,48 @@
+// EventHub: fans state changes out to the clients of GET /api/v1/events
+// (server-sent events), for the UI's live views.
+//
+// An event has a type ("task", "node", "plugin", "config") and a JSON object;
+// the hub stamps it with "time" (RFC 3339, UTC, milliseconds). Delivery is
+// best effort and in order per client: a client that reads too slowly is cut
+// off by the transport (HttpServerOptions::max_stream_backlog_bytes) and
+// reconnects, then re-reads what it shows through the REST API. The store,
+// not the stream, is the source of truth.
+//
+// Threading: every method may be called from any thread.
+#ifndef HF_SERVER_EVENTS_H_
+#define HF_SERVER_EVENTS_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "server/http_server.h"
+
+namespace hf::server {
+
+// Milliseconds since the epoch as "2026-12-02T14:00:00.123Z".
+std::string FormatTimeMs(int64_t ms);
+
+class EventHub {
+ public:
+  // Adds a client; closed streams are dropped on the next Publish or Ping.
+  void Subscribe(std::shared_ptr<SseStream> stream);
+  // Sends `data` (with "time" added) as event `type` to every client.
+  void Publish(const std::string& type, nlohmann::json data, int64_t now_ms);
+  // Sends a keep-alive comment so proxies and clients see the stream alive.
+  void Ping();
+  size_t subscribers() const;
+
+ private:
+  void DropClosedLocked();
+
+  mutable std::mutex mu_;
+  std::vector<std::shared_ptr<SseStream>> streams_;
+};
+
+}  // namespace hf::server
+
+#endif  // HF_SERVER_EVENTS_H_

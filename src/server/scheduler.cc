@@ -1,0 +1,417 @@
+#include "server/scheduler.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+#include "core/model_json.h"
+
+namespace hf::server {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+Allocation FromStored(const store::StoredAllocation& a, NodeId node) {
+  Allocation out;
+  out.node = node;
+  out.cpu_milli = a.cpu_milli;
+  out.memory_mib = a.memory_mib;
+  out.gpus = a.gpus;
+  out.rdma_device = a.rdma_device;
+  return out;
+}
+
+std::string DescribeAllocation(const Allocation& a, const std::string& node) {
+  std::string s = "node " + node;
+  if (!a.gpus.empty()) {
+    s += ", GPU";
+    for (size_t i = 0; i < a.gpus.size(); ++i) {
+      s += (i == 0 ? " " : ",") + std::to_string(a.gpus[i].index);
+      if (a.gpus[i].milli < kWholeGpuMilli) s += "(" + std::to_string(a.gpus[i].milli) + "m)";
+    }
+  }
+  if (!a.rdma_device.empty()) s += ", RDMA " + a.rdma_device;
+  return s;
+}
+
+// The pending reason of a victim: kept the same in memory and in the store.
+std::string PreemptedBy(const Task& t) {
+  return "preempted by task " + std::to_string(t.key) + " (" + t.name + ", priority " +
+         std::to_string(t.priority) + ")";
+}
+
+}  // namespace
+
+Scheduler::Scheduler(store::Store* store, framework::Framework* fw, std::mutex* mu,
+                     const hf::Clock* clock, EventHub* events, SchedulerOptions options)
+    : store_(store), fw_(fw), mu_(mu), clock_(clock), events_(events), options_(std::move(options)) {}
+
+Scheduler::~Scheduler() { Stop(); }
+
+Status Scheduler::Recover() {
+  std::lock_guard lock(*mu_);
+  return RebuildLocked();
+}
+
+Status Scheduler::RebuildLocked() {
+  std::vector<store::NodeRecord> nodes;
+  std::vector<store::StoredAllocation> allocs;
+  std::vector<store::TaskRecord> live;
+  HF_RETURN_IF_ERROR(store_->Read([&](const store::ReadTx& tx) -> Status {
+    HF_ASSIGN_OR_RETURN(nodes, tx.ListNodes());
+    HF_ASSIGN_OR_RETURN(allocs, tx.ListAllocations());
+    for (TaskState st : {TaskState::kPending, TaskState::kScheduled, TaskState::kRunning}) {
+      store::TaskFilter f;
+      f.state = st;
+      f.limit = 0;
+      HF_ASSIGN_OR_RETURN(std::vector<store::TaskRecord> part, tx.ListTasks(f));
+      for (auto& r : part) live.push_back(std::move(r));
+    }
+    return Status::Ok();
+  }));
+  std::unordered_map<TaskKey, Waiting> old_waiting = std::move(waiting_);
+  cluster_ = ClusterState();
+  tasks_.clear();
+  waiting_.clear();
+  active_.clear();
+  unschedulable_.clear();
+  for (const store::NodeRecord& n : nodes) {
+    Result<NodeId> id = cluster_.AddNode(n.spec);
+    if (!id.ok()) return Internal("stored node " + n.spec.name + ": " + id.status().message());
+    cluster_.SetCondition(*id, n.condition);
+  }
+  std::unordered_map<TaskKey, const store::StoredAllocation*> by_task;
+  for (const auto& a : allocs) by_task[a.task] = &a;
+  for (const store::TaskRecord& r : live) {
+    tasks_[r.task.key] = r.task;
+    if (r.state == TaskState::kPending) {
+      auto w = old_waiting.find(r.task.key);
+      EnqueueLocked(r.task, w != old_waiting.end() ? w->second.reason : r.pending_reason);
+      continue;
+    }
+    auto a = by_task.find(r.task.key);
+    NodeId node = a == by_task.end() ? kNoNode : cluster_.FindNode(a->second->node);
+    if (node == kNoNode) {
+      return Internal("task " + std::to_string(r.task.key) + " is " + TaskStateName(r.state) +
+                      " without an allocation on a known node");
+    }
+    Status s = cluster_.Bind(r.task, FromStored(*a->second, node), r.state, r.updated_at_ms);
+    if (!s.ok()) {
+      return Internal("stored allocation of task " + std::to_string(r.task.key) + ": " + s.message());
+    }
+  }
+  return Status::Ok();
+}
+
+void Scheduler::EnqueueLocked(const Task& task, std::string reason) {
+  waiting_[task.key] = Waiting{std::move(reason), false};
+  active_.emplace(-int64_t{task.priority}, task.key);
+}
+
+void Scheduler::DequeueLocked(TaskKey key) {
+  auto it = waiting_.find(key);
+  if (it == waiting_.end()) return;
+  waiting_.erase(it);
+  active_.erase({-int64_t{tasks_.at(key).priority}, key});
+  unschedulable_.erase(key);
+}
+
+void Scheduler::RetryAllLocked() {
+  for (TaskKey key : unschedulable_) {
+    waiting_.at(key).unschedulable = false;
+    active_.emplace(-int64_t{tasks_.at(key).priority}, key);
+  }
+  unschedulable_.clear();
+  retry_all_ = false;
+  last_retry_ = Clock::now();
+}
+
+void Scheduler::Start() {
+  last_retry_ = Clock::now();
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Scheduler::Stop() {
+  {
+    std::lock_guard lock(*mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Scheduler::Loop() {
+  std::unique_lock lock(*mu_);
+  while (!stop_) {
+    if (retry_all_ || (!unschedulable_.empty() &&
+                       Clock::now() - last_retry_ >= options_.retry_interval)) {
+      RetryAllLocked();
+    }
+    if (active_.empty()) {
+      idle_cv_.notify_all();
+      cv_.wait_for(lock, options_.retry_interval,
+                   [this] { return stop_ || retry_all_ || !active_.empty(); });
+      continue;
+    }
+    busy_ = true;
+    CycleLocked();
+    busy_ = false;
+    // Let API calls waiting on the mutex in between cycles.
+    lock.unlock();
+    std::this_thread::yield();
+    lock.lock();
+  }
+  idle_cv_.notify_all();
+}
+
+void Scheduler::CycleLocked() {
+  struct Outcome {
+    TaskKey key;
+    framework::Decision decision;
+    std::string node;
+  };
+  std::vector<Outcome> outcomes;
+  while (!active_.empty() && outcomes.size() < options_.batch) {
+    const TaskKey key = active_.begin()->second;
+    active_.erase(active_.begin());
+    const Task& task = tasks_.at(key);
+    framework::ScheduleOptions opt;
+    const bool sample = options_.on_plugin_timings && options_.plugin_timing_sample > 0 &&
+                        attempts_++ % options_.plugin_timing_sample == 0;
+    if (sample) {
+      timings_.clear();
+      opt.timings = &timings_;
+    }
+    const auto t0 = Clock::now();
+    framework::Decision d = fw_->Schedule(task, cluster_, opt);
+    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (options_.on_attempt) options_.on_attempt(d.scheduled ? "scheduled" : "unschedulable", secs);
+    if (sample) options_.on_plugin_timings(timings_);
+    std::string node = d.scheduled ? cluster_.spec(d.alloc.node).name : "";
+    outcomes.push_back({key, std::move(d), std::move(node)});
+  }
+
+  // Which waiting tasks get a new reason stored, and the victims' records.
+  std::vector<json> published;
+  Status s = store_->Write([&](store::Tx& tx) -> Status {
+    for (const Outcome& o : outcomes) {
+      const Task& task = tasks_.at(o.key);
+      const framework::Decision& d = o.decision;
+      if (!d.scheduled) {
+        if (d.reason == waiting_.at(o.key).reason) continue;
+        HF_RETURN_IF_ERROR(tx.UpdateTaskState(o.key, TaskState::kPending, d.reason));
+        HF_RETURN_IF_ERROR(tx.AppendTaskEvent(o.key, "unschedulable", d.reason));
+        continue;
+      }
+      const std::string by = PreemptedBy(task);
+      for (TaskKey v : d.victims) {
+        HF_RETURN_IF_ERROR(tx.DeleteAllocation(v));
+        HF_RETURN_IF_ERROR(tx.UpdateTaskState(v, TaskState::kPending, by));
+        HF_RETURN_IF_ERROR(tx.AppendTaskEvent(v, "preempted", by));
+      }
+      HF_RETURN_IF_ERROR(tx.PutAllocation(o.key, o.node, d.alloc));
+      HF_RETURN_IF_ERROR(tx.UpdateTaskState(o.key, TaskState::kScheduled, ""));
+      char score[32];
+      std::snprintf(score, sizeof score, "%.2f", d.score);
+      std::string msg = "scheduled to " + DescribeAllocation(d.alloc, o.node) + " (score " + score + ")";
+      if (!d.victims.empty()) msg += ", preempting " + std::to_string(d.victims.size()) + " task(s)";
+      HF_RETURN_IF_ERROR(tx.AppendTaskEvent(o.key, "scheduled", msg));
+    }
+    return Status::Ok();
+  });
+  if (!s.ok()) {
+    std::fprintf(stderr, "scheduler: committing %zu decisions failed (%s); reloading from the store\n",
+                 outcomes.size(), s.ToString().c_str());
+    if (options_.on_commit_failure) options_.on_commit_failure(outcomes.size());
+    Status r = RebuildLocked();
+    if (!r.ok()) std::fprintf(stderr, "scheduler: reload failed: %s\n", r.ToString().c_str());
+    return;
+  }
+
+  for (Outcome& o : outcomes) {
+    const Task& task = tasks_.at(o.key);
+    framework::Decision& d = o.decision;
+    if (!d.scheduled) {
+      Waiting& w = waiting_.at(o.key);
+      const bool changed = w.reason != d.reason;
+      w.reason = d.reason;
+      w.unschedulable = true;
+      unschedulable_.insert(o.key);
+      if (changed) {
+        published.push_back({{"action", "unschedulable"}, {"id", o.key}, {"name", task.name},
+                             {"reason", d.reason}});
+      }
+      continue;
+    }
+    waiting_.erase(o.key);
+    for (TaskKey v : d.victims) {
+      const Task& victim = tasks_.at(v);
+      EnqueueLocked(victim, PreemptedBy(task));
+      published.push_back({{"action", "preempted"}, {"id", v}, {"name", victim.name},
+                           {"by", o.key}});
+    }
+    if (!d.victims.empty() && options_.on_preemption) options_.on_preemption(d.victims.size());
+    published.push_back({{"action", "scheduled"}, {"id", o.key}, {"name", task.name},
+                         {"node", o.node}, {"allocation", AllocationToJson(d.alloc, o.node)}});
+  }
+  for (json& e : published) Publish("task", std::move(e));
+}
+
+Result<std::vector<store::TaskRecord>> Scheduler::Submit(const std::vector<Task>& tasks,
+                                                         const std::string& actor) {
+  std::vector<store::TaskRecord> out;
+  {
+    std::lock_guard lock(*mu_);
+    HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
+      out.clear();
+      for (const Task& t : tasks) {
+        HF_ASSIGN_OR_RETURN(TaskKey k, tx.InsertTask(t));
+        HF_RETURN_IF_ERROR(tx.AppendTaskEvent(k, "submitted", "by " + actor));
+        HF_ASSIGN_OR_RETURN(store::TaskRecord r, tx.GetTask(k));
+        out.push_back(std::move(r));
+      }
+      return Status::Ok();
+    }));
+    for (const store::TaskRecord& r : out) {
+      tasks_[r.task.key] = r.task;
+      EnqueueLocked(r.task, "");
+    }
+  }
+  cv_.notify_all();
+  for (const store::TaskRecord& r : out) {
+    Publish("task", {{"action", "submitted"}, {"id", r.task.key}, {"name", r.task.name}});
+  }
+  return out;
+}
+
+Result<store::TaskRecord> Scheduler::Cancel(TaskKey id, const std::string& actor) {
+  store::TaskRecord rec;
+  {
+    std::lock_guard lock(*mu_);
+    HF_RETURN_IF_ERROR(store_->Read([&](const store::ReadTx& tx) -> Status {
+      HF_ASSIGN_OR_RETURN(rec, tx.GetTask(id));
+      return Status::Ok();
+    }));
+    if (rec.state == TaskState::kCancelled) return rec;
+    if (rec.state == TaskState::kSucceeded || rec.state == TaskState::kFailed) {
+      return FailedPrecondition("task " + std::to_string(id) + " already " + TaskStateName(rec.state));
+    }
+    HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
+      HF_RETURN_IF_ERROR(tx.DeleteAllocation(id));
+      HF_RETURN_IF_ERROR(tx.UpdateTaskState(id, TaskState::kCancelled, ""));
+      HF_RETURN_IF_ERROR(tx.AppendTaskEvent(id, "cancelled", "by " + actor));
+      HF_ASSIGN_OR_RETURN(rec, tx.GetTask(id));
+      return Status::Ok();
+    }));
+    if (cluster_.FindPlaced(id) != nullptr) {
+      HF_CHECK(cluster_.Release(id).ok());
+      retry_all_ = true;
+    }
+    DequeueLocked(id);
+    tasks_.erase(id);
+  }
+  cv_.notify_all();
+  Publish("task", {{"action", "cancelled"}, {"id", id}, {"name", rec.task.name}, {"by", actor}});
+  return rec;
+}
+
+Result<bool> Scheduler::PutNode(const NodeSpec& spec, const std::string& actor) {
+  bool created = false;
+  {
+    std::lock_guard lock(*mu_);
+    created = cluster_.FindNode(spec.name) == kNoNode;
+    if (created) HF_RETURN_IF_ERROR(spec.Validate());
+    HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) { return tx.PutNode(spec); }));
+    if (created) {
+      HF_CHECK(cluster_.AddNode(spec).ok());
+    } else {
+      Status s = RebuildLocked();
+      if (!s.ok()) return s;
+    }
+    retry_all_ = true;
+  }
+  cv_.notify_all();
+  Publish("node", {{"action", created ? "registered" : "updated"}, {"name", spec.name}, {"by", actor}});
+  return created;
+}
+
+Status Scheduler::DeleteNode(const std::string& name, const std::string& actor) {
+  {
+    std::lock_guard lock(*mu_);
+    HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) { return tx.DeleteNode(name); }));
+    HF_RETURN_IF_ERROR(RebuildLocked());
+  }
+  Publish("node", {{"action", "deleted"}, {"name", name}, {"by", actor}});
+  return Status::Ok();
+}
+
+Status Scheduler::SetNodeCondition(const std::string& name, NodeCondition condition,
+                                   const std::string& actor) {
+  {
+    std::lock_guard lock(*mu_);
+    const NodeId n = cluster_.FindNode(name);
+    if (n == kNoNode) return NotFound("node " + name + " not found");
+    if (cluster_.condition(n) == condition) return Status::Ok();
+    HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) { return tx.SetNodeCondition(name, condition); }));
+    cluster_.SetCondition(n, condition);
+    if (condition == NodeCondition::kReady) retry_all_ = true;
+  }
+  cv_.notify_all();
+  Publish("node", {{"action", "condition"}, {"name", name}, {"condition", NodeConditionName(condition)},
+                   {"by", actor}});
+  return Status::Ok();
+}
+
+void Scheduler::PolicyChanged() {
+  {
+    std::lock_guard lock(*mu_);
+    retry_all_ = true;
+  }
+  cv_.notify_all();
+}
+
+ClusterSnapshot Scheduler::Snapshot() const {
+  std::lock_guard lock(*mu_);
+  ClusterSnapshot snap{cluster_, fw_->CurrentPolicy(), {}};
+  for (const auto& [np, key] : active_) snap.pending.push_back(tasks_.at(key));
+  std::vector<std::pair<int64_t, TaskKey>> rest;
+  for (TaskKey key : unschedulable_) rest.emplace_back(-int64_t{tasks_.at(key).priority}, key);
+  std::sort(rest.begin(), rest.end());
+  for (const auto& [np, key] : rest) snap.pending.push_back(tasks_.at(key));
+  std::stable_sort(snap.pending.begin(), snap.pending.end(), [](const Task& a, const Task& b) {
+    return a.priority != b.priority ? a.priority > b.priority : a.key < b.key;
+  });
+  return snap;
+}
+
+size_t Scheduler::active_count() const {
+  std::lock_guard lock(*mu_);
+  return active_.size();
+}
+
+size_t Scheduler::unschedulable_count() const {
+  std::lock_guard lock(*mu_);
+  return unschedulable_.size();
+}
+
+std::vector<std::tuple<std::string, int64_t, int64_t>> Scheduler::GpuAllocation() const {
+  std::lock_guard lock(*mu_);
+  std::vector<std::tuple<std::string, int64_t, int64_t>> out;
+  out.reserve(cluster_.node_count());
+  for (NodeId n = 0; n < cluster_.node_count(); ++n) {
+    out.emplace_back(cluster_.spec(n).name, cluster_.used_gpu_milli(n), cluster_.total_gpu_milli(n));
+  }
+  return out;
+}
+
+bool Scheduler::WaitIdle(std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(*mu_);
+  return idle_cv_.wait_for(lock, timeout, [this] { return stop_ || (active_.empty() && !busy_); });
+}
+
+void Scheduler::Publish(const std::string& type, json data) {
+  if (events_) events_->Publish(type, std::move(data), clock_->NowMs());
+}
+
+}  // namespace hf::server

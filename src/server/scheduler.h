@@ -1,0 +1,173 @@
+// Scheduler: the server's scheduling loop and the owner of the live cluster
+// state (SPEC §5, §9).
+//
+// Truth and order. The store is the truth; the in-memory ClusterState and the
+// queue mirror it so that a decision takes microseconds. Every change goes
+// store first, memory second, under one mutex (shared with the framework),
+// so memory never shows what the store has not committed:
+//   - Submit commits the task rows, then queues them;
+//   - a scheduling cycle takes up to `batch` tasks from the queue (priority
+//     first, then age: lower task id), runs the framework on each, and then
+//     commits every decision of the cycle in one transaction (allocations,
+//     states, events; victims' allocations deleted before the preemptor's
+//     grants are inserted, so the database's capacity triggers hold at every
+//     row). If that commit fails the memory is rebuilt from the store and the
+//     tasks are retried: an acknowledged task is never lost and a GPU is never
+//     granted twice, whatever fails;
+//   - Cancel, node registration, cordon and deletion commit, then change the
+//     memory.
+//
+// Unschedulable tasks wait, keeping their "0/N nodes available: ..." reason
+// (stored, with an event, each time it changes). They are retried when
+// something could let them fit — a task released, a node added or made
+// schedulable, a policy change — and every `retry_interval` otherwise, for
+// changes the server cannot see (measured load).
+//
+// Threading: every public method may be called from any thread. The loop runs
+// on its own thread between Start and Stop.
+#ifndef HF_SERVER_SCHEDULER_H_
+#define HF_SERVER_SCHEDULER_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/cluster_state.h"
+#include "core/model.h"
+#include "core/status.h"
+#include "framework/framework.h"
+#include "server/events.h"
+#include "store/store.h"
+
+namespace hf::server {
+
+struct SchedulerOptions {
+  // Decisions committed per transaction (one fsync).
+  size_t batch = 256;
+  // Unschedulable tasks are retried at least this often.
+  std::chrono::milliseconds retry_interval = std::chrono::seconds(30);
+  // Called after every attempt with its result ("scheduled", "unschedulable")
+  // and duration; for metrics. May be empty.
+  std::function<void(std::string_view result, double seconds)> on_attempt;
+  // Called when a cycle's commit failed, with the number of decisions it
+  // undid (they are retried). May be empty.
+  std::function<void(size_t decisions)> on_commit_failure;
+  // Called with the number of victims of each preemption. May be empty.
+  std::function<void(size_t victims)> on_preemption;
+  // One attempt in `plugin_timing_sample` has every plugin call timed and
+  // passed here (0 or an empty function: never), as kube-scheduler samples
+  // its plugin metrics: the clock reads would cost more than a cheap filter.
+  std::function<void(const std::vector<framework::PluginTiming>&)> on_plugin_timings;
+  uint32_t plugin_timing_sample = 10;
+};
+
+// What the preview needs, copied under the lock.
+struct ClusterSnapshot {
+  ClusterState cluster;
+  framework::Policy policy;
+  std::vector<Task> pending;  // by priority, then age
+};
+
+class Scheduler {
+ public:
+  // `mu` guards `fw` for every user of the framework; the scheduler takes it
+  // for each cycle and each change. All pointers must outlive the Scheduler.
+  Scheduler(store::Store* store, framework::Framework* fw, std::mutex* mu, const Clock* clock,
+            EventHub* events, SchedulerOptions options = {});
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Loads nodes, allocations and live tasks from the store. Call once before
+  // Start. Internal when a stored allocation no longer fits its node.
+  Status Recover();
+  void Start();
+  // Finishes the cycle in progress and joins the thread. Idempotent.
+  void Stop();
+
+  // Stores the tasks in one transaction (all or none), each with a
+  // "submitted" event, then queues them. Returns them as stored.
+  Result<std::vector<store::TaskRecord>> Submit(const std::vector<Task>& tasks,
+                                                const std::string& actor);
+  // Cancels a pending, scheduled or running task and frees what it holds.
+  // Cancelling a cancelled task returns it unchanged; a succeeded or failed
+  // one is FailedPrecondition; NotFound when there is no such task.
+  Result<store::TaskRecord> Cancel(TaskKey id, const std::string& actor);
+
+  // Registers a node or replaces its spec (keeping its condition). Returns
+  // true when it was new. Errors as store::Tx::PutNode.
+  Result<bool> PutNode(const NodeSpec& spec, const std::string& actor);
+  // FailedPrecondition while tasks are allocated on it.
+  Status DeleteNode(const std::string& name, const std::string& actor);
+  Status SetNodeCondition(const std::string& name, NodeCondition condition,
+                          const std::string& actor);
+
+  // Call after changing the framework's policy (with `mu` NOT held): every
+  // waiting task is retried under the new policy.
+  void PolicyChanged();
+
+  ClusterSnapshot Snapshot() const;
+
+  // Tasks waiting to be tried, and tasks tried and found unschedulable.
+  size_t active_count() const;
+  size_t unschedulable_count() const;
+  // Per node: name, GPU milli allocated, GPU milli total (for metrics).
+  std::vector<std::tuple<std::string, int64_t, int64_t>> GpuAllocation() const;
+  // Blocks until no task waits to be tried or `timeout` passes; true when idle.
+  bool WaitIdle(std::chrono::milliseconds timeout) const;
+
+ private:
+  struct Waiting {
+    std::string reason;  // last stored pending reason
+    bool unschedulable = false;
+  };
+
+  void Loop();
+  void CycleLocked();
+  // Rebuilds cluster_, tasks_ and the queue from the store.
+  Status RebuildLocked();
+  void EnqueueLocked(const Task& task, std::string reason);
+  void DequeueLocked(TaskKey key);
+  // Moves every unschedulable task back to the active queue.
+  void RetryAllLocked();
+  void Publish(const std::string& type, nlohmann::json data);
+
+  store::Store* store_;
+  framework::Framework* fw_;
+  std::mutex* mu_;
+  const Clock* clock_;
+  EventHub* events_;
+  SchedulerOptions options_;
+
+  // All guarded by *mu_.
+  ClusterState cluster_;
+  std::unordered_map<TaskKey, Task> tasks_;  // every pending, scheduled or running task
+  std::unordered_map<TaskKey, Waiting> waiting_;
+  std::set<std::pair<int64_t, TaskKey>> active_;  // (-priority, id)
+  std::set<TaskKey> unschedulable_;
+  bool retry_all_ = false;  // something changed that may let waiting tasks fit
+  bool stop_ = false;
+  bool busy_ = false;  // a cycle is running
+  uint64_t attempts_ = 0;
+  std::vector<framework::PluginTiming> timings_;
+  std::chrono::steady_clock::time_point last_retry_;
+
+  mutable std::condition_variable cv_;       // wakes the loop
+  mutable std::condition_variable idle_cv_;  // wakes WaitIdle
+  std::thread thread_;
+};
+
+}  // namespace hf::server
+
+#endif  // HF_SERVER_SCHEDULER_H_
