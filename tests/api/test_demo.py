@@ -1,0 +1,89 @@
+#!/usr/bin/python3
+"""The demo of ./scripts/run.sh: the server started with
+examples/demo/server.yaml registers the four declared nodes with the file's
+policy; the demo tasks are placed as the README says (the RDMA training group
+on one A100 node, the inference replicas sharing T4 GPUs, the H100 task
+pending with its reason), and the urgent fine-tune preempts the low-priority
+sweep, which is pending again with "preempted by task ..." in its events.
+
+usage: test_demo.py HETEROFLOW_BINARY
+"""
+import json
+import os
+import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hfapi import API, Checks, Server, expect, fail, main_guard, wait_until  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEMO = os.path.join(REPO, "examples", "demo")
+
+
+def main(binary, tmp):
+    srv = Server(binary, os.path.join(tmp, "data"), config=os.path.join(DEMO, "server.yaml"))
+    c = Checks("demo")
+
+    def nodes_and_policy():
+        nodes = {n["name"]: n for n in expect(srv.get(API + "/nodes"), 200)["nodes"]}
+        if sorted(nodes) != ["a100-1", "a100-2", "cpu-1", "t4-1"]:
+            fail("declared nodes: %s" % sorted(nodes))
+        if len(nodes["a100-1"]["gpus"]) != 8 or len(nodes["a100-1"]["rdma"]) != 2:
+            fail("a100-1 inventory: %s" % json.dumps(nodes["a100-1"])[:300])
+        if nodes["a100-1"]["topology"]["rack"] != "rack-a" or nodes["cpu-1"]["gpus"]:
+            fail("topology or CPU-only node wrong")
+        cfg = expect(srv.get(API + "/scheduler/config"), 200)
+        if cfg["load_threshold"] != 0.85:
+            fail("load_threshold from the file: %s" % cfg)
+        plugins = {p["name"]: p for p in expect(srv.get(API + "/plugins"), 200)["plugins"]}
+        if not plugins["binpack"]["enabled"] or plugins["spread"]["enabled"]:
+            fail("binpack/spread from the file: %s %s" % (plugins["binpack"], plugins["spread"]))
+
+    def by_name():
+        return {t["name"]: t for t in srv.tasks_full()}
+
+    def demo_tasks():
+        with open(os.path.join(DEMO, "tasks.json")) as f:
+            expect(srv.call("POST", API + "/tasks/batch", json.load(f)), 201)
+        wait_until(lambda: by_name()["hparam-sweep"]["state"] == "scheduled", 10, "sweep scheduled")
+        ts = by_name()
+        pre = [ts["llama-pretrain-0"], ts["llama-pretrain-1"]]
+        if any(t["state"] != "scheduled" for t in pre) or pre[0]["node"] != pre[1]["node"]:
+            fail("the RDMA group is not together: %s" % [(t["state"], t["node"]) for t in pre])
+        for t in pre:
+            if not t["allocation"]["rdma_device"]:
+                fail("%s got no RDMA device" % t["name"])
+        q = [ts["qwen-7b-replica-0"], ts["qwen-7b-replica-1"]]
+        if any(t["node"] != "t4-1" for t in q):
+            fail("inference replicas not on the T4 node: %s" % [t["node"] for t in q])
+        if q[0]["allocation"]["gpus"][0]["index"] != q[1]["allocation"]["gpus"][0]["index"]:
+            fail("binpack did not pack the two half-GPU replicas onto one T4")
+        h = ts["render-h100"]
+        if h["state"] != "pending" or "GPU model mismatch" not in h["pending_reason"]:
+            fail("render-h100: %s %r" % (h["state"], h["pending_reason"]))
+
+    def preemption():
+        with open(os.path.join(DEMO, "urgent-task.json")) as f:
+            urgent = expect(srv.call("POST", API + "/tasks", json.load(f)), 201)
+        wait_until(lambda: by_name()["finetune-70b-urgent"]["state"] == "scheduled", 10,
+                   "the urgent task scheduled")
+        sweep = by_name()["hparam-sweep"]
+        if sweep["state"] != "pending" or sweep["allocation"] is not None:
+            fail("the sweep was not evicted: %s" % sweep["state"])
+        full = expect(srv.get(API + "/tasks/%d" % sweep["id"]), 200)
+        kinds = [e["kind"] for e in full["events"]]
+        pre = [e for e in full["events"] if e["kind"] == "preempted"]
+        if not pre or "preempted by task %d" % urgent["id"] not in pre[0]["message"]:
+            fail("sweep events: %s" % full["events"])
+        if kinds[:2] != ["submitted", "scheduled"]:
+            fail("sweep events start with %s" % kinds[:2])
+
+    c.run("declared nodes and policy from the file", nodes_and_policy)
+    c.run("demo tasks placed", demo_tasks)
+    c.run("urgent task preempts the sweep", preemption)
+    srv.stop()
+    c.finish()
+
+
+if __name__ == "__main__":
+    main_guard(main)
