@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <condition_variable>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -252,7 +253,7 @@ Status ControlPlane::LoadPolicy() {
       framework::Framework::Create(plugins::InTreeRegistry(), policy, &clock_);
   if (!fw.ok()) return fw.status();
   framework_ = std::move(fw).value();
-  if (stored) return Status::Ok();
+  if (stored) return ReportConfigDrift();
   const framework::Policy current = framework_->CurrentPolicy();
   return store_->Write([&](store::Tx& tx) -> Status {
     for (const auto& [name, settings] : current.plugins) {
@@ -261,6 +262,47 @@ Status ControlPlane::LoadPolicy() {
     }
     return tx.PutSchedulerConfig(current.scheduler.ToJson());
   });
+}
+
+Status ControlPlane::ReportConfigDrift() const {
+  if (options_.config_path.empty()) return Status::Ok();
+  HF_ASSIGN_OR_RETURN(framework::Policy file_policy, framework::LoadPolicyFile(options_.config_path));
+  HF_ASSIGN_OR_RETURN(auto file_fw,
+                      framework::Framework::Create(plugins::InTreeRegistry(), file_policy, &clock_));
+  const framework::Policy from_file = file_fw->CurrentPolicy();
+  const framework::Policy from_store = framework_->CurrentPolicy();
+  std::vector<std::string> lines;
+  auto compare = [&](const std::string& prefix, const json& a, const json& b) {
+    std::set<std::string> keys;
+    for (const auto& [k, v] : a.items()) keys.insert(k);
+    for (const auto& [k, v] : b.items()) keys.insert(k);
+    for (const std::string& k : keys) {
+      const json fa = a.contains(k) ? a[k] : json(nullptr);
+      const json fb = b.contains(k) ? b[k] : json(nullptr);
+      // 1 and 1.0 are the same setting, and print as 1.
+      auto show = [](const json& v) {
+        if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
+            std::fabs(v.get<double>()) < 1e15) {
+          return json(static_cast<int64_t>(v.get<double>())).dump();
+        }
+        return v.dump();
+      };
+      if (show(fa) != show(fb)) {
+        lines.push_back(prefix + k + ": file " + show(fa) + ", store " + show(fb));
+      }
+    }
+  };
+  for (const auto& [name, settings] : from_store.plugins) {
+    auto it = from_file.plugins.find(name);
+    compare("plugins." + name + ".", it == from_file.plugins.end() ? json::object() : it->second,
+            settings);
+  }
+  compare("scheduler.", from_file.scheduler.ToJson(), from_store.scheduler.ToJson());
+  for (const std::string& l : lines) {
+    std::fprintf(stderr, "config: %s differs (%s); the stored value is used\n",
+                 l.substr(0, l.find(':')).c_str(), l.substr(l.find(':') + 2).c_str());
+  }
+  return Status::Ok();
 }
 
 bool ControlPlane::Authorize(const Request& req, Action action, Caller& caller,

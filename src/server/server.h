@@ -77,6 +77,8 @@ class ControlPlane {
 
   Status BootstrapAdminToken();
   Status LoadPolicy();
+  // Logs each policy key where --config and the store differ (the store wins).
+  Status ReportConfigDrift() const;
   Status RegisterDeclaredNodes();
   void RegisterMetrics();
   void AddRoutes();

@@ -78,9 +78,20 @@ def main(binary, tmp):
         if kinds[:2] != ["submitted", "scheduled"]:
             fail("sweep events start with %s" % kinds[:2])
 
+    def store_wins_over_file():
+        expect(srv.call("PUT", API + "/plugins/binpack", {"weight": 3}), 200)
+        srv.restart()
+        w = {p["name"]: p["weight"] for p in expect(srv.get(API + "/plugins"), 200)["plugins"]}
+        if w["binpack"] != 3:
+            fail("after a restart with the file, binpack weight is %s, not the stored 3" % w["binpack"])
+        log = srv.stderr_text()
+        if "plugins.binpack.weight differs (file 1, store 3)" not in log:
+            fail("the server did not log the key where file and store differ:\n" + log[-2000:])
+
     c.run("declared nodes and policy from the file", nodes_and_policy)
     c.run("demo tasks placed", demo_tasks)
     c.run("urgent task preempts the sweep", preemption)
+    c.run("the store wins over the file, and the drift is logged", store_wins_over_file)
     srv.stop()
     c.finish()
 
