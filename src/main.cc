@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <string>
 
+#include "cli/client_command.h"
 #include "server/server.h"
 #include "sim/simulate_command.h"
 
@@ -14,7 +15,10 @@ void Usage() {
                "  server     run the control-plane server (REST API)\n"
                "  simulate   replay a cluster and workload (openb CSV or YAML) offline\n"
                "  version    print the version\n\n"
-               "Run 'heteroflow <command> --help' for a command's options.\n");
+               "client commands (--server URL, --token T, -o table|json|yaml; see docs/CLIENT.md):\n"
+               "%s\n"
+               "Run 'heteroflow <command> --help' for a command's options.\n",
+               hf::cli::ClientUsage());
 }
 
 }  // namespace
@@ -27,6 +31,7 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   if (cmd == "server") return hf::server::RunServerCommand(argc - 1, argv + 1);
   if (cmd == "simulate") return hf::sim::RunSimulateCommand(argc - 1, argv + 1);
+  if (hf::cli::IsClientVerb(cmd)) return hf::cli::RunClientCommand(argc - 1, argv + 1);
   if (cmd == "version" || cmd == "--version") {
     std::printf("heteroflow 0.1.0\n");
     return 0;

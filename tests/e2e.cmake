@@ -82,6 +82,10 @@ if(TARGET heteroflow AND Python3_Interpreter_FOUND)
   add_test(NAME server_smoke
            COMMAND ${Python3_EXECUTABLE} ${HF_TESTS_DIR}/server_smoke.py $<TARGET_FILE:heteroflow>)
   set_tests_properties(server_smoke PROPERTIES TIMEOUT 60 LABELS "e2e;server")
+  # The kubectl-style client against the real server.
+  add_test(NAME client_e2e
+           COMMAND ${Python3_EXECUTABLE} ${HF_TESTS_DIR}/client_e2e.py $<TARGET_FILE:heteroflow>)
+  set_tests_properties(client_e2e PROPERTIES TIMEOUT 120 LABELS "e2e;client")
 endif()
 
 # The API's end-to-end acceptance tests (tests/api/): the vision's curl calls,

@@ -1,0 +1,261 @@
+#include "cli/output.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+
+#include "cli/yaml_json.h"
+
+namespace hf::cli {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kNone[] = "<none>";
+
+const json* Get(const json& o, std::string_view key) {
+  if (!o.is_object()) return nullptr;
+  auto it = o.find(key);
+  return it == o.end() ? nullptr : &*it;
+}
+
+}  // namespace
+
+std::optional<int64_t> IntField(const json& o, std::string_view key) {
+  const json* v = Get(o, key);
+  if (v == nullptr || !v->is_number()) return std::nullopt;
+  if (v->is_number_float()) {
+    const double d = v->get<double>();
+    if (!std::isfinite(d)) return std::nullopt;
+    return static_cast<int64_t>(std::llround(d));
+  }
+  return v->get<int64_t>();
+}
+
+namespace {
+
+// Up to `decimals` decimals, trailing zeros dropped: 1.50 -> "1.5".
+std::string Decimal(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+  std::string s = buf;
+  if (s.find('.') != std::string::npos) {
+    while (s.back() == '0') s.pop_back();
+    if (s.back() == '.') s.pop_back();
+  }
+  return s;
+}
+
+const json& ListOrEmpty(const json& v) {
+  static const json kEmpty = json::array();
+  return v.is_array() ? v : kEmpty;
+}
+
+void Flatten(const json& v, const std::string& prefix,
+             std::vector<std::vector<std::string>>& rows) {
+  if (v.is_object() && !v.empty()) {
+    for (const auto& [k, child] : v.items()) {
+      Flatten(child, prefix.empty() ? k : prefix + "." + k, rows);
+    }
+    return;
+  }
+  rows.push_back({prefix, v.is_string() ? v.get<std::string>() : v.dump()});
+}
+
+}  // namespace
+
+Result<OutputFormat> ParseOutputFormat(std::string_view name) {
+  if (name == "table") return OutputFormat::kTable;
+  if (name == "json") return OutputFormat::kJson;
+  if (name == "yaml") return OutputFormat::kYaml;
+  return InvalidArgument("output format must be table, json or yaml, not \"" +
+                         std::string(name.substr(0, 50)) + "\"");
+}
+
+std::string Serialize(const json& value, OutputFormat format) {
+  if (format == OutputFormat::kYaml) return JsonToYaml(value);
+  return value.dump(2) + "\n";
+}
+
+std::string FormatTable(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    if (width.size() < row.size()) width.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line.append(width[i] + 3 - row[i].size(), ' ');
+    }
+    // An empty last cell would leave the padding of the one before it.
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line;
+    out += '\n';
+  }
+  return out;
+}
+
+std::string Text(const json& o, std::string_view key) {
+  const json* v = Get(o, key);
+  if (v == nullptr || v->is_null()) return kNone;
+  if (v->is_string()) {
+    const std::string& s = v->get_ref<const std::string&>();
+    return s.empty() ? kNone : s;
+  }
+  return v->dump();
+}
+
+std::optional<int64_t> ParseRfc3339(std::string_view text) {
+  std::string s(text);
+  int year, month, day, hour, minute, second, used = 0;
+  if (std::sscanf(s.c_str(), "%4d-%2d-%2d%*1[Tt ]%2d:%2d:%2d%n", &year, &month, &day, &hour,
+                  &minute, &second, &used) != 6 ||
+      used != 19) {
+    return std::nullopt;
+  }
+  size_t i = 19;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+  }
+  int64_t offset = 0;
+  if (i < s.size() && (s[i] == 'Z' || s[i] == 'z')) {
+    ++i;
+  } else if (i < s.size() && (s[i] == '+' || s[i] == '-')) {
+    int oh, om, n = 0;
+    if (std::sscanf(s.c_str() + i + 1, "%2d:%2d%n", &oh, &om, &n) != 2 || n != 5) {
+      return std::nullopt;
+    }
+    offset = (s[i] == '+' ? 1 : -1) * (oh * 3600 + om * 60);
+    i += 6;
+  } else {
+    return std::nullopt;
+  }
+  if (i != s.size() || month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 ||
+      second > 60) {
+    return std::nullopt;
+  }
+  std::tm tm{};
+  tm.tm_year = year - 1900;
+  tm.tm_mon = month - 1;
+  tm.tm_mday = day;
+  tm.tm_hour = hour;
+  tm.tm_min = minute;
+  tm.tm_sec = second;
+  return static_cast<int64_t>(timegm(&tm)) - offset;
+}
+
+std::string FormatAge(int64_t s) {
+  if (s < 0) return kNone;
+  if (s < 120) return std::to_string(s) + "s";
+  if (s < 3 * 3600) return std::to_string(s / 60) + "m";
+  if (s < 48 * 3600) return std::to_string(s / 3600) + "h";
+  if (s < 730 * 86400) return std::to_string(s / 86400) + "d";
+  return std::to_string(s / (365 * 86400)) + "y";
+}
+
+std::string AgeOf(const json& o, std::string_view key, int64_t now_s) {
+  const json* v = Get(o, key);
+  if (v == nullptr || !v->is_string()) return "";
+  std::optional<int64_t> t = ParseRfc3339(v->get<std::string>());
+  return t ? FormatAge(now_s - *t) : "";
+}
+
+std::string Cores(int64_t milli) { return Decimal(static_cast<double>(milli) / 1000.0, 3); }
+
+std::string Memory(int64_t mib) {
+  if (mib < 1024) return std::to_string(mib) + "Mi";
+  return Decimal(static_cast<double>(mib) / 1024.0, 1) + "Gi";
+}
+
+std::string GpuRequest(const json& requests) {
+  const int64_t gpu = IntField(requests, "gpu").value_or(0);
+  const int64_t milli = IntField(requests, "gpu_milli").value_or(1000);
+  if (gpu <= 0) return "0";
+  if (milli >= 1000) return std::to_string(gpu);
+  const std::string part = std::to_string(milli) + "m";
+  return gpu == 1 ? part : std::to_string(gpu) + "x" + part;
+}
+
+std::string TasksTable(const json& tasks, int64_t now_s) {
+  std::vector<std::vector<std::string>> rows = {
+      {"ID", "NAME", "STATE", "PRIORITY", "NODE", "GPU", "AGE", "REASON"}};
+  for (const json& t : ListOrEmpty(tasks)) {
+    const json* requests = Get(t, "requests");
+    std::string reason;
+    if (const json* r = Get(t, "pending_reason"); r != nullptr && r->is_string()) {
+      reason = r->get<std::string>();
+    }
+    rows.push_back({Text(t, "id"), Text(t, "name"), Text(t, "state"), Text(t, "priority"),
+                    Text(t, "node"), requests ? GpuRequest(*requests) : "0",
+                    AgeOf(t, "created_at", now_s), reason});
+  }
+  return FormatTable(rows);
+}
+
+std::string NodesTable(const json& nodes) {
+  std::vector<std::vector<std::string>> rows = {
+      {"NAME", "CONDITION", "GPUS", "MODEL", "CPU", "MEM", "RACK"}};
+  for (const json& n : ListOrEmpty(nodes)) {
+    const json* alloc = Get(n, "allocated");
+    static const json kNoAlloc = json::object();
+    const json& a = alloc ? *alloc : kNoAlloc;
+    const json* gpus = Get(n, "gpus");
+    const size_t gpu_count = gpus && gpus->is_array() ? gpus->size() : 0;
+    std::vector<std::string> models;
+    if (gpus != nullptr) {
+      for (const json& g : ListOrEmpty(*gpus)) {
+        std::string m = Text(g, "model");
+        if (m != kNone && std::find(models.begin(), models.end(), m) == models.end()) {
+          models.push_back(m);
+        }
+      }
+    }
+    std::string model_text;
+    for (const std::string& m : models) model_text += (model_text.empty() ? "" : ",") + m;
+    const json* topology = Get(n, "topology");
+    rows.push_back({Text(n, "name"), Text(n, "condition"),
+                    Cores(IntField(a, "gpu_milli").value_or(0)) + "/" + std::to_string(gpu_count),
+                    model_text.empty() ? kNone : model_text,
+                    Cores(IntField(a, "cpu_milli").value_or(0)) + "/" +
+                        Cores(IntField(n, "cpu_milli").value_or(0)),
+                    Memory(IntField(a, "memory_mib").value_or(0)) + "/" +
+                        Memory(IntField(n, "memory_mib").value_or(0)),
+                    topology ? Text(*topology, "rack") : kNone});
+  }
+  return FormatTable(rows);
+}
+
+std::string PluginsTable(const json& plugins) {
+  std::vector<std::vector<std::string>> rows = {
+      {"NAME", "TYPE", "ENABLED", "WEIGHT", "STATUS", "MODE"}};
+  for (const json& p : ListOrEmpty(plugins)) {
+    rows.push_back({Text(p, "name"), Text(p, "type"), Text(p, "enabled"), Text(p, "weight"),
+                    Text(p, "status"), Text(p, "mode")});
+  }
+  return FormatTable(rows);
+}
+
+std::string TokensTable(const json& tokens, int64_t now_s) {
+  std::vector<std::vector<std::string>> rows = {{"ID", "NAME", "ROLE", "ACTIVE", "AGE", "EXPIRES"}};
+  for (const json& t : ListOrEmpty(tokens)) {
+    const json* expires = Get(t, "expires_at");
+    rows.push_back({Text(t, "id"), Text(t, "name"), Text(t, "role"), Text(t, "active"),
+                    AgeOf(t, "created_at", now_s),
+                    expires && expires->is_string() ? expires->get<std::string>() : "never"});
+  }
+  return FormatTable(rows);
+}
+
+std::string KeyValueTable(const json& object) {
+  std::vector<std::vector<std::string>> rows = {{"KEY", "VALUE"}};
+  if (object.is_object()) Flatten(object, "", rows);
+  return FormatTable(rows);
+}
+
+}  // namespace hf::cli

@@ -1,0 +1,129 @@
+#include "cli/output.h"
+
+#include <gtest/gtest.h>
+
+namespace hf::cli {
+namespace {
+
+using nlohmann::json;
+
+// 2026-12-02T14:00:00Z.
+constexpr int64_t kNow = 1796220000;
+
+TEST(OutputTest, FormatTableAlignsColumns) {
+  EXPECT_EQ(FormatTable({{"NAME", "X", "LAST"}, {"a-long-name", "1", ""}, {"b", "22", "z"}}),
+            "NAME          X    LAST\n"
+            "a-long-name   1\n"
+            "b             22   z\n");
+}
+
+TEST(OutputTest, Rfc3339AndAges) {
+  EXPECT_EQ(ParseRfc3339("2026-12-02T14:00:00Z"), kNow);
+  EXPECT_EQ(ParseRfc3339("2026-12-02T14:00:00.123Z"), kNow);
+  EXPECT_EQ(ParseRfc3339("2026-12-02T15:30:00+01:30"), kNow);
+  EXPECT_EQ(ParseRfc3339("2026-12-02T14:00:00"), std::nullopt);
+  EXPECT_EQ(ParseRfc3339("yesterday"), std::nullopt);
+  EXPECT_EQ(ParseRfc3339("2026-13-02T14:00:00Z"), std::nullopt);
+  struct Row {
+    int64_t s;
+    const char* want;
+  };
+  for (const Row& r : std::initializer_list<Row>{{0, "0s"},
+                                                 {119, "119s"},
+                                                 {120, "2m"},
+                                                 {10799, "179m"},
+                                                 {10800, "3h"},
+                                                 {172800, "2d"},
+                                                 {730 * 86400, "2y"},
+                                                 {-5, "<none>"}}) {
+    EXPECT_EQ(FormatAge(r.s), r.want) << r.s;
+  }
+}
+
+TEST(OutputTest, Quantities) {
+  EXPECT_EQ(Cores(4000), "4");
+  EXPECT_EQ(Cores(1500), "1.5");
+  EXPECT_EQ(Cores(250), "0.25");
+  EXPECT_EQ(Cores(0), "0");
+  EXPECT_EQ(Memory(16384), "16Gi");
+  EXPECT_EQ(Memory(1536), "1.5Gi");
+  EXPECT_EQ(Memory(500), "500Mi");
+  EXPECT_EQ(GpuRequest(json::parse(R"({"gpu":2})")), "2");
+  EXPECT_EQ(GpuRequest(json::parse(R"({"gpu":2,"gpu_milli":1000})")), "2");
+  EXPECT_EQ(GpuRequest(json::parse(R"({"gpu":1,"gpu_milli":500})")), "500m");
+  EXPECT_EQ(GpuRequest(json::parse(R"({"gpu":2,"gpu_milli":250})")), "2x250m");
+  EXPECT_EQ(GpuRequest(json::parse(R"({"cpu_milli":100})")), "0");
+}
+
+TEST(OutputTest, TasksTable) {
+  const json tasks = json::parse(R"([
+    {"id": 17, "name": "train-a", "state": "scheduled", "priority": 5, "node": "gpu-a1",
+     "requests": {"gpu": 2, "gpu_milli": 1000}, "created_at": "2026-12-02T13:55:00Z",
+     "pending_reason": ""},
+    {"id": 18, "name": "infer", "state": "pending", "priority": 0, "node": null,
+     "requests": {"gpu": 1, "gpu_milli": 500}, "created_at": "2026-12-02T13:59:30Z",
+     "pending_reason": "0/2 nodes available: 2 Insufficient GPU"}])");
+  EXPECT_EQ(TasksTable(tasks, kNow),
+            "ID   NAME      STATE       PRIORITY   NODE     GPU    AGE   REASON\n"
+            "17   train-a   scheduled   5          gpu-a1   2      5m\n"
+            "18   infer     pending     0          <none>   500m   30s   0/2 nodes available: 2 "
+            "Insufficient GPU\n");
+}
+
+TEST(OutputTest, NodesTable) {
+  const json nodes = json::parse(R"([
+    {"name": "gpu-a1", "condition": "Ready", "cpu_milli": 64000, "memory_mib": 524288,
+     "gpus": [{"index": 0, "model": "A100-80G"}, {"index": 1, "model": "A100-80G"}],
+     "topology": {"zone": "z", "switch": "s", "rack": "r1"},
+     "allocated": {"cpu_milli": 4000, "memory_mib": 16384, "gpu_milli": 1500}},
+    {"name": "cpu-1", "condition": "Draining", "cpu_milli": 8000, "memory_mib": 1024}])");
+  EXPECT_EQ(NodesTable(nodes),
+            "NAME     CONDITION   GPUS    MODEL      CPU    MEM          RACK\n"
+            "gpu-a1   Ready       1.5/2   A100-80G   4/64   16Gi/512Gi   r1\n"
+            "cpu-1    Draining    0/0     <none>     0/8    0Mi/1Gi      <none>\n");
+}
+
+TEST(OutputTest, PluginsTokensAndConfig) {
+  const json plugins = json::parse(R"([
+    {"name": "binpack", "type": "Score", "enabled": true, "weight": 2, "status": "active"},
+    {"name": "topology", "type": "Score", "enabled": false, "weight": 0.5,
+     "status": "disabled", "mode": "prefer"}])");
+  EXPECT_EQ(PluginsTable(plugins),
+            "NAME       TYPE    ENABLED   WEIGHT   STATUS     MODE\n"
+            "binpack    Score   true      2        active     <none>\n"
+            "topology   Score   false     0.5      disabled   prefer\n");
+  const json tokens = json::parse(R"([
+    {"id": 1, "name": "admin", "role": "admin", "created_at": "2026-12-01T14:00:00Z",
+     "expires_at": null, "revoked_at": null, "active": true}])");
+  EXPECT_EQ(TokensTable(tokens, kNow),
+            "ID   NAME    ROLE    ACTIVE   AGE   EXPIRES\n"
+            "1    admin   admin   true     24h   never\n");
+  const json config = json::parse(
+      R"({"load_threshold": 0.85, "score_weights": {"binpack": 2, "spread": 0}, "x": "s"})");
+  EXPECT_EQ(KeyValueTable(config),
+            "KEY                     VALUE\n"
+            "load_threshold          0.85\n"
+            "score_weights.binpack   2\n"
+            "score_weights.spread    0\n"
+            "x                       s\n");
+}
+
+TEST(OutputTest, ToleratesMissingFields) {
+  EXPECT_EQ(TasksTable(json::parse(R"([{"id": 1}])"), kNow),
+            "ID   NAME     STATE    PRIORITY   NODE     GPU   AGE   REASON\n"
+            "1    <none>   <none>   <none>     <none>   0\n");
+  EXPECT_NE(NodesTable(json::array({json::object(), 3})).find("<none>"), std::string::npos);
+  EXPECT_EQ(TasksTable(json::object(), kNow),
+            "ID   NAME   STATE   PRIORITY   NODE   GPU   AGE   REASON\n");
+}
+
+TEST(OutputTest, Serialize) {
+  const json v = json::parse(R"({"a": [1, "x"]})");
+  EXPECT_EQ(Serialize(v, OutputFormat::kJson), "{\n  \"a\": [\n    1,\n    \"x\"\n  ]\n}\n");
+  EXPECT_EQ(Serialize(v, OutputFormat::kYaml), "a:\n  - 1\n  - x\n");
+  EXPECT_TRUE(ParseOutputFormat("yaml").ok());
+  EXPECT_FALSE(ParseOutputFormat("wide").ok());
+}
+
+}  // namespace
+}  // namespace hf::cli
