@@ -421,6 +421,7 @@ Decision Framework::Schedule(const Task& task, ClusterState& cluster, const Sche
     return d;
   }
 
+  d.feasible_nodes = nodes_.size();
   size_t best = 0;
   if (nodes_.size() > 1 || ex) {
     total_.resize(nodes_.size());

@@ -94,7 +94,8 @@ struct Decision {
   std::vector<TaskKey> victims;
   // Unschedulable: "0/12 nodes available: 7 insufficient GPU, ...".
   std::string reason;
-  double score = 0;  // the winner's total
+  double score = 0;  // the winner's total (0 when it was the only feasible node)
+  size_t feasible_nodes = 0;  // nodes that passed Filter
   std::optional<Explanation> explanation;
 };
 

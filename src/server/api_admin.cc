@@ -78,6 +78,8 @@ Response ControlPlane::CreateToken(const Request& req, const Caller& caller) {
     return Status::Ok();
   });
   if (!s.ok()) return StatusError(s);
+  s = ReloadTokens();
+  if (!s.ok()) return StatusError(s);
   json out = TokenJson(rec, now);
   out["token"] = secret;
   return JsonResponse(201, out);
@@ -113,6 +115,8 @@ Response ControlPlane::RevokeToken(const Request& req, const Caller& caller) {
     return tx.AppendAudit(caller.name, "tokens." + out["name"].get<std::string>(),
                           json{{"id", id}}, json{{"id", id}, {"revoked", true}});
   });
+  if (!s.ok()) return StatusError(s);
+  s = ReloadTokens();
   if (!s.ok()) return StatusError(s);
   return JsonResponse(200, out);
 }

@@ -116,6 +116,18 @@ json Summary(const ClusterState& c, const framework::Policy& policy, int schedul
           {"gpu_fragmentation", free_milli ? double(fragmented) / double(free_milli) : 0.0}};
 }
 
+// An error from a parser that named the field relative to `path`: "weight
+// must be a number" becomes "plugins.binpack.weight must be a number", and
+// 'unknown field "x"' becomes 'unknown field "plugins.binpack.x"'.
+Status AtPath(const Status& s, const std::string& path) {
+  if (s.ok()) return s;
+  const std::string unknown = "unknown field \"";
+  if (s.message().rfind(unknown, 0) == 0) {
+    return Status(s.code(), unknown + path + "." + s.message().substr(unknown.size()));
+  }
+  return Status(s.code(), path + "." + s.message());
+}
+
 }  // namespace
 
 Result<PreviewRequest> ParsePreviewRequest(const json& j) {
@@ -126,12 +138,12 @@ Result<PreviewRequest> ParsePreviewRequest(const json& j) {
       if (!value.is_object()) return InvalidArgument("plugins must be an object");
       for (const auto& [name, patch] : value.items()) {
         Result<framework::PluginPatch> p = ParsePluginPatch(patch);
-        if (!p.ok()) return Prefixed(p.status(), "plugins." + name);
+        if (!p.ok()) return AtPath(p.status(), "plugins." + name);
         req.plugins[name] = std::move(p).value();
       }
     } else if (key == "scheduler") {
       Result<SchedulerConfigPatch> p = ParseSchedulerConfigPatch(value);
-      if (!p.ok()) return Prefixed(p.status(), "scheduler");
+      if (!p.ok()) return AtPath(p.status(), "scheduler");
       req.scheduler = std::move(p).value();
     } else if (key == "tasks") {
       if (!value.is_array()) return InvalidArgument("tasks must be an array");

@@ -212,9 +212,16 @@ void Scheduler::CycleLocked() {
       }
       HF_RETURN_IF_ERROR(tx.PutAllocation(o.key, o.node, d.alloc));
       HF_RETURN_IF_ERROR(tx.UpdateTaskState(o.key, TaskState::kScheduled, ""));
-      char score[32];
-      std::snprintf(score, sizeof score, "%.2f", d.score);
-      std::string msg = "scheduled to " + DescribeAllocation(d.alloc, o.node) + " (score " + score + ")";
+      char score[64];
+      if (!d.victims.empty()) {
+        score[0] = '\0';  // placed by preemption: no node passed Filter as it was
+      } else if (d.feasible_nodes > 1) {
+        std::snprintf(score, sizeof score, " (score %.2f, best of %zu feasible nodes)", d.score,
+                      d.feasible_nodes);
+      } else {
+        std::snprintf(score, sizeof score, " (the only feasible node)");
+      }
+      std::string msg = "scheduled to " + DescribeAllocation(d.alloc, o.node) + score;
       if (!d.victims.empty()) msg += ", preempting " + std::to_string(d.victims.size()) + " task(s)";
       HF_RETURN_IF_ERROR(tx.AppendTaskEvent(o.key, "scheduled", msg));
     }
@@ -320,8 +327,21 @@ Result<bool> Scheduler::PutNode(const NodeSpec& spec, const std::string& actor) 
   bool created = false;
   {
     std::lock_guard lock(*mu_);
-    created = cluster_.FindNode(spec.name) == kNoNode;
-    if (created) HF_RETURN_IF_ERROR(spec.Validate());
+    const NodeId existing = cluster_.FindNode(spec.name);
+    created = existing == kNoNode;
+    HF_RETURN_IF_ERROR(spec.Validate());
+    if (!created) {
+      // The store checks GPUs against their grants; CPU and memory are
+      // checked here, so a stored node never holds more than it has.
+      const int64_t cpu = cluster_.total_cpu(existing) - cluster_.free_cpu(existing);
+      const int64_t mem = cluster_.total_memory(existing) - cluster_.free_memory(existing);
+      if (spec.cpu_milli < cpu || spec.memory_mib < mem) {
+        return FailedPrecondition("node " + spec.name + ": its tasks hold " + std::to_string(cpu) +
+                                  " mCPU and " + std::to_string(mem) + " MiB; the new spec has " +
+                                  std::to_string(spec.cpu_milli) + " mCPU and " +
+                                  std::to_string(spec.memory_mib) + " MiB");
+      }
+    }
     HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) { return tx.PutNode(spec); }));
     if (created) {
       HF_CHECK(cluster_.AddNode(spec).ok());
@@ -355,7 +375,8 @@ Status Scheduler::SetNodeCondition(const std::string& name, NodeCondition condit
     if (cluster_.condition(n) == condition) return Status::Ok();
     HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) { return tx.SetNodeCondition(name, condition); }));
     cluster_.SetCondition(n, condition);
-    if (condition == NodeCondition::kReady) retry_all_ = true;
+    // Ready may let waiting tasks fit; any change alters their reasons.
+    retry_all_ = true;
   }
   cv_.notify_all();
   Publish("node", {{"action", "condition"}, {"name", name}, {"condition", NodeConditionName(condition)},
@@ -407,7 +428,8 @@ std::vector<std::tuple<std::string, int64_t, int64_t>> Scheduler::GpuAllocation(
 
 bool Scheduler::WaitIdle(std::chrono::milliseconds timeout) const {
   std::unique_lock lock(*mu_);
-  return idle_cv_.wait_for(lock, timeout, [this] { return stop_ || (active_.empty() && !busy_); });
+  return idle_cv_.wait_for(lock, timeout,
+                           [this] { return stop_ || (active_.empty() && !busy_ && !retry_all_); });
 }
 
 void Scheduler::Publish(const std::string& type, json data) {

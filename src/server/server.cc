@@ -12,6 +12,8 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <shared_mutex>
+#include <unordered_map>
 #include <nlohmann/json.hpp>
 #include <utility>
 #include <vector>
@@ -85,6 +87,7 @@ Status ControlPlane::Init() {
   if (!st.ok()) return st.status();
   store_ = std::move(st).value();
   HF_RETURN_IF_ERROR(BootstrapAdminToken());
+  HF_RETURN_IF_ERROR(ReloadTokens());
   HF_RETURN_IF_ERROR(LoadPolicy());
   RegisterMetrics();
   SchedulerOptions so_opts;
@@ -226,6 +229,19 @@ Status ControlPlane::BootstrapAdminToken() {
   return Status::Ok();
 }
 
+Status ControlPlane::ReloadTokens() {
+  // Read and swap under one lock, so the last swap always holds the newest read.
+  std::unique_lock lock(tokens_mu_);
+  std::unordered_map<std::string, store::TokenRecord> tokens;
+  HF_RETURN_IF_ERROR(store_->Read([&](const store::ReadTx& tx) -> Status {
+    HF_ASSIGN_OR_RETURN(std::vector<store::TokenRecord> all, tx.ListTokens());
+    for (auto& t : all) tokens.emplace(t.hash, std::move(t));
+    return Status::Ok();
+  }));
+  tokens_ = std::move(tokens);
+  return Status::Ok();
+}
+
 Status ControlPlane::LoadPolicy() {
   framework::Policy policy;
   bool stored = false;
@@ -314,14 +330,10 @@ bool ControlPlane::Authorize(const Request& req, Action action, Caller& caller,
     return false;
   }
   std::optional<store::TokenRecord> rec;
-  Status s = store_->Read([&](const store::ReadTx& tx) -> Status {
-    Result<store::TokenRecord> r = tx.FindTokenByHash(HashToken(*token));
-    if (r.ok()) rec = std::move(r).value();
-    return r.ok() || r.status().code() == StatusCode::kNotFound ? Status::Ok() : r.status();
-  });
-  if (!s.ok()) {
-    denied = StatusError(s);
-    return false;
+  {
+    std::shared_lock lock(tokens_mu_);
+    auto it = tokens_.find(HashToken(*token));
+    if (it != tokens_.end()) rec = it->second;
   }
   std::optional<Role> role = rec ? ParseRole(rec->role) : std::nullopt;
   if (!rec || !rec->ActiveAt(clock_.NowMs()) || !role) {
@@ -545,7 +557,9 @@ Status ControlPlane::Start() {
   HttpServerOptions o;
   o.address = options_.address;
   o.port = options_.port;
-  o.worker_threads = 4;
+  // Handlers block on the store's fsync; enough threads that reads and
+  // health checks are not stuck behind a burst of writes.
+  o.worker_threads = 16;
   http_ = std::make_unique<HttpServer>(o, [this](const Request& req) {
     const auto t0 = std::chrono::steady_clock::now();
     Response r = router_.Dispatch(req);

@@ -22,6 +22,8 @@
 #include <vector>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
 #include <string>
 #include <thread>
 
@@ -77,6 +79,9 @@ class ControlPlane {
 
   Status BootstrapAdminToken();
   Status LoadPolicy();
+  // Re-reads every token into tokens_ (after each token change): requests
+  // are authorised from memory, never waiting behind a write's fsync.
+  Status ReloadTokens();
   // Logs each policy key where --config and the store differ (the store wins).
   Status ReportConfigDrift() const;
   Status RegisterDeclaredNodes();
@@ -135,6 +140,8 @@ class ControlPlane {
   } m_;
   std::unique_ptr<Scheduler> scheduler_;
   std::atomic<bool> ready_{false};
+  mutable std::shared_mutex tokens_mu_;
+  std::unordered_map<std::string, store::TokenRecord> tokens_;  // by SHA-256
   std::vector<RouteDoc> route_docs_;
   Router router_;
   std::unique_ptr<HttpServer> http_;

@@ -53,20 +53,31 @@ Result<Db> Db::Open(const std::string& path) {
   return Db(raw);
 }
 
-Db::Db(Db&& other) noexcept : db_(std::exchange(other.db_, nullptr)) {}
+Db::Db(Db&& other) noexcept
+    : db_(std::exchange(other.db_, nullptr)), cache_(std::move(other.cache_)) {}
 
 Db& Db::operator=(Db&& other) noexcept {
   if (this != &other) {
-    if (db_ != nullptr) sqlite3_close(db_);
+    Close();
     db_ = std::exchange(other.db_, nullptr);
+    cache_ = std::move(other.cache_);
   }
   return *this;
 }
 
-Db::~Db() {
+Db::~Db() { Close(); }
+
+void Db::Close() {
+  if (cache_) {
+    for (auto& [sql, stmts] : *cache_) {
+      for (sqlite3_stmt* s : stmts) sqlite3_finalize(s);
+    }
+    cache_->clear();
+  }
   // sqlite3_close (not _v2) fails while statements are open; every Stmt is
   // scoped inside a Store call, so none can be open here.
   if (db_ != nullptr) sqlite3_close(db_);
+  db_ = nullptr;
 }
 
 Status Db::Exec(const std::string& sql) {
@@ -77,32 +88,52 @@ Status Db::Exec(const std::string& sql) {
 }
 
 Result<Stmt> Db::Prepare(std::string_view sql) {
+  if (auto it = cache_->find(std::string(sql)); it != cache_->end() && !it->second.empty()) {
+    sqlite3_stmt* stmt = it->second.back();
+    it->second.pop_back();
+    return Stmt(db_, stmt, it->first, cache_.get());
+  }
   sqlite3_stmt* stmt = nullptr;
   int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
   if (rc != SQLITE_OK) {
     sqlite3_finalize(stmt);
     return SqliteStatus(db_, rc, "prepare \"" + std::string(sql.substr(0, 60)) + "\"");
   }
-  return Stmt(db_, stmt, std::string(sql));
+  return Stmt(db_, stmt, std::string(sql), cache_.get());
 }
 
 int64_t Db::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
 int Db::Changes() const { return sqlite3_changes(db_); }
 
 Stmt::Stmt(Stmt&& other) noexcept
-    : db_(other.db_), stmt_(std::exchange(other.stmt_, nullptr)), sql_(std::move(other.sql_)) {}
+    : db_(other.db_),
+      stmt_(std::exchange(other.stmt_, nullptr)),
+      sql_(std::move(other.sql_)),
+      cache_(other.cache_) {}
 
 Stmt& Stmt::operator=(Stmt&& other) noexcept {
   if (this != &other) {
-    sqlite3_finalize(stmt_);
+    Release();
     db_ = other.db_;
     stmt_ = std::exchange(other.stmt_, nullptr);
     sql_ = std::move(other.sql_);
+    cache_ = other.cache_;
   }
   return *this;
 }
 
-Stmt::~Stmt() { sqlite3_finalize(stmt_); }
+Stmt::~Stmt() { Release(); }
+
+void Stmt::Release() {
+  if (stmt_ == nullptr) return;
+  if (cache_ == nullptr) {
+    sqlite3_finalize(std::exchange(stmt_, nullptr));
+    return;
+  }
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+  (*cache_)[sql_].push_back(std::exchange(stmt_, nullptr));
+}
 
 Stmt& Stmt::Bind(int pos, int64_t v) {
   sqlite3_bind_int64(stmt_, pos, v);
