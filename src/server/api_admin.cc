@@ -155,6 +155,7 @@ Response ControlPlane::ReloadPlugin(const Request& req, const Caller& caller) {
     Result<framework::PluginInfo> info = framework_->GetPlugin(name);
     if (!info.ok()) return StatusError(info.status());
     out = PluginInfoToJson(*info);
+    RefreshViewsLocked();
   }
   scheduler_->PolicyChanged();
   events_.Publish("plugin", json{{"action", "reloaded"}, {"name", name}, {"by", caller.name}},

@@ -233,6 +233,7 @@ void Scheduler::CycleLocked() {
     if (options_.on_commit_failure) options_.on_commit_failure(outcomes.size());
     Status r = RebuildLocked();
     if (!r.ok()) std::fprintf(stderr, "scheduler: reload failed: %s\n", r.ToString().c_str());
+    if (options_.on_cycle_end) options_.on_cycle_end();
     return;
   }
 
@@ -263,24 +264,33 @@ void Scheduler::CycleLocked() {
                          {"node", o.node}, {"allocation", AllocationToJson(d.alloc, o.node)}});
   }
   for (json& e : published) Publish("task", std::move(e));
+  if (options_.on_cycle_end) options_.on_cycle_end();
 }
 
 Result<std::vector<store::TaskRecord>> Scheduler::Submit(const std::vector<Task>& tasks,
                                                          const std::string& actor) {
   std::vector<store::TaskRecord> out;
+  // The commit runs without the mutex, so scheduling and reads of the
+  // framework go on while it waits for its fsync. A Cancel that lands
+  // between the commit and the queueing below leaves the id in
+  // cancelled_early_, and the task is not queued.
+  HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
+    out.clear();
+    for (const Task& t : tasks) {
+      HF_ASSIGN_OR_RETURN(TaskKey k, tx.InsertTask(t));
+      HF_RETURN_IF_ERROR(tx.AppendTaskEvent(k, "submitted", "by " + actor));
+      HF_ASSIGN_OR_RETURN(store::TaskRecord r, tx.GetTask(k));
+      out.push_back(std::move(r));
+    }
+    return Status::Ok();
+  }));
   {
     std::lock_guard lock(*mu_);
-    HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
-      out.clear();
-      for (const Task& t : tasks) {
-        HF_ASSIGN_OR_RETURN(TaskKey k, tx.InsertTask(t));
-        HF_RETURN_IF_ERROR(tx.AppendTaskEvent(k, "submitted", "by " + actor));
-        HF_ASSIGN_OR_RETURN(store::TaskRecord r, tx.GetTask(k));
-        out.push_back(std::move(r));
-      }
-      return Status::Ok();
-    }));
     for (const store::TaskRecord& r : out) {
+      if (cancelled_early_.erase(r.task.key)) continue;
+      // A rebuild in between (node change, failed commit) may have loaded it
+      // from the store already, and even placed it.
+      if (tasks_.count(r.task.key)) continue;
       tasks_[r.task.key] = r.task;
       EnqueueLocked(r.task, "");
     }
@@ -315,6 +325,7 @@ Result<store::TaskRecord> Scheduler::Cancel(TaskKey id, const std::string& actor
       HF_CHECK(cluster_.Release(id).ok());
       retry_all_ = true;
     }
+    if (!tasks_.count(id)) cancelled_early_.insert(id);  // its Submit has not queued it yet
     DequeueLocked(id);
     tasks_.erase(id);
   }

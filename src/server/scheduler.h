@@ -5,7 +5,9 @@
 // queue mirror it so that a decision takes microseconds. Every change goes
 // store first, memory second, under one mutex (shared with the framework),
 // so memory never shows what the store has not committed:
-//   - Submit commits the task rows, then queues them;
+//   - Submit commits the task rows (without holding the mutex through the
+//     fsync), then queues them; a Cancel in between is remembered, so a
+//     cancelled task is never queued;
 //   - a scheduling cycle takes up to `batch` tasks from the queue (priority
 //     first, then age: lower task id), runs the framework on each, and then
 //     commits every decision of the cycle in one transaction (allocations,
@@ -60,6 +62,8 @@ struct SchedulerOptions {
   // Called after every attempt with its result ("scheduled", "unschedulable")
   // and duration; for metrics. May be empty.
   std::function<void(std::string_view result, double seconds)> on_attempt;
+  // Called at the end of every cycle, with the mutex held. May be empty.
+  std::function<void()> on_cycle_end;
   // Called when a cycle's commit failed, with the number of decisions it
   // undid (they are retried). May be empty.
   std::function<void(size_t decisions)> on_commit_failure;
@@ -156,6 +160,7 @@ class Scheduler {
   std::unordered_map<TaskKey, Waiting> waiting_;
   std::set<std::pair<int64_t, TaskKey>> active_;  // (-priority, id)
   std::set<TaskKey> unschedulable_;
+  std::set<TaskKey> cancelled_early_;  // cancelled after Submit's commit, before it queued them
   bool retry_all_ = false;  // something changed that may let waiting tasks fit
   bool stop_ = false;
   bool busy_ = false;  // a cycle is running

@@ -89,6 +89,7 @@ Status ControlPlane::Init() {
   HF_RETURN_IF_ERROR(BootstrapAdminToken());
   HF_RETURN_IF_ERROR(ReloadTokens());
   HF_RETURN_IF_ERROR(LoadPolicy());
+  RefreshViewsLocked();  // nothing runs yet: no lock needed
   RegisterMetrics();
   SchedulerOptions so_opts;
   so_opts.on_attempt = [this](std::string_view result, double secs) {
@@ -103,6 +104,8 @@ Status ControlPlane::Init() {
   so_opts.on_commit_failure = [this](size_t n) {
     m_.attempts->With({"error"}).Inc(static_cast<double>(n));
   };
+  // A cycle may change a plugin's status (a due reload of the topology file).
+  so_opts.on_cycle_end = [this] { RefreshViewsLocked(); };
   so_opts.on_preemption = [this](size_t victims) { m_.victims->Inc(static_cast<double>(victims)); };
   scheduler_ = std::make_unique<Scheduler>(store_.get(), framework_.get(), &mu_, &clock_, &events_,
                                            std::move(so_opts));
@@ -448,11 +451,24 @@ void ControlPlane::AddRoutes() {
         [this](const Request&, const Caller&) { return InferencePanel(); });
 }
 
-Response ControlPlane::ListPlugins() const {
+void ControlPlane::RefreshViewsLocked() {
   json list = json::array();
-  std::lock_guard<std::mutex> lock(mu_);
   for (const framework::PluginInfo& p : framework_->Plugins()) list.push_back(PluginInfoToJson(p));
-  return JsonResponse(200, json{{"plugins", std::move(list)}});
+  auto plugins = std::make_shared<const json>(json{{"plugins", std::move(list)}});
+  auto config = std::make_shared<const json>(
+      SchedulerConfigToJson(framework_->scheduler_config(), ScoreWeights(*framework_)));
+  std::lock_guard lock(view_mu_);
+  plugins_view_ = std::move(plugins);
+  config_view_ = std::move(config);
+}
+
+Response ControlPlane::ListPlugins() const {
+  std::shared_ptr<const json> view;
+  {
+    std::lock_guard lock(view_mu_);
+    view = plugins_view_;
+  }
+  return JsonResponse(200, *view);
 }
 
 Response ControlPlane::PutPlugin(const Request& req, const Caller& caller) {
@@ -480,6 +496,7 @@ Response ControlPlane::PutPlugin(const Request& req, const Caller& caller) {
   }
   Result<framework::PluginInfo> after = framework_->GetPlugin(name);
   json out = PluginInfoToJson(*after);
+  RefreshViewsLocked();
   lock.unlock();
   scheduler_->PolicyChanged();
   events_.Publish("plugin", json{{"action", "updated"}, {"name", name}, {"by", caller.name},
@@ -488,9 +505,12 @@ Response ControlPlane::PutPlugin(const Request& req, const Caller& caller) {
 }
 
 Response ControlPlane::GetSchedulerConfig() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return JsonResponse(200, SchedulerConfigToJson(framework_->scheduler_config(),
-                                                 ScoreWeights(*framework_)));
+  std::shared_ptr<const json> view;
+  {
+    std::lock_guard lock(view_mu_);
+    view = config_view_;
+  }
+  return JsonResponse(200, *view);
 }
 
 Response ControlPlane::PutSchedulerConfig(const Request& req, const Caller& caller) {
@@ -546,6 +566,7 @@ Response ControlPlane::PutSchedulerConfig(const Request& req, const Caller& call
     return JsonError(s.code() == StatusCode::kUnavailable ? 503 : 500, StatusCodeToApiCode(s.code()),
                      "could not persist the change: " + s.message());
   }
+  RefreshViewsLocked();
   lock.unlock();
   scheduler_->PolicyChanged();
   events_.Publish("config", json{{"action", "updated"}, {"by", caller.name}, {"config", new_value}},

@@ -85,6 +85,10 @@ class ControlPlane {
   // Logs each policy key where --config and the store differ (the store wins).
   Status ReportConfigDrift() const;
   Status RegisterDeclaredNodes();
+  // Rebuilds the answers of GET /plugins and GET /scheduler/config; called
+  // with mu_ held after every change of the framework, so those reads never
+  // wait for mu_ (which a commit may hold through its fsync).
+  void RefreshViewsLocked();
   void RegisterMetrics();
   void AddRoutes();
   // Registers a route that needs a token allowed to do `action`.
@@ -140,6 +144,9 @@ class ControlPlane {
   } m_;
   std::unique_ptr<Scheduler> scheduler_;
   std::atomic<bool> ready_{false};
+  mutable std::mutex view_mu_;
+  std::shared_ptr<const nlohmann::json> plugins_view_;
+  std::shared_ptr<const nlohmann::json> config_view_;
   mutable std::shared_mutex tokens_mu_;
   std::unordered_map<std::string, store::TokenRecord> tokens_;  // by SHA-256
   std::vector<RouteDoc> route_docs_;
