@@ -27,8 +27,13 @@ std::string DescribeAllocation(const Allocation& a, const std::string& node) {
   if (!a.gpus.empty()) {
     s += ", GPU";
     for (size_t i = 0; i < a.gpus.size(); ++i) {
-      s += (i == 0 ? " " : ",") + std::to_string(a.gpus[i].index);
-      if (a.gpus[i].milli < kWholeGpuMilli) s += "(" + std::to_string(a.gpus[i].milli) + "m)";
+      s += i == 0 ? ' ' : ',';
+      s += std::to_string(a.gpus[i].index);
+      if (a.gpus[i].milli < kWholeGpuMilli) {
+        s += '(';
+        s += std::to_string(a.gpus[i].milli);
+        s += "m)";
+      }
     }
   }
   if (!a.rdma_device.empty()) s += ", RDMA " + a.rdma_device;
