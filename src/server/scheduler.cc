@@ -106,6 +106,7 @@ Status Scheduler::RebuildLocked() {
       return Internal("stored allocation of task " + std::to_string(r.task.key) + ": " + s.message());
     }
   }
+  for (NodeId n = 0; n < cluster_.node_count(); ++n) BumpNodeLocked(cluster_.spec(n).name);
   return Status::Ok();
 }
 
@@ -143,6 +144,7 @@ void Scheduler::Stop() {
     stop_ = true;
   }
   cv_.notify_all();
+  assign_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -153,10 +155,15 @@ void Scheduler::Loop() {
                        Clock::now() - last_retry_ >= options_.retry_interval)) {
       RetryAllLocked();
     }
+    if (!last_heartbeat_.empty()) CheckHeartbeatsLocked();
     if (active_.empty()) {
       idle_cv_.notify_all();
-      cv_.wait_for(lock, options_.retry_interval,
-                   [this] { return stop_ || retry_all_ || !active_.empty(); });
+      // Watching agents' heartbeats wants a tick of its own.
+      const auto wait = last_heartbeat_.empty()
+                            ? options_.retry_interval
+                            : std::min<std::chrono::milliseconds>(options_.retry_interval,
+                                                                  std::chrono::seconds(1));
+      cv_.wait_for(lock, wait, [this] { return stop_ || retry_all_ || !active_.empty(); });
       continue;
     }
     busy_ = true;
@@ -199,7 +206,9 @@ void Scheduler::CycleLocked() {
 
   // Which waiting tasks get a new reason stored, and the victims' records.
   std::vector<json> published;
+  std::vector<std::string> victim_nodes;
   Status s = store_->Write([&](store::Tx& tx) -> Status {
+    victim_nodes.clear();
     for (const Outcome& o : outcomes) {
       const Task& task = tasks_.at(o.key);
       const framework::Decision& d = o.decision;
@@ -211,6 +220,8 @@ void Scheduler::CycleLocked() {
       }
       const std::string by = PreemptedBy(task);
       for (TaskKey v : d.victims) {
+        HF_ASSIGN_OR_RETURN(store::StoredAllocation va, tx.GetAllocation(v));
+        victim_nodes.push_back(va.node);
         HF_RETURN_IF_ERROR(tx.DeleteAllocation(v));
         HF_RETURN_IF_ERROR(tx.UpdateTaskState(v, TaskState::kPending, by));
         HF_RETURN_IF_ERROR(tx.AppendTaskEvent(v, "preempted", by));
@@ -258,6 +269,7 @@ void Scheduler::CycleLocked() {
       continue;
     }
     waiting_.erase(o.key);
+    BumpNodeLocked(o.node);
     for (TaskKey v : d.victims) {
       const Task& victim = tasks_.at(v);
       EnqueueLocked(victim, PreemptedBy(task));
@@ -268,6 +280,7 @@ void Scheduler::CycleLocked() {
     published.push_back({{"action", "scheduled"}, {"id", o.key}, {"name", task.name},
                          {"node", o.node}, {"allocation", AllocationToJson(d.alloc, o.node)}});
   }
+  for (const std::string& n : victim_nodes) BumpNodeLocked(n);
   for (json& e : published) Publish("task", std::move(e));
   if (options_.on_cycle_end) options_.on_cycle_end();
 }
@@ -326,7 +339,8 @@ Result<store::TaskRecord> Scheduler::Cancel(TaskKey id, const std::string& actor
       HF_ASSIGN_OR_RETURN(rec, tx.GetTask(id));
       return Status::Ok();
     }));
-    if (cluster_.FindPlaced(id) != nullptr) {
+    if (const PlacedTask* p = cluster_.FindPlaced(id)) {
+      BumpNodeLocked(cluster_.spec(p->alloc.node).name);
       HF_CHECK(cluster_.Release(id).ok());
       retry_all_ = true;
     }
@@ -446,6 +460,135 @@ bool Scheduler::WaitIdle(std::chrono::milliseconds timeout) const {
   std::unique_lock lock(*mu_);
   return idle_cv_.wait_for(lock, timeout,
                            [this] { return stop_ || (active_.empty() && !busy_ && !retry_all_); });
+}
+
+void Scheduler::BumpNodeLocked(const std::string& node) {
+  node_version_[node] = ++assign_version_;
+  assign_cv_.notify_all();
+}
+
+Status Scheduler::Heartbeat(const std::string& node, const NodeUsage& usage) {
+  bool back = false;
+  {
+    std::lock_guard lock(*mu_);
+    const NodeId n = cluster_.FindNode(node);
+    if (n == kNoNode) return NotFound("node " + node + " is not registered");
+    NodeUsage u = usage;
+    u.reported_at_ms = clock_->NowMs();
+    cluster_.ReportUsage(n, u);
+    last_heartbeat_[node] = Clock::now();
+    if (cluster_.condition(n) == NodeCondition::kNotReady) {
+      HF_RETURN_IF_ERROR(store_->Write(
+          [&](store::Tx& tx) { return tx.SetNodeCondition(node, NodeCondition::kReady); }));
+      cluster_.SetCondition(n, NodeCondition::kReady);
+      back = true;
+    }
+    // Measured load changed: waiting tasks may now pass the thresholds.
+    retry_all_ = true;
+  }
+  cv_.notify_all();
+  if (back) Publish("node", {{"action", "condition"}, {"name", node}, {"condition", "Ready"}});
+  return Status::Ok();
+}
+
+Result<std::pair<uint64_t, std::vector<NodeAssignment>>> Scheduler::WaitAssignments(
+    const std::string& node, uint64_t since, std::chrono::milliseconds wait) {
+  std::unique_lock lock(*mu_);
+  if (cluster_.FindNode(node) == kNoNode) return NotFound("node " + node + " is not registered");
+  assign_cv_.wait_for(lock, wait, [&] {
+    auto it = node_version_.find(node);
+    return stop_ || (it != node_version_.end() && it->second != since);
+  });
+  const NodeId n = cluster_.FindNode(node);
+  if (n == kNoNode) return NotFound("node " + node + " is not registered");
+  std::vector<NodeAssignment> out;
+  for (TaskKey key : cluster_.TasksOn(n)) {
+    const PlacedTask* p = cluster_.FindPlaced(key);
+    out.push_back({tasks_.at(key), p->state, p->alloc});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const NodeAssignment& a, const NodeAssignment& b) { return a.task.key < b.task.key; });
+  return std::make_pair(node_version_[node], std::move(out));
+}
+
+Result<store::TaskRecord> Scheduler::ReportTask(const std::string& node, TaskKey id,
+                                                const TaskExit& exit) {
+  store::TaskRecord rec;
+  json event;
+  {
+    std::lock_guard lock(*mu_);
+    const PlacedTask* p = cluster_.FindPlaced(id);
+    if (p == nullptr || cluster_.spec(p->alloc.node).name != node) {
+      return Conflict("task " + std::to_string(id) + " is not assigned to node " + node);
+    }
+    if (exit.state == TaskState::kRunning) {
+      if (p->state != TaskState::kRunning) {
+        HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
+          HF_RETURN_IF_ERROR(tx.UpdateTaskState(id, TaskState::kRunning, ""));
+          return tx.AppendTaskEvent(id, "running", "started on node " + node);
+        }));
+        HF_CHECK(cluster_.MarkRunning(id, clock_->NowMs()).ok());
+        event = {{"action", "running"}, {"id", id}, {"node", node}};
+      }
+    } else {
+      std::string how = exit.signal ? "killed by signal " + std::to_string(*exit.signal)
+                                    : "exit code " + std::to_string(exit.exit_code.value_or(0));
+      if (!exit.message.empty()) how += ": " + exit.message;
+      HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
+        HF_RETURN_IF_ERROR(tx.DeleteAllocation(id));
+        HF_RETURN_IF_ERROR(tx.UpdateTaskState(id, exit.state, ""));
+        return tx.AppendTaskEvent(id, TaskStateName(exit.state), how + " on node " + node);
+      }));
+      HF_CHECK(cluster_.Release(id).ok());
+      tasks_.erase(id);
+      retry_all_ = true;
+      BumpNodeLocked(node);
+      event = {{"action", TaskStateName(exit.state)}, {"id", id}, {"node", node}, {"detail", how}};
+    }
+    HF_RETURN_IF_ERROR(store_->Read([&](const store::ReadTx& tx) -> Status {
+      HF_ASSIGN_OR_RETURN(rec, tx.GetTask(id));
+      return Status::Ok();
+    }));
+  }
+  cv_.notify_all();
+  if (!event.is_null()) {
+    event["name"] = rec.task.name;
+    Publish("task", std::move(event));
+  }
+  return rec;
+}
+
+void Scheduler::CheckHeartbeatsLocked() {
+  const auto now = Clock::now();
+  for (auto& [node, seen] : last_heartbeat_) {
+    if (now - seen < heartbeat_grace_) continue;
+    const NodeId n = cluster_.FindNode(node);
+    if (n == kNoNode || cluster_.condition(n) == NodeCondition::kNotReady) continue;
+    const std::vector<TaskKey> lost = cluster_.TasksOn(n);
+    const std::string why = "node " + node + " stopped sending heartbeats";
+    Status s = store_->Write([&](store::Tx& tx) -> Status {
+      HF_RETURN_IF_ERROR(tx.SetNodeCondition(node, NodeCondition::kNotReady));
+      for (TaskKey key : lost) {
+        HF_RETURN_IF_ERROR(tx.DeleteAllocation(key));
+        HF_RETURN_IF_ERROR(tx.UpdateTaskState(key, TaskState::kPending, why));
+        HF_RETURN_IF_ERROR(tx.AppendTaskEvent(key, "lost", why + "; queued again"));
+      }
+      return Status::Ok();
+    });
+    if (!s.ok()) {
+      std::fprintf(stderr, "scheduler: marking %s NotReady failed: %s\n", node.c_str(),
+                   s.ToString().c_str());
+      continue;
+    }
+    cluster_.SetCondition(n, NodeCondition::kNotReady);
+    for (TaskKey key : lost) {
+      HF_CHECK(cluster_.Release(key).ok());
+      EnqueueLocked(tasks_.at(key), why);
+      Publish("task", {{"action", "lost"}, {"id", key}, {"node", node}});
+    }
+    BumpNodeLocked(node);
+    Publish("node", {{"action", "condition"}, {"name", node}, {"condition", "NotReady"}});
+  }
 }
 
 void Scheduler::Publish(const std::string& type, json data) {

@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -74,6 +75,21 @@ struct SchedulerOptions {
   // its plugin metrics: the clock reads would cost more than a cheap filter.
   std::function<void(const std::vector<framework::PluginTiming>&)> on_plugin_timings;
   uint32_t plugin_timing_sample = 10;
+};
+
+// One task a node's agent should run.
+struct NodeAssignment {
+  Task task;
+  TaskState state = TaskState::kScheduled;
+  Allocation alloc;
+};
+
+// How a task's process ended, as its agent reports it.
+struct TaskExit {
+  TaskState state = TaskState::kSucceeded;  // kRunning, kSucceeded or kFailed
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::string message;
 };
 
 // What the preview needs, copied under the lock.
@@ -117,6 +133,22 @@ class Scheduler {
   Status SetNodeCondition(const std::string& name, NodeCondition condition,
                           const std::string& actor);
 
+  // Agents (docs/AGENT.md). Heartbeat records measured usage; NotFound for
+  // an unknown node. A node that was NotReady becomes Ready again.
+  Status Heartbeat(const std::string& node, const NodeUsage& usage);
+  // Blocks until the node's task list changed since `since` or `wait`
+  // passed; returns the list's version and the tasks. NotFound for an
+  // unknown node.
+  Result<std::pair<uint64_t, std::vector<NodeAssignment>>> WaitAssignments(
+      const std::string& node, uint64_t since, std::chrono::milliseconds wait);
+  // A task's process started (kRunning) or ended (kSucceeded / kFailed).
+  // Conflict when the task is not placed on `node` (a stale copy).
+  Result<store::TaskRecord> ReportTask(const std::string& node, TaskKey id, const TaskExit& exit);
+  // Nodes whose agent has not sent a heartbeat for `grace` become NotReady;
+  // their tasks go back to the queue. Only nodes that sent a heartbeat since
+  // this server started are watched (declared nodes without agents are not).
+  void set_heartbeat_grace(std::chrono::milliseconds grace) { heartbeat_grace_ = grace; }
+
   // Call after changing the framework's policy (with `mu` NOT held): every
   // waiting task is retried under the new policy.
   void PolicyChanged();
@@ -146,6 +178,10 @@ class Scheduler {
   // Moves every unschedulable task back to the active queue.
   void RetryAllLocked();
   void Publish(const std::string& type, nlohmann::json data);
+  // The node's task list changed: wakes its agent's long poll.
+  void BumpNodeLocked(const std::string& node);
+  // Marks silent agent nodes NotReady and requeues their tasks.
+  void CheckHeartbeatsLocked();
 
   store::Store* store_;
   framework::Framework* fw_;
@@ -167,6 +203,11 @@ class Scheduler {
   uint64_t attempts_ = 0;
   std::vector<framework::PluginTiming> timings_;
   std::chrono::steady_clock::time_point last_retry_;
+  uint64_t assign_version_ = 0;
+  std::unordered_map<std::string, uint64_t> node_version_;
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> last_heartbeat_;
+  std::chrono::milliseconds heartbeat_grace_ = std::chrono::seconds(40);
+  mutable std::condition_variable assign_cv_;  // wakes WaitAssignments
 
   mutable std::condition_variable cv_;       // wakes the loop
   mutable std::condition_variable idle_cv_;  // wakes WaitIdle

@@ -109,6 +109,8 @@ Status ControlPlane::Init() {
   so_opts.on_preemption = [this](size_t victims) { m_.victims->Inc(static_cast<double>(victims)); };
   scheduler_ = std::make_unique<Scheduler>(store_.get(), framework_.get(), &mu_, &clock_, &events_,
                                            std::move(so_opts));
+  scheduler_->set_heartbeat_grace(std::chrono::milliseconds(
+      static_cast<int64_t>(options_.node_grace_period_s * 1000)));
   HF_RETURN_IF_ERROR(RegisterDeclaredNodes());
   HF_RETURN_IF_ERROR(scheduler_->Recover());
   AddRoutes();
@@ -445,6 +447,16 @@ void ControlPlane::AddRoutes() {
   Route("DELETE", "/api/v1/tokens/{id}", A::kManageTokens, "revoke a token",
         [this](const Request& r, const Caller& c) { return RevokeToken(r, c); });
 
+  Route("POST", "/api/v1/agent/register", A::kAgentReport, "an agent registers its node",
+        [this](const Request& r, const Caller& c) { return AgentRegister(r, c); }, "AgentRegister");
+  Route("POST", "/api/v1/agent/heartbeat", A::kAgentReport, "an agent reports measured usage",
+        [this](const Request& r, const Caller&) { return AgentHeartbeat(r); }, "AgentHeartbeat");
+  Route("GET", "/api/v1/agent/assignments", A::kAgentReport,
+        "long poll: the tasks a node should run",
+        [this](const Request& r, const Caller&) { return AgentAssignments(r); });
+  Route("POST", "/api/v1/agent/status", A::kAgentReport, "an agent reports a task's process state",
+        [this](const Request& r, const Caller&) { return AgentStatus(r); }, "AgentStatus");
+
   Route("GET", "/api/v1/events", A::kRead, "server-sent events: task, node, plugin, config",
         [this](const Request&, const Caller&) { return Events(); });
   Route("GET", "/api/v1/inference/panel", A::kRead, "models, endpoints and GPU memory per GPU",
@@ -610,6 +622,9 @@ Status ControlPlane::Start() {
 
 void ControlPlane::Stop() {
   ready_ = false;
+  // The scheduler first: that ends agents' long polls, so the transport's
+  // graceful stop does not wait for them.
+  if (scheduler_) scheduler_->Stop();
   if (http_) http_->Stop();
   if (pinger_.joinable()) {
     pinger_.request_stop();
@@ -629,6 +644,10 @@ int RunServerCommand(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--data-dir", options.data_dir, "where the database and admin.token live")
       ->capture_default_str();
+  app.add_option("--node-grace-period", options.node_grace_period_s,
+                 "seconds without an agent heartbeat before a node is NotReady")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 3600.0));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

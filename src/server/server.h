@@ -45,6 +45,8 @@ struct ServerOptions {
   std::string address = "0.0.0.0";
   uint16_t port = 3333;
   std::string data_dir = "./data";
+  // A node whose agent sent no heartbeat for this long becomes NotReady.
+  double node_grace_period_s = 40;
 };
 
 // The API's state: store, framework (guarded by a mutex, as the framework is
@@ -122,7 +124,12 @@ class ControlPlane {
   Response ListTokens() const;
   Response RevokeToken(const Request& req, const Caller& caller);
 
-  Response Events() ;
+  Response AgentRegister(const Request& req, const Caller& caller);
+  Response AgentHeartbeat(const Request& req);
+  Response AgentAssignments(const Request& req);
+  Response AgentStatus(const Request& req);
+
+  Response Events();
   Response InferencePanel() const;
   Response OpenApi() const;
   Response Metrics() const;

@@ -196,8 +196,10 @@ def wait_until(fn, timeout, what, interval=0.1):
 
 
 class Server:
-    def __init__(self, binary, data_dir, token=ADMIN_TOKEN, config=None, start=True, env=None):
+    def __init__(self, binary, data_dir, token=ADMIN_TOKEN, config=None, start=True, env=None,
+                 args=None):
         self.binary = binary
+        self.args = list(args or [])
         self.extra_env = dict(env or {})
         self.data_dir = data_dir
         self.token = token
@@ -222,6 +224,7 @@ class Server:
         cmd = [self.binary, "server", "--listen", "127.0.0.1:0", "--data-dir", self.data_dir]
         if self.config:
             cmd += ["--config", self.config]
+        cmd += self.args
         self.starts += 1
         os.makedirs(self.data_dir, exist_ok=True)
         self.stderr_path = os.path.join(os.path.dirname(os.path.abspath(self.data_dir)),

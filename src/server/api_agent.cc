@@ -1,0 +1,208 @@
+// The agent half of the REST API (docs/AGENT.md): registration, heartbeats
+// with measured usage, the long poll of a node's tasks, and task status.
+#include <charconv>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/json_fields.h"
+#include "core/model_json.h"
+#include "server/codec.h"
+#include "server/server.h"
+
+namespace hf::server {
+namespace {
+
+using nlohmann::json;
+
+Response StatusError(const Status& s) { return JsonResponse(HttpStatusFor(s.code()), ErrorBody(s)); }
+
+constexpr int kHeartbeatIntervalS = 5;
+constexpr int kMaxWaitS = 60;
+
+Status CheckKeys(const json& j, std::initializer_list<const char*> allowed, const std::string& prefix) {
+  for (const auto& [key, v] : j.items()) {
+    bool ok = false;
+    for (const char* a : allowed) ok = ok || key == a;
+    if (!ok) return InvalidArgument("unknown field \"" + prefix + key + "\"");
+  }
+  return Status::Ok();
+}
+
+Result<std::string> NodeName(const json& j) {
+  auto it = j.find("node");
+  if (it == j.end() || !it->is_string() || !IsValidName(it->get<std::string>())) {
+    return InvalidArgument("node must be a node name");
+  }
+  return it->get<std::string>();
+}
+
+Result<double> Ratio(const json& j, const std::string& field) {
+  if (!j.is_number() || !std::isfinite(j.get<double>()) || j.get<double>() < 0 ||
+      j.get<double>() > 1) {
+    return InvalidArgument(field + " must be a number in [0, 1]");
+  }
+  return j.get<double>();
+}
+
+Result<NodeUsage> ParseUsage(const json& j) {
+  NodeUsage u;
+  if (!j.is_object()) return InvalidArgument("usage must be an object");
+  HF_RETURN_IF_ERROR(CheckKeys(j, {"cpu_load", "memory_used", "gpus"}, "usage."));
+  if (j.contains("cpu_load")) {
+    HF_ASSIGN_OR_RETURN(u.cpu_load, Ratio(j["cpu_load"], "usage.cpu_load"));
+  }
+  if (j.contains("memory_used")) {
+    HF_ASSIGN_OR_RETURN(u.memory_used, Ratio(j["memory_used"], "usage.memory_used"));
+  }
+  if (j.contains("gpus")) {
+    if (!j["gpus"].is_array()) return InvalidArgument("usage.gpus must be an array");
+    for (size_t i = 0; i < j["gpus"].size(); ++i) {
+      const json& g = j["gpus"][i];
+      const std::string path = "usage.gpus[" + std::to_string(i) + "]";
+      if (!g.is_object()) return InvalidArgument(path + " must be an object");
+      HF_RETURN_IF_ERROR(CheckKeys(g, {"index", "utilization", "memory_used_mib"}, path + "."));
+      GpuUsage gu;
+      HF_RETURN_IF_ERROR(json_fields::ReadInt(g.value("index", json(nullptr)), path + ".index",
+                                              int32_t{0}, int32_t{1023}, gu.index));
+      if (g.contains("utilization")) {
+        HF_ASSIGN_OR_RETURN(gu.utilization, Ratio(g["utilization"], path + ".utilization"));
+      }
+      if (g.contains("memory_used_mib")) {
+        HF_RETURN_IF_ERROR(json_fields::ReadInt(g["memory_used_mib"], path + ".memory_used_mib",
+                                                int64_t{0}, int64_t{1} << 40, gu.memory_used_mib));
+      }
+      u.gpus.push_back(gu);
+    }
+  }
+  return u;
+}
+
+json AssignmentJson(const NodeAssignment& a, const std::string& node) {
+  json gpus = json::array();
+  for (const GpuGrant& g : a.alloc.gpus) {
+    gpus.push_back({{"index", g.index}, {"milli", g.milli}, {"memory_mib", g.memory_mib}});
+  }
+  return {{"id", a.task.key},
+          {"state", TaskStateName(a.state)},
+          {"task", TaskToJson(a.task)},
+          {"allocation",
+           {{"node", node},
+            {"cpu_milli", a.alloc.cpu_milli},
+            {"memory_mib", a.alloc.memory_mib},
+            {"gpus", std::move(gpus)},
+            {"rdma_device", a.alloc.rdma_device}}}};
+}
+
+}  // namespace
+
+Response ControlPlane::AgentRegister(const Request& req, const Caller& caller) {
+  Result<json> body = ParseJsonBody(req.body);
+  if (!body.ok()) return StatusError(body.status());
+  Status s = CheckKeys(*body, {"node"}, "");
+  if (!s.ok()) return StatusError(s);
+  if (!body->contains("node")) return StatusError(InvalidArgument("node (the inventory) is required"));
+  Result<NodeSpec> spec = ParseNodeSpec((*body)["node"]);
+  if (!spec.ok()) return StatusError(json_fields::Prefixed(spec.status(), "node"));
+  Result<bool> created = scheduler_->PutNode(*spec, caller.name);
+  if (!created.ok()) return StatusError(created.status());
+  // A registration is a sign of life: a NotReady node comes back.
+  s = scheduler_->Heartbeat(spec->name, NodeUsage{});
+  if (!s.ok()) return StatusError(s);
+  return JsonResponse(200, json{{"node", spec->name}, {"heartbeat_interval_s", kHeartbeatIntervalS}});
+}
+
+Response ControlPlane::AgentHeartbeat(const Request& req) {
+  Result<json> body = ParseJsonBody(req.body);
+  if (!body.ok()) return StatusError(body.status());
+  Status s = CheckKeys(*body, {"node", "usage"}, "");
+  if (!s.ok()) return StatusError(s);
+  Result<std::string> node = NodeName(*body);
+  if (!node.ok()) return StatusError(node.status());
+  Result<NodeUsage> usage = ParseUsage(body->value("usage", json::object()));
+  if (!usage.ok()) return StatusError(usage.status());
+  s = scheduler_->Heartbeat(*node, *usage);
+  if (!s.ok()) return StatusError(s);
+  return JsonResponse(200, json{{"heartbeat_interval_s", kHeartbeatIntervalS}});
+}
+
+Response ControlPlane::AgentAssignments(const Request& req) {
+  std::string node;
+  uint64_t version = 0;
+  int wait_s = 30;
+  for (const auto& [key, value] : req.query) {
+    if (key == "node") {
+      node = value;
+    } else if (key == "version" || key == "wait_s") {
+      uint64_t v = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+      if (ec != std::errc() || end != value.data() + value.size()) {
+        return StatusError(InvalidArgument(key + " must be a non-negative integer"));
+      }
+      if (key == "version") version = v;
+      if (key == "wait_s") {
+        if (v < 1 || v > kMaxWaitS) {
+          return StatusError(InvalidArgument("wait_s must be in [1, " + std::to_string(kMaxWaitS) + "]"));
+        }
+        wait_s = static_cast<int>(v);
+      }
+    } else {
+      return StatusError(InvalidArgument("unknown query parameter '" + key + "'"));
+    }
+  }
+  if (!IsValidName(node)) return StatusError(InvalidArgument("node must be a node name"));
+  auto r = scheduler_->WaitAssignments(node, version, std::chrono::seconds(wait_s));
+  if (!r.ok()) return StatusError(r.status());
+  json tasks = json::array();
+  for (const NodeAssignment& a : r->second) tasks.push_back(AssignmentJson(a, node));
+  return JsonResponse(200, json{{"version", r->first}, {"tasks", std::move(tasks)}});
+}
+
+Response ControlPlane::AgentStatus(const Request& req) {
+  Result<json> body = ParseJsonBody(req.body);
+  if (!body.ok()) return StatusError(body.status());
+  Status s = CheckKeys(*body, {"node", "id", "state", "exit_code", "signal", "message"}, "");
+  if (!s.ok()) return StatusError(s);
+  Result<std::string> node = NodeName(*body);
+  if (!node.ok()) return StatusError(node.status());
+  int64_t id = 0;
+  s = json_fields::ReadInt(body->value("id", json(nullptr)), "id", int64_t{1}, INT64_MAX, id);
+  if (!s.ok()) return StatusError(s);
+  TaskExit exit;
+  const json state = body->value("state", json(nullptr));
+  if (state == "running") {
+    exit.state = TaskState::kRunning;
+  } else if (state == "succeeded") {
+    exit.state = TaskState::kSucceeded;
+  } else if (state == "failed") {
+    exit.state = TaskState::kFailed;
+  } else {
+    return StatusError(InvalidArgument("state must be running, succeeded or failed"));
+  }
+  if (body->contains("exit_code")) {
+    int v = 0;
+    s = json_fields::ReadInt((*body)["exit_code"], "exit_code", 0, 255, v);
+    if (!s.ok()) return StatusError(s);
+    exit.exit_code = v;
+  }
+  if (body->contains("signal")) {
+    int v = 0;
+    s = json_fields::ReadInt((*body)["signal"], "signal", 1, 128, v);
+    if (!s.ok()) return StatusError(s);
+    exit.signal = v;
+  }
+  if (body->contains("message")) {
+    if (!(*body)["message"].is_string() || (*body)["message"].get<std::string>().size() > 4096) {
+      return StatusError(InvalidArgument("message must be a string of at most 4096 bytes"));
+    }
+    exit.message = (*body)["message"].get<std::string>();
+  }
+  if (exit.state == TaskState::kSucceeded && exit.exit_code.value_or(0) != 0) {
+    return StatusError(InvalidArgument("a succeeded task has exit code 0"));
+  }
+  Result<store::TaskRecord> rec = scheduler_->ReportTask(*node, static_cast<TaskKey>(id), exit);
+  if (!rec.ok()) return StatusError(rec.status());
+  return JsonResponse(200, json{{"id", id}, {"state", TaskStateName(rec->state)}});
+}
+
+}  // namespace hf::server

@@ -1,0 +1,146 @@
+#!/usr/bin/python3
+"""The agent protocol of docs/AGENT.md, spoken by the test itself: register,
+heartbeats with usage, the long poll of a node's tasks, task status; the
+roles that may use it; bad agent input refused with nothing changed; a node
+whose heartbeats stop becoming NotReady with its tasks queued again (and
+placed elsewhere), and Ready again when heartbeats resume; measured GPU
+utilisation above gpu_load_threshold keeping new GPU tasks away.
+
+usage: test_agent_protocol.py HETEROFLOW_BINARY
+"""
+import os
+import sys
+import threading
+import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hfapi import (API, Checks, Server, expect, expect_error, fail, main_guard,  # noqa: E402
+                   node_inventory, wait_until)
+
+GRACE_S = 2
+
+
+def main(binary, tmp):
+    srv = Server(binary, os.path.join(tmp, "data"), args=["--node-grace-period", str(GRACE_S)])
+    c = Checks("agent protocol")
+    agent = srv.make_token("agent")["token"]
+    operator = srv.make_token("operator")["token"]
+    st = {}
+
+    def call(method, path, body=None, token=None):
+        return srv.call(method, API + path, body, token=token or agent)
+
+    def task(tid):
+        return expect(srv.get(API + "/tasks/%d" % tid), 200)
+
+    def register_and_run():
+        got = expect(call("POST", "/agent/register", {"node": node_inventory("ag-1", gpus=2, rdma=True)}), 200)
+        if got["node"] != "ag-1" or got["heartbeat_interval_s"] < 1:
+            fail("register answer: %s" % got)
+        first = expect(call("GET", "/agent/assignments?node=ag-1&version=0&wait_s=1"), 200)
+        if first["tasks"]:
+            fail("a new node has tasks: %s" % first)
+        t = expect(srv.call("POST", API + "/tasks", {"name": "ag-job", "requests": {"gpu": 1},
+                                                     "rdma_required": True,
+                                                     "command": ["sh", "-c", "true"]}), 201)
+        # The long poll wakes when the task is placed, well before wait_s.
+        t0 = time.monotonic()
+        got = expect(call("GET", "/agent/assignments?node=ag-1&version=%d&wait_s=20" % first["version"]), 200)
+        if time.monotonic() - t0 > 5:
+            fail("the long poll did not wake on the placement")
+        if [a["id"] for a in got["tasks"]] != [t["id"]]:
+            fail("assignments: %s" % got)
+        a = got["tasks"][0]
+        if a["allocation"]["rdma_device"] != "mlx5_0" or len(a["allocation"]["gpus"]) != 1:
+            fail("allocation: %s" % a["allocation"])
+        if a["task"]["command"] != ["sh", "-c", "true"]:
+            fail("task spec: %s" % a["task"])
+        expect(call("POST", "/agent/status", {"node": "ag-1", "id": t["id"], "state": "running"}), 200)
+        if task(t["id"])["state"] != "running":
+            fail("not running after the report")
+        expect(call("POST", "/agent/status", {"node": "ag-1", "id": t["id"], "state": "failed",
+                                              "exit_code": 7}), 200)
+        done = task(t["id"])
+        if done["state"] != "failed" or done["allocation"] is not None:
+            fail("after exit 7: %s" % done["state"])
+        if "exit code 7" not in done["events"][-1]["message"]:
+            fail("events: %s" % done["events"])
+        expect_error(call("POST", "/agent/status", {"node": "ag-1", "id": t["id"], "state": "running"}),
+                     409, "conflict")
+        after = expect(call("GET", "/agent/assignments?node=ag-1&version=%d&wait_s=1" % got["version"]), 200)
+        if after["tasks"]:
+            fail("the ended task is still assigned: %s" % after)
+
+    def roles_and_bad_input():
+        before = expect(srv.get(API + "/nodes"), 200)
+        expect_error(srv.call("POST", API + "/agent/heartbeat", {"node": "ag-1"}, token=operator),
+                     403, "forbidden")
+        expect_error(srv.call("GET", API + "/tasks", token=agent), 403, "forbidden")
+        expect_error(call("POST", "/agent/register", {"node": {"name": "Bad Name"}}), 400,
+                     "invalid_argument")
+        expect_error(call("POST", "/agent/register", {"node": {"name": "x", "gpus": [{"index": "zero"}]}}),
+                     400, "invalid_argument", mentions=["node.gpus[0].index"])
+        expect_error(call("POST", "/agent/heartbeat", {"node": "nope"}), 404, "not_found")
+        expect_error(call("POST", "/agent/heartbeat", {"node": "ag-1", "usage": {"cpu_load": 3}}),
+                     400, "invalid_argument", mentions=["usage.cpu_load"])
+        expect_error(call("POST", "/agent/status", {"node": "ag-1", "id": 1, "state": "done"}),
+                     400, "invalid_argument")
+        expect_error(call("GET", "/agent/assignments?node=ag-1&wait_s=999"), 400, "invalid_argument")
+        if expect(srv.get(API + "/nodes"), 200) != before:
+            fail("refused agent input changed the nodes")
+
+    def gpu_threshold():
+        expect(srv.call("PUT", API + "/scheduler/config", {"gpu_load_threshold": 0.8}), 200)
+        expect(call("POST", "/agent/heartbeat", {"node": "ag-1", "usage": {
+            "gpus": [{"index": 0, "utilization": 0.95}, {"index": 1, "utilization": 0.97}]}}), 200)
+        t = expect(srv.call("POST", API + "/tasks", {"name": "hot", "requests": {"gpu": 1}}), 201)
+        wait_until(lambda: task(t["id"])["pending_reason"], 5, "a pending reason")
+        reason = task(t["id"])["pending_reason"]
+        if task(t["id"])["state"] != "pending" or "gpu_load_threshold" not in reason:
+            fail("hot node: %s %r" % (task(t["id"])["state"], reason))
+        expect(call("POST", "/agent/heartbeat", {"node": "ag-1", "usage": {
+            "gpus": [{"index": 0, "utilization": 0.1}, {"index": 1, "utilization": 0.1}]}}), 200)
+        wait_until(lambda: task(t["id"])["state"] == "scheduled", 5, "placed once the load fell")
+        expect(srv.call("POST", API + "/tasks/%d/cancel" % t["id"]), 200)
+
+    def silent_node():
+        expect(call("POST", "/agent/register", {"node": node_inventory("ag-2", gpus=1)}), 200)
+        stop = threading.Event()
+
+        def beat():  # ag-2 stays alive; ag-1 falls silent
+            while not stop.is_set():
+                call("POST", "/agent/heartbeat", {"node": "ag-2"})
+                stop.wait(0.5)
+        th = threading.Thread(target=beat, daemon=True)
+        th.start()
+        try:
+            expect(srv.call("POST", API + "/nodes/ag-2/cordon"), 200)
+            t = expect(srv.call("POST", API + "/tasks", {"name": "mover", "requests": {"gpu": 1}}), 201)
+            wait_until(lambda: task(t["id"])["node"] == "ag-1", 5, "placed on ag-1")
+            expect(srv.call("POST", API + "/nodes/ag-2/uncordon"), 200)
+            wait_until(lambda: expect(srv.get(API + "/nodes/ag-1"), 200)["condition"] == "NotReady",
+                       GRACE_S + 5, "ag-1 NotReady after the grace period")
+            moved = task(t["id"])
+            if moved["node"] not in (None, "ag-2"):
+                fail("the lost task stayed on the dead node: %s" % moved["node"])
+            if not any(e["kind"] == "lost" for e in moved["events"]):
+                fail("no lost event: %s" % moved["events"])
+            wait_until(lambda: task(t["id"])["node"] == "ag-2", 5, "the lost task placed on ag-2")
+            expect(call("POST", "/agent/heartbeat", {"node": "ag-1"}), 200)
+            if expect(srv.get(API + "/nodes/ag-1"), 200)["condition"] != "Ready":
+                fail("ag-1 not Ready after a heartbeat")
+        finally:
+            stop.set()
+            th.join()
+
+    c.run("register, long poll, status reports", register_and_run)
+    c.run("roles and bad agent input", roles_and_bad_input)
+    c.run("measured GPU load above gpu_load_threshold", gpu_threshold)
+    c.run("silent node goes NotReady, its task moves", silent_node)
+    srv.stop()
+    c.finish()
+
+
+if __name__ == "__main__":
+    main_guard(main)
