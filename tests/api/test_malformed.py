@@ -89,6 +89,9 @@ JSON_ROUTES = [
     ("POST", API + "/nodes"),
     ("POST", API + "/tokens"),
     ("POST", API + "/scheduler/preview"),
+    ("POST", API + "/agent/register"),
+    ("POST", API + "/agent/heartbeat"),
+    ("POST", API + "/agent/status"),
 ]
 
 BAD_JSON = [
@@ -132,6 +135,9 @@ VALID_DOC = {
     API + "/nodes": b'{"name": "trailing-node"}',
     API + "/tokens": b'{"name": "trailing-token", "role": "viewer"}',
     API + "/scheduler/preview": b'{"explain": false}',
+    API + "/agent/register": b'{"node": {"name": "trailing-agent-node"}}',
+    API + "/agent/heartbeat": b'{"node": "trailing-agent-node"}',
+    API + "/agent/status": b'{"node": "trailing-agent-node", "id": 1, "state": "running"}',
 }
 TRAILERS = [
     ("a valid document, then garbage", b" garbage"),
