@@ -1,7 +1,10 @@
 // The agent half of the REST API (docs/AGENT.md): registration, heartbeats
 // with measured usage, the long poll of a node's tasks, and task status.
 #include <charconv>
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -203,6 +206,105 @@ Response ControlPlane::AgentStatus(const Request& req) {
   Result<store::TaskRecord> rec = scheduler_->ReportTask(*node, static_cast<TaskKey>(id), exit);
   if (!rec.ok()) return StatusError(rec.status());
   return JsonResponse(200, json{{"id", id}, {"state", TaskStateName(rec->state)}});
+}
+
+}  // namespace hf::server
+
+namespace hf::server {
+namespace {
+
+// Most of a task's output the server keeps (the agent keeps its own rotated
+// copy on the node): 16 MiB.
+constexpr uint64_t kMaxTaskLogBytes = 16ull << 20;
+
+std::string TaskLogPath(const std::string& data_dir, uint64_t id) {
+  return data_dir + "/logs/" + std::to_string(id) + ".log";
+}
+
+}  // namespace
+
+Response ControlPlane::AgentLogs(const Request& req) {
+  Result<json> body = ParseJsonBody(req.body);
+  if (!body.ok()) return StatusError(body.status());
+  Status s = CheckKeys(*body, {"node", "id", "offset", "data"}, "");
+  if (!s.ok()) return StatusError(s);
+  Result<std::string> node = NodeName(*body);
+  if (!node.ok()) return StatusError(node.status());
+  int64_t id = 0, offset = 0;
+  s = json_fields::ReadInt(body->value("id", json(nullptr)), "id", int64_t{1}, INT64_MAX, id);
+  if (s.ok()) s = json_fields::ReadInt(body->value("offset", json(nullptr)), "offset", int64_t{0},
+                                       int64_t{1} << 50, offset);
+  if (!s.ok()) return StatusError(s);
+  if (!body->contains("data") || !(*body)["data"].is_string()) {
+    return StatusError(InvalidArgument("data must be a string"));
+  }
+  const std::string& data = (*body)["data"].get_ref<const std::string&>();
+  // Only a task that exists and has been placed (it has events beyond
+  // "submitted") may have output.
+  s = store_->Read([&](const store::ReadTx& tx) -> Status {
+    HF_ASSIGN_OR_RETURN(store::TaskRecord rec, tx.GetTask(static_cast<TaskKey>(id)));
+    if (rec.state == TaskState::kPending && rec.node.empty()) {
+      return FailedPrecondition("task " + std::to_string(id) + " is not placed");
+    }
+    return Status::Ok();
+  });
+  if (!s.ok()) return StatusError(s);
+  std::lock_guard lock(logs_mu_);
+  std::error_code ec;
+  std::filesystem::create_directories(options_.data_dir + "/logs", ec);
+  const std::string path = TaskLogPath(options_.data_dir, static_cast<uint64_t>(id));
+  const uint64_t size = std::filesystem::exists(path, ec) ? std::filesystem::file_size(path, ec) : 0;
+  if (static_cast<uint64_t>(offset) != size) {
+    return JsonResponse(409, json{{"error", {{"code", "conflict"},
+                                             {"message", "offset " + std::to_string(offset) +
+                                                             " does not match the stored size " +
+                                                             std::to_string(size)}}},
+                                  {"size", size}});
+  }
+  const uint64_t room = size >= kMaxTaskLogBytes ? 0 : kMaxTaskLogBytes - size;
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(room, data.size()));
+  if (n > 0) {
+    std::ofstream f(path, std::ios::binary | std::ios::app);
+    f.write(data.data(), static_cast<std::streamsize>(n));
+    if (!f) return StatusError(Unavailable("cannot write " + path));
+  }
+  return JsonResponse(200, json{{"size", size + n}, {"truncated", n < data.size()}});
+}
+
+Response ControlPlane::TaskLogs(const Request& req) const {
+  const std::string_view text = req.Param("id");
+  uint64_t id = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+  if (ec != std::errc() || end != text.data() + text.size() || id == 0) {
+    return StatusError(InvalidArgument("task id must be a positive integer"));
+  }
+  uint64_t offset = 0;
+  for (const auto& [key, value] : req.query) {
+    if (key != "offset") return StatusError(InvalidArgument("unknown query parameter '" + key + "'"));
+    auto [e2, ec2] = std::from_chars(value.data(), value.data() + value.size(), offset);
+    if (ec2 != std::errc() || e2 != value.data() + value.size()) {
+      return StatusError(InvalidArgument("offset must be a non-negative integer"));
+    }
+  }
+  Status s = store_->Read([&](const store::ReadTx& tx) { return tx.GetTask(id).status(); });
+  if (!s.ok()) return StatusError(s);
+  Response r;
+  r.status = 200;
+  r.content_type = "text/plain; charset=utf-8";
+  std::ifstream f(TaskLogPath(options_.data_dir, id), std::ios::binary);
+  uint64_t size = 0;
+  if (f) {
+    f.seekg(0, std::ios::end);
+    size = static_cast<uint64_t>(f.tellg());
+    if (offset < size) {
+      f.seekg(static_cast<std::streamoff>(offset));
+      r.body.resize(size - offset);
+      f.read(r.body.data(), static_cast<std::streamsize>(r.body.size()));
+    }
+  }
+  // Where the next read starts, for `heteroflow logs -f`.
+  r.SetHeader("X-Log-Size", std::to_string(size));
+  return r;
 }
 
 }  // namespace hf::server

@@ -457,6 +457,11 @@ void ControlPlane::AddRoutes() {
   Route("POST", "/api/v1/agent/status", A::kAgentReport, "an agent reports a task's process state",
         [this](const Request& r, const Caller&) { return AgentStatus(r); }, "AgentStatus");
 
+  Route("POST", "/api/v1/agent/logs", A::kAgentReport, "an agent appends a task's output",
+        [this](const Request& r, const Caller&) { return AgentLogs(r); }, "AgentLogs");
+  Route("GET", "/api/v1/tasks/{id}/logs", A::kRead, "a task's output from `offset` (text)",
+        [this](const Request& r, const Caller&) { return TaskLogs(r); });
+
   Route("GET", "/api/v1/events", A::kRead, "server-sent events: task, node, plugin, config",
         [this](const Request&, const Caller&) { return Events(); });
   Route("GET", "/api/v1/inference/panel", A::kRead, "models, endpoints and GPU memory per GPU",

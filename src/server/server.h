@@ -128,6 +128,8 @@ class ControlPlane {
   Response AgentHeartbeat(const Request& req);
   Response AgentAssignments(const Request& req);
   Response AgentStatus(const Request& req);
+  Response AgentLogs(const Request& req);
+  Response TaskLogs(const Request& req) const;
 
   Response Events();
   Response InferencePanel() const;
@@ -151,6 +153,7 @@ class ControlPlane {
   } m_;
   std::unique_ptr<Scheduler> scheduler_;
   std::atomic<bool> ready_{false};
+  std::mutex logs_mu_;  // appends to DATA_DIR/logs/<task>.log
   mutable std::mutex view_mu_;
   std::shared_ptr<const nlohmann::json> plugins_view_;
   std::shared_ptr<const nlohmann::json> config_view_;

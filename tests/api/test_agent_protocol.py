@@ -59,6 +59,22 @@ def main(binary, tmp):
         expect(call("POST", "/agent/status", {"node": "ag-1", "id": t["id"], "state": "running"}), 200)
         if task(t["id"])["state"] != "running":
             fail("not running after the report")
+        # Output shipped by the agent, read back through the API.
+        expect(call("POST", "/agent/logs", {"node": "ag-1", "id": t["id"], "offset": 0,
+                                            "data": "line one\n"}), 200)
+        got_size = expect(call("POST", "/agent/logs", {"node": "ag-1", "id": t["id"], "offset": 9,
+                                                       "data": "line two\n"}), 200)["size"]
+        if got_size != 18:
+            fail("log size %s" % got_size)
+        stale = call("POST", "/agent/logs", {"node": "ag-1", "id": t["id"], "offset": 9, "data": "dup"})
+        if stale.status != 409 or stale.body.get("size") != 18:
+            fail("a repeated offset: %s" % stale.short())
+        logs = srv.get(API + "/tasks/%d/logs" % t["id"], token=srv.make_token("viewer")["token"])
+        if logs.status != 200 or logs.raw != b"line one\nline two\n":
+            fail("logs: %s %r" % (logs.status, logs.raw))
+        tail = srv.get(API + "/tasks/%d/logs?offset=9" % t["id"])
+        if tail.raw != b"line two\n" or tail.header("X-Log-Size") != "18":
+            fail("logs from offset 9: %r %s" % (tail.raw, tail.header("X-Log-Size")))
         expect(call("POST", "/agent/status", {"node": "ag-1", "id": t["id"], "state": "failed",
                                               "exit_code": 7}), 200)
         done = task(t["id"])
