@@ -47,6 +47,20 @@ Result<ApiSession> ApiSession::Open(const GlobalFlags& flags) {
 
 std::optional<json> ApiSession::Call(std::string_view method, std::string_view target,
                                      const json* body, int* status) {
+  std::optional<std::string> text = CallText(method, target, body, status);
+  if (!text) return std::nullopt;
+  if (text->empty()) return json(nullptr);
+  json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    std::fprintf(stderr, "error: the server's answer to %s %s is not JSON\n",
+                 std::string(method).c_str(), std::string(target).c_str());
+    return std::nullopt;
+  }
+  return j;
+}
+
+std::optional<std::string> ApiSession::CallText(std::string_view method, std::string_view target,
+                                                const json* body, int* status) {
   Result<HttpResponse> r = http_.Send(method, target, body ? body->dump() : std::string());
   if (!r.ok()) {
     std::fprintf(stderr, "error: %s\n", r.status().message().c_str());
@@ -73,14 +87,7 @@ std::optional<json> ApiSession::Call(std::string_view method, std::string_view t
     return std::nullopt;
   }
   if (status) *status = r->status;
-  if (r->body.empty()) return json(nullptr);
-  json j = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    std::fprintf(stderr, "error: the server's answer to %s %s is not JSON\n",
-                 std::string(method).c_str(), std::string(target).c_str());
-    return std::nullopt;
-  }
-  return j;
+  return std::move(r->body);
 }
 
 }  // namespace hf::cli

@@ -43,6 +43,10 @@ class ApiSession {
   std::optional<nlohmann::json> Call(std::string_view method, std::string_view target,
                                      const nlohmann::json* body = nullptr, int* status = nullptr);
 
+  // The same for an answer that is not JSON (task logs): its body.
+  std::optional<std::string> CallText(std::string_view method, std::string_view target,
+                                      const nlohmann::json* body = nullptr, int* status = nullptr);
+
   OutputFormat format() const { return format_; }
 
  private:

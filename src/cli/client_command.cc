@@ -8,7 +8,9 @@
 #include <iterator>
 #include <optional>
 #include <sstream>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/api_session.h"
@@ -197,6 +199,43 @@ int RunDescribe(int argc, char** argv) {
   Print(*session, *answer,
         [&] { return resource == "tasks" ? DescribeTask(*answer, Now()) : DescribeNode(*answer); });
   return kOk;
+}
+
+// `logs` -----------------------------------------------------------------------
+
+int RunLogs(int argc, char** argv) {
+  CLI::App app{"Print a task's output (stdout and stderr, as its agent shipped it).",
+               "heteroflow logs"};
+  GlobalFlags g;
+  std::string id;
+  bool follow = false;
+  app.add_option("id", id, "the task's id")->required();
+  app.add_flag("-f,--follow", follow, "keep printing new output until the task ends");
+  AddGlobalFlags(app, g);
+  if (std::optional<int> rc = Parse(app, argc, argv)) return *rc;
+  if (!IsTaskId(id)) return UsageError("logs", "a task id is a number, not \"" + id + "\"");
+  Result<ApiSession> session = ApiSession::Open(g);
+  if (!session.ok()) return UsageError("logs", session.status().message());
+  uint64_t offset = 0;
+  while (true) {
+    // The state first: output that arrives before the task ends is then
+    // read below, so nothing is missed when the loop stops.
+    std::optional<json> task;
+    if (follow) {
+      task = session->Call("GET", "/api/v1/tasks/" + id);
+      if (!task) return kApiError;
+    }
+    std::optional<std::string> chunk =
+        session->CallText("GET", "/api/v1/tasks/" + id + "/logs?offset=" + std::to_string(offset));
+    if (!chunk) return kApiError;
+    std::fwrite(chunk->data(), 1, chunk->size(), stdout);
+    std::fflush(stdout);
+    offset += chunk->size();
+    if (!follow) return kOk;
+    const std::string state = task->value("state", "");
+    if (state == "succeeded" || state == "failed" || state == "cancelled") return kOk;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
 }
 
 // `apply` ----------------------------------------------------------------------
@@ -422,7 +461,8 @@ int RunConfig(int argc, char** argv) {
 }  // namespace
 
 bool IsClientVerb(std::string_view v) {
-  return v == "get" || v == "describe" || v == "apply" || v == "delete" || v == "cordon" ||
+  return v == "get" || v == "describe" || v == "logs" || v == "apply" || v == "delete" ||
+         v == "cordon" ||
          v == "uncordon" || v == "drain" || v == "plugins" || v == "config";
 }
 
@@ -430,6 +470,7 @@ int RunClientCommand(int argc, char** argv) {
   const std::string verb = argv[0];
   if (verb == "get") return RunGet(argc, argv);
   if (verb == "describe") return RunDescribe(argc, argv);
+  if (verb == "logs") return RunLogs(argc, argv);
   if (verb == "apply") return RunApply(argc, argv);
   if (verb == "delete") return RunDelete(argc, argv);
   if (verb == "cordon" || verb == "uncordon" || verb == "drain") {
@@ -443,6 +484,7 @@ int RunClientCommand(int argc, char** argv) {
 const char* ClientUsage() {
   return "  get        list or show nodes, tasks, plugins or tokens\n"
          "  describe   show a task (state, allocation, pending reason, events) or a node\n"
+         "  logs       print a task's output (-f: until it ends)\n"
          "  apply      submit tasks / register nodes from a YAML or JSON file (-f FILE)\n"
          "  delete     cancel a task, delete a node, revoke a token\n"
          "  cordon     stop placing new tasks on a node\n"

@@ -9,6 +9,7 @@ utilisation above gpu_load_threshold keeping new GPU tasks away.
 usage: test_agent_protocol.py HETEROFLOW_BINARY
 """
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -72,6 +73,10 @@ def main(binary, tmp):
         logs = srv.get(API + "/tasks/%d/logs" % t["id"], token=srv.make_token("viewer")["token"])
         if logs.status != 200 or logs.raw != b"line one\nline two\n":
             fail("logs: %s %r" % (logs.status, logs.raw))
+        cli = subprocess.run([binary, "logs", str(t["id"]), "--server", "http://127.0.0.1:%d" % srv.port,
+                              "--token", srv.token], capture_output=True, timeout=20)
+        if cli.returncode != 0 or cli.stdout != b"line one\nline two\n":
+            fail("heteroflow logs: %d %r %r" % (cli.returncode, cli.stdout, cli.stderr))
         tail = srv.get(API + "/tasks/%d/logs?offset=9" % t["id"])
         if tail.raw != b"line two\n" or tail.header("X-Log-Size") != "18":
             fail("logs from offset 9: %r %s" % (tail.raw, tail.header("X-Log-Size")))
@@ -84,6 +89,11 @@ def main(binary, tmp):
             fail("events: %s" % done["events"])
         expect_error(call("POST", "/agent/status", {"node": "ag-1", "id": t["id"], "state": "running"}),
                      409, "conflict")
+        follow = subprocess.run([binary, "logs", "-f", str(t["id"]), "--server",
+                                 "http://127.0.0.1:%d" % srv.port, "--token", srv.token],
+                                capture_output=True, timeout=20)
+        if follow.returncode != 0 or follow.stdout != b"line one\nline two\n":
+            fail("heteroflow logs -f of an ended task: %d %r" % (follow.returncode, follow.stdout))
         after = expect(call("GET", "/agent/assignments?node=ag-1&version=%d&wait_s=1" % got["version"]), 200)
         if after["tasks"]:
             fail("the ended task is still assigned: %s" % after)
