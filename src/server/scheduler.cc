@@ -151,8 +151,10 @@ void Scheduler::Stop() {
 void Scheduler::Loop() {
   std::unique_lock lock(*mu_);
   while (!stop_) {
-    if (retry_all_ || (!unschedulable_.empty() &&
-                       Clock::now() - last_retry_ >= options_.retry_interval)) {
+    const auto since_retry = Clock::now() - last_retry_;
+    if (retry_all_ || (!unschedulable_.empty() && since_retry >= options_.retry_interval) ||
+        (usage_changed_ && since_retry >= std::chrono::seconds(1))) {
+      usage_changed_ = false;
       RetryAllLocked();
     }
     if (!last_heartbeat_.empty()) CheckHeartbeatsLocked();
@@ -483,8 +485,9 @@ Status Scheduler::Heartbeat(const std::string& node, const NodeUsage& usage) {
       cluster_.SetCondition(n, NodeCondition::kReady);
       back = true;
     }
-    // Measured load changed: waiting tasks may now pass the thresholds.
-    retry_all_ = true;
+    // Measured load changed: waiting tasks may now pass the thresholds. At
+    // most one retry a second for this, however many agents report.
+    usage_changed_ = true;
   }
   cv_.notify_all();
   if (back) Publish("node", {{"action", "condition"}, {"name", node}, {"condition", "Ready"}});

@@ -198,6 +198,7 @@ class Scheduler {
   std::set<TaskKey> unschedulable_;
   std::set<TaskKey> cancelled_early_;  // cancelled after Submit's commit, before it queued them
   bool retry_all_ = false;  // something changed that may let waiting tasks fit
+  bool usage_changed_ = false;  // a heartbeat brought new measurements
   bool stop_ = false;
   bool busy_ = false;  // a cycle is running
   uint64_t attempts_ = 0;
