@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <string>
 
+#include "agent/agent_command.h"
 #include "cli/client_command.h"
 #include "server/server.h"
 #include "sim/simulate_command.h"
@@ -13,6 +14,7 @@ void Usage() {
                "usage: heteroflow <command> [options]\n\n"
                "commands:\n"
                "  server     run the control-plane server (REST API)\n"
+               "  agent      run a node agent: register, heartbeat, run assigned tasks (docs/AGENT.md)\n"
                "  simulate   replay a cluster and workload (openb CSV or YAML) offline\n"
                "  version    print the version\n\n"
                "client commands (--server URL, --token T, -o table|json|yaml; see docs/CLIENT.md):\n"
@@ -30,6 +32,7 @@ int main(int argc, char** argv) {
   }
   const std::string cmd = argv[1];
   if (cmd == "server") return hf::server::RunServerCommand(argc - 1, argv + 1);
+  if (cmd == "agent") return hf::agent::RunAgentCommand(argc - 1, argv + 1);
   if (cmd == "simulate") return hf::sim::RunSimulateCommand(argc - 1, argv + 1);
   if (hf::cli::IsClientVerb(cmd)) return hf::cli::RunClientCommand(argc - 1, argv + 1);
   if (cmd == "version" || cmd == "--version") {

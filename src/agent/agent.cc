@@ -1,0 +1,347 @@
+#include "agent/agent.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "core/model_json.h"
+
+namespace hf::agent {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr const char* kApi = "/api/v1/agent";
+
+void Log(const std::string& line) { std::fprintf(stderr, "heteroflow agent: %s\n", line.c_str()); }
+
+// The API's error message from an error body, else the raw body (cut short).
+std::string ErrorText(const cli::HttpResponse& r) {
+  json j = json::parse(r.body, nullptr, false);
+  if (j.is_object() && j.contains("error") && j["error"].is_object() &&
+      j["error"].contains("message") && j["error"]["message"].is_string()) {
+    return j["error"]["message"].get<std::string>();
+  }
+  return r.body.substr(0, 300);
+}
+
+bool RouteMissing(const cli::HttpResponse& r) {
+  return r.status == 404 && ErrorText(r).rfind("no route", 0) == 0;
+}
+
+std::string SignalName(int sig) {
+  const char* d = sigabbrev_np(sig);
+  return d != nullptr ? std::string("SIG") + d : std::to_string(sig);
+}
+
+}  // namespace
+
+Agent::Agent(AgentOptions options) : opt_(std::move(options)), base_env_(ProcessEnv()) {}
+
+void Agent::RequestStop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool Agent::SleepFor(milliseconds d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return !cv_.wait_for(lock, d, [this] { return stop_.load(); });
+}
+
+Agent::RegisterOutcome Agent::Register(const cli::HttpClient& client) {
+  const std::string body = json{{"node", NodeSpecToJson(opt_.inventory.spec)}}.dump();
+  milliseconds backoff(1000);
+  while (!stopping()) {
+    Result<cli::HttpResponse> r = client.Send("POST", std::string(kApi) + "/register", body);
+    std::string why;
+    if (!r.ok()) {
+      why = r.status().message();
+    } else if (r->status == 200 || r->status == 201) {
+      json j = json::parse(r->body, nullptr, false);
+      if (j.is_object() && j.contains("heartbeat_interval_s") &&
+          j["heartbeat_interval_s"].is_number()) {
+        heartbeat_interval_s_ = std::clamp(j["heartbeat_interval_s"].get<int>(), 1, 3600);
+      }
+      Log("registered node " + opt_.inventory.spec.name + " (" +
+          std::to_string(opt_.inventory.spec.gpus.size()) + " GPUs, heartbeat every " +
+          std::to_string(heartbeat_interval_s_.load()) + " s)");
+      return RegisterOutcome::kOk;
+    } else if (r->status == 401 || r->status == 403) {
+      Log("the server refused the agent token (HTTP " + std::to_string(r->status) +
+          "): " + ErrorText(*r) + "; the token needs role agent or admin");
+      fatal_ = true;
+      return RegisterOutcome::kFatal;
+    } else if (r->status >= 500 || r->status == 429 || RouteMissing(*r)) {
+      why = "HTTP " + std::to_string(r->status) + ": " + ErrorText(*r);
+    } else {
+      Log("the server refused node " + opt_.inventory.spec.name + " (HTTP " +
+          std::to_string(r->status) + "): " + ErrorText(*r));
+      fatal_ = true;
+      return RegisterOutcome::kFatal;
+    }
+    Log("cannot register yet (" + why + "); retrying in " + std::to_string(backoff.count() / 1000) +
+        " s");
+    if (!SleepFor(backoff)) break;
+    backoff = std::min<milliseconds>(backoff * 2, seconds(30));
+  }
+  return RegisterOutcome::kStopped;
+}
+
+int Agent::Run() {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(opt_.work_dir) / "tasks", ec);
+  if (ec) {
+    Log("cannot create the work dir " + opt_.work_dir + ": " + ec.message());
+    return 1;
+  }
+  const cli::HttpClient client(opt_.server, opt_.token, opt_.request_timeout);
+  const cli::HttpClient poll_client(opt_.server, opt_.token,
+                                    seconds(opt_.wait_s) + opt_.request_timeout);
+  switch (Register(client)) {
+    case RegisterOutcome::kFatal:
+      return 1;
+    case RegisterOutcome::kStopped:
+      return 0;
+    case RegisterOutcome::kOk:
+      break;
+  }
+  std::thread heartbeat([this] { HeartbeatLoop(); });
+  std::thread reaper([this] { ReaperLoop(); });
+
+  const std::string node = opt_.inventory.spec.name;
+  int64_t version = 0;
+  int failures = 0;
+  while (!stopping()) {
+    const std::string target = std::string(kApi) + "/assignments?node=" + node +
+                               "&version=" + std::to_string(version) +
+                               "&wait_s=" + std::to_string(opt_.wait_s);
+    Result<cli::HttpResponse> r = poll_client.Send("GET", target);
+    if (stopping()) break;
+    std::string problem;
+    if (!r.ok()) {
+      problem = r.status().message();
+    } else if (r->status == 401 || r->status == 403) {
+      Log("the server refused the agent token (HTTP " + std::to_string(r->status) +
+          "): " + ErrorText(*r));
+      fatal_ = true;
+      break;
+    } else if (r->status == 404 && !RouteMissing(*r)) {
+      Log("the server does not know node " + node + ": registering again");
+      if (Register(client) != RegisterOutcome::kOk) break;
+      version = 0;
+      continue;
+    } else if (r->status != 200) {
+      problem = "HTTP " + std::to_string(r->status) + ": " + ErrorText(*r);
+    } else {
+      json j = json::parse(r->body, nullptr, false);
+      Result<AssignmentList> list = ParseAssignments(j);
+      if (list.ok()) {
+        failures = 0;
+        version = list->version;
+        Reconcile(*list);
+        continue;
+      }
+      problem = list.status().message();
+    }
+    // One line for the first failure and then every minute, not every second.
+    if (failures++ % 60 == 0) Log("assignments: " + problem + "; retrying");
+    SleepFor(seconds(1));
+  }
+  RequestStop();
+  heartbeat.join();
+  reaper.join();
+  const size_t left = supervisor_.Ids().size();
+  if (left > 0) Log("stopped; " + std::to_string(left) + " task(s) left running");
+  return fatal_ ? 1 : 0;
+}
+
+void Agent::HeartbeatLoop() {
+  const cli::HttpClient client(opt_.server, opt_.token, opt_.request_timeout);
+  int failures = 0;
+  bool usage_error_logged = false;
+  do {
+    Result<NodeUsage> usage = CurrentUsage(opt_.inventory);
+    if (!usage.ok()) {
+      if (!usage_error_logged) Log("usage: " + usage.status().message() + "; measuring instead");
+      usage_error_logged = true;
+      usage = MeasureUsage(opt_.inventory.spec.cpu_milli, opt_.inventory.gpus_from_nvidia_smi);
+    } else {
+      usage_error_logged = false;
+    }
+    const json body = {{"node", opt_.inventory.spec.name}, {"usage", UsageToJson(*usage)}};
+    Result<cli::HttpResponse> r =
+        client.Send("POST", std::string(kApi) + "/heartbeat", body.dump());
+    if (!r.ok()) {
+      if (failures++ % 12 == 0) Log("heartbeat: " + r.status().message());
+    } else if (r->status == 200) {
+      failures = 0;
+      json j = json::parse(r->body, nullptr, false);
+      if (j.is_object() && j.contains("heartbeat_interval_s") &&
+          j["heartbeat_interval_s"].is_number()) {
+        heartbeat_interval_s_ = std::clamp(j["heartbeat_interval_s"].get<int>(), 1, 3600);
+      }
+    } else if (r->status == 404 && !RouteMissing(*r)) {
+      Log("heartbeat: the server does not know node " + opt_.inventory.spec.name +
+          ": registering again");
+      if (Register(client) == RegisterOutcome::kFatal) RequestStop();
+    } else if (r->status == 401 || r->status == 403) {
+      Log("heartbeat: the server refused the agent token: " + ErrorText(*r));
+      fatal_ = true;
+      RequestStop();
+    } else if (failures++ % 12 == 0) {
+      Log("heartbeat: HTTP " + std::to_string(r->status) + ": " + ErrorText(*r));
+    }
+  } while (SleepFor(seconds(heartbeat_interval_s_.load())));
+}
+
+void Agent::ReaperLoop() {
+  const cli::HttpClient client(opt_.server, opt_.token, opt_.request_timeout);
+  const std::string node = opt_.inventory.spec.name;
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const ExitInfo& e : supervisor_.Reap()) {
+        if (e.stopped || unreported_.erase(e.id) > 0) {
+          Log("task " + std::to_string(e.id) + " stopped");
+          continue;
+        }
+        json body = {{"node", node}, {"id", e.id}};
+        if (e.signal != 0) {
+          body["state"] = "failed";
+          body["signal"] = e.signal;
+          body["message"] =
+              "killed by signal " + std::to_string(e.signal) + " (" + SignalName(e.signal) + ")";
+        } else {
+          body["state"] = e.exit_code == 0 ? "succeeded" : "failed";
+          body["exit_code"] = e.exit_code;
+          body["message"] = "exit code " + std::to_string(e.exit_code);
+        }
+        Log("task " + std::to_string(e.id) + " ended: " + body["message"].get<std::string>());
+        finished_[e.id] = body;
+        outbox_.push_back(Report{e.id, std::move(body)});
+      }
+    }
+    FlushReports(client);
+    if (!SleepFor(milliseconds(100))) break;
+  }
+}
+
+void Agent::FlushReports(const cli::HttpClient& client) {
+  static thread_local auto next_try = std::chrono::steady_clock::now();
+  if (std::chrono::steady_clock::now() < next_try) return;
+  while (!stopping()) {
+    Report report;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (outbox_.empty()) return;
+      report = outbox_.front();
+      outbox_.pop_front();
+    }
+    Result<cli::HttpResponse> r =
+        client.Send("POST", std::string(kApi) + "/status", report.body.dump());
+    const bool retry = !r.ok() || r->status >= 500 || r->status == 429 || RouteMissing(*r);
+    if (retry) {
+      Log("status of task " + std::to_string(report.id) + ": " +
+          (r.ok() ? "HTTP " + std::to_string(r->status) + ": " + ErrorText(*r)
+                  : r.status().message()) +
+          "; will retry");
+      std::lock_guard<std::mutex> lock(mu_);
+      outbox_.push_front(std::move(report));
+      next_try = std::chrono::steady_clock::now() + seconds(1);
+      return;
+    }
+    if (r->status == 409) {
+      // A stale copy: the server has the task elsewhere or ended.
+      std::lock_guard<std::mutex> lock(mu_);
+      if (supervisor_.Has(report.id)) {
+        Log("task " + std::to_string(report.id) + " is not assigned here: stopping it");
+        unreported_.insert(report.id);
+        supervisor_.Stop(report.id, opt_.grace_period);
+      }
+      finished_.erase(report.id);
+    } else if (r->status != 200 && r->status != 201) {
+      Log("status of task " + std::to_string(report.id) + " refused (HTTP " +
+          std::to_string(r->status) + "): " + ErrorText(*r));
+    }
+  }
+}
+
+void Agent::Reconcile(const AssignmentList& list) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::set<uint64_t> assigned;
+  for (const Assignment& a : list.tasks) assigned.insert(a.id);
+  for (const auto& [id, why] : list.bad) {
+    if (id == 0) {
+      Log("ignoring an assignment without an id: " + why);
+      continue;
+    }
+    assigned.insert(id);
+    if (supervisor_.Has(id) || finished_.count(id) != 0) continue;
+    json body = {{"node", opt_.inventory.spec.name},
+                 {"id", id},
+                 {"state", "failed"},
+                 {"message", "cannot read the assignment: " + why}};
+    finished_[id] = body;
+    outbox_.push_back(Report{id, std::move(body)});
+  }
+  for (const Assignment& a : list.tasks) {
+    if (supervisor_.Has(a.id)) continue;
+    if (auto f = finished_.find(a.id); f != finished_.end()) {
+      // Ended here, but the server has not taken the report yet: re-send it
+      // unless it is still queued.
+      const bool queued = std::any_of(outbox_.begin(), outbox_.end(),
+                                      [&](const Report& r) { return r.id == a.id; });
+      if (!queued) outbox_.push_back(Report{a.id, f->second});
+      continue;
+    }
+    Launch(a);
+  }
+  for (uint64_t id : supervisor_.Ids()) {
+    if (assigned.count(id) == 0 && unreported_.count(id) == 0) {
+      Log("task " + std::to_string(id) + " is no longer assigned here: stopping it");
+      unreported_.insert(id);
+      supervisor_.Stop(id, opt_.grace_period);
+    }
+  }
+  for (auto it = finished_.begin(); it != finished_.end();) {
+    it = assigned.count(it->first) == 0 ? finished_.erase(it) : std::next(it);
+  }
+}
+
+void Agent::Launch(const Assignment& a) {
+  const std::string node = opt_.inventory.spec.name;
+  auto failed = [&](const std::string& message) {
+    Log("task " + std::to_string(a.id) + " not started: " + message);
+    json body = {{"node", node}, {"id", a.id}, {"state", "failed"}, {"message", message}};
+    finished_[a.id] = body;
+    outbox_.push_back(Report{a.id, std::move(body)});
+  };
+  if (a.task.command.empty()) return failed("task has no command");
+  const std::filesystem::path dir =
+      std::filesystem::path(opt_.work_dir) / "tasks" / std::to_string(a.id);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return failed("cannot create " + dir.string() + ": " + ec.message());
+  LaunchSpec spec{.id = a.id,
+                  .argv = a.task.command,
+                  .env = EnvStrings(BuildTaskEnv(base_env_, a.id, a.task, a.allocation)),
+                  .cwd = dir.string(),
+                  .log_path = (dir / "output.log").string()};
+  Result<pid_t> pid = supervisor_.Launch(spec);
+  if (!pid.ok()) return failed(pid.status().message());
+  Log("task " + std::to_string(a.id) + " (" + a.task.name + ") started, pid " +
+      std::to_string(*pid));
+  json body = {{"node", node}, {"id", a.id}, {"state", "running"}};
+  outbox_.push_back(Report{a.id, std::move(body)});
+}
+
+}  // namespace hf::agent

@@ -1,0 +1,105 @@
+// The node agent's loops (docs/AGENT.md): register, heartbeat, long-poll the
+// assignments and make the node's processes match them, report task status.
+//
+// Threads, each with its own HTTP client:
+//   - the caller's thread (Run): registers, then long-polls the assignments
+//     and reconciles: an assigned task not running here is launched; a local
+//     task missing from the list is stopped (SIGTERM to its group, SIGKILL
+//     after the grace period) and not reported, because the server already
+//     moved it on (cancelled, preempted);
+//   - heartbeats: every heartbeat_interval_s, the usage (usage file or
+//     measured); a 404 means the server forgot the node: register again;
+//   - reaper: every 100 ms, reaps ended processes and sends the status
+//     reports in the order they were made ("running" before the end), keeping
+//     them while the server cannot be reached. A 409 answer (the task is not
+//     assigned here) stops the task.
+//
+// Shutdown (RequestStop, e.g. on SIGINT/SIGTERM): heartbeats and polling stop
+// and Run returns; running tasks are left running, in their own process
+// groups, and nothing is reported for them. Adopting them after a restart is
+// not done yet: a restarted agent launches the assigned tasks again.
+//
+// Errors: Run returns 1 when the server refuses the token (401/403) or the
+// inventory (4xx on register), 0 after RequestStop.
+#ifndef HF_AGENT_AGENT_H_
+#define HF_AGENT_AGENT_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "agent/assignment.h"
+#include "agent/inventory.h"
+#include "agent/supervisor.h"
+#include "cli/http_client.h"
+
+namespace hf::agent {
+
+struct AgentOptions {
+  cli::ServerUrl server;
+  std::string token;
+  Inventory inventory;   // spec.name is the node's name
+  std::string work_dir;  // absolute; tasks run in WORK_DIR/tasks/<id>/
+  std::chrono::milliseconds grace_period{10000};
+  int wait_s = 30;  // long-poll wait
+  // Per-request timeout for everything but the long poll (which waits
+  // wait_s + this).
+  std::chrono::milliseconds request_timeout{10000};
+};
+
+class Agent {
+ public:
+  explicit Agent(AgentOptions options);
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Runs until RequestStop or a fatal refusal; see the file comment.
+  int Run();
+  // Safe from any thread (not from a signal handler: see agent_command.cc).
+  void RequestStop();
+
+ private:
+  struct Report {
+    uint64_t id;
+    nlohmann::json body;
+  };
+  enum class RegisterOutcome { kOk, kFatal, kStopped };
+
+  RegisterOutcome Register(const cli::HttpClient& client);
+  void HeartbeatLoop();
+  void ReaperLoop();
+  void Reconcile(const AssignmentList& list);
+  void Launch(const Assignment& a);
+  void Enqueue(uint64_t id, nlohmann::json body);
+  void FlushReports(const cli::HttpClient& client);
+  // Sleeps up to `d`; false when a stop was requested meanwhile.
+  bool SleepFor(std::chrono::milliseconds d);
+  bool stopping() const { return stop_.load(); }
+
+  AgentOptions opt_;
+  Supervisor supervisor_;
+  std::map<std::string, std::string> base_env_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> fatal_{false};
+  std::atomic<int> heartbeat_interval_s_{5};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Report> outbox_;  // guarded by mu_
+  // Tasks stopped by reconcile: their end is not reported. Guarded by mu_.
+  std::set<uint64_t> unreported_;
+  // Tasks that ended here (or failed to start), with their final report, so
+  // that a list still naming them re-sends the report instead of running
+  // them twice. Guarded by mu_.
+  std::map<uint64_t, nlohmann::json> finished_;
+};
+
+}  // namespace hf::agent
+
+#endif  // HF_AGENT_AGENT_H_

@@ -1,0 +1,138 @@
+#include "agent/agent_command.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "agent/agent.h"
+#include "core/json_fields.h"
+
+namespace hf::agent {
+
+int RunAgentCommand(int argc, char** argv) {
+  CLI::App app{"heteroflow agent: run this node's tasks for a HeteroFlow server (docs/AGENT.md)",
+               "heteroflow agent"};
+  std::string server;
+  std::string token;
+  std::string node_name;
+  std::string inventory_path;
+  std::string work_dir = "heteroflow-agent";
+  int grace_period_s = 10;
+  app.add_option("--server", server, "server URL http://HOST:PORT[/PREFIX]")->required();
+  app.add_option("--token", token, "agent token (role agent or admin); else $HETEROFLOW_TOKEN");
+  app.add_option("--node-name", node_name,
+                 "the node's name (default: the inventory's name, else the hostname)");
+  app.add_option("--inventory", inventory_path,
+                 "declared inventory (YAML: the API's node fields plus usage_file); default: "
+                 "discover CPUs, memory, GPUs (nvidia-smi) and RDMA devices")
+      ->check(CLI::ExistingFile);
+  app.add_option("--work-dir", work_dir, "folder for the tasks' working dirs and logs")
+      ->capture_default_str();
+  app.add_option("--grace-period-s", grace_period_s,
+                 "seconds between SIGTERM and SIGKILL when a task is stopped")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.footer(
+      "On SIGINT or SIGTERM the agent stops heartbeats and polling and exits 0; the tasks it "
+      "started keep running (they are not adopted by a restarted agent yet).");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (token.empty()) {
+    if (const char* t = std::getenv("HETEROFLOW_TOKEN")) token = t;
+  }
+  if (token.empty()) {
+    std::fprintf(stderr, "heteroflow agent: no token: pass --token or set HETEROFLOW_TOKEN\n");
+    return 2;
+  }
+  Result<cli::ServerUrl> url = cli::ParseServerUrl(server);
+  if (!url.ok()) {
+    std::fprintf(stderr, "heteroflow agent: %s\n", url.status().message().c_str());
+    return 2;
+  }
+
+  Inventory inventory;
+  if (inventory_path.empty()) {
+    inventory = DiscoverInventory();
+  } else {
+    Result<Inventory> inv = LoadInventoryFile(inventory_path);
+    if (!inv.ok()) {
+      std::fprintf(stderr, "heteroflow agent: %s\n", inv.status().message().c_str());
+      return 1;
+    }
+    inventory = std::move(inv).value();
+  }
+  if (!node_name.empty()) {
+    inventory.spec.name = node_name;
+  } else if (inventory.spec.name.empty()) {
+    inventory.spec.name = Hostname();
+  }
+  if (!json_fields::IsValidName(inventory.spec.name)) {
+    std::fprintf(stderr,
+                 "heteroflow agent: node name '%s' is not valid ([a-z0-9._-], starting and "
+                 "ending with a letter or digit); pass --node-name\n",
+                 inventory.spec.name.c_str());
+    return 2;
+  }
+  std::error_code ec;
+  const std::filesystem::path abs_work = std::filesystem::absolute(work_dir, ec);
+  if (ec) {
+    std::fprintf(stderr, "heteroflow agent: bad --work-dir: %s\n", ec.message().c_str());
+    return 2;
+  }
+
+  // Signals are taken by one thread with sigwait, so the handler's work (a
+  // mutex and a condition variable) happens outside signal context. They are
+  // blocked before any thread starts, so every thread inherits the mask;
+  // task processes unblock them before exec.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::fprintf(stderr, "heteroflow agent: node %s, server %s, work dir %s\n",
+               inventory.spec.name.c_str(), url->ToString().c_str(),
+               abs_work.lexically_normal().c_str());
+  Agent agent(AgentOptions{.server = std::move(url).value(),
+                           .token = token,
+                           .inventory = inventory,
+                           .work_dir = abs_work.lexically_normal().string(),
+                           .grace_period = std::chrono::seconds(grace_period_s)});
+  std::atomic<bool> done{false};
+  std::thread signals([&] {
+    int sig = 0;
+    while (sigwait(&sigs, &sig) == 0) {
+      if (done) return;
+      std::fprintf(stderr, "heteroflow agent: %s: stopping (tasks keep running)\n",
+                   sig == SIGINT ? "SIGINT" : "SIGTERM");
+      agent.RequestStop();
+      // The long poll in flight may wait up to 30 s more; it is abandoned
+      // rather than waited for. Nothing is lost: the server keeps the list.
+      for (int i = 0; i < 20 && !done; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (!done) {
+        std::fflush(nullptr);
+        _exit(0);
+      }
+      return;
+    }
+  });
+  const int rc = agent.Run();
+  done = true;
+  // Wakes the signal thread so that it can see `done` and return.
+  pthread_kill(signals.native_handle(), SIGTERM);
+  signals.join();
+  return rc;
+}
+
+}  // namespace hf::agent

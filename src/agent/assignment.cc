@@ -1,0 +1,134 @@
+#include "agent/assignment.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "core/model_json.h"
+
+extern char** environ;
+
+namespace hf::agent {
+namespace {
+
+using nlohmann::json;
+
+// The submission fields of a task (SPEC Appendix A); TaskFromJson refuses
+// anything else, and the assignment's task JSON carries more (id, state...).
+constexpr const char* kSubmissionFields[] = {
+    "name",          "group",      "priority",    "kind",    "requests",
+    "rdma_required", "depends_on", "preemptible", "command", "env"};
+
+int64_t IntOr(const json& j, const char* key, int64_t fallback) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
+}
+
+Result<Allocation> ParseAllocation(const json& j) {
+  if (!j.is_object()) return InvalidArgument("allocation must be an object");
+  Allocation a;
+  a.cpu_milli = IntOr(j, "cpu_milli", 0);
+  a.memory_mib = IntOr(j, "memory_mib", 0);
+  if (auto it = j.find("gpus"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) return InvalidArgument("allocation.gpus must be a list");
+    for (const json& g : *it) {
+      if (!g.is_object() || !g.contains("index") || !g["index"].is_number_integer()) {
+        return InvalidArgument("allocation.gpus entries need an integer index");
+      }
+      a.gpus.push_back(GpuGrant{.index = g["index"].get<int32_t>(),
+                                .milli = static_cast<int32_t>(IntOr(g, "milli", kWholeGpuMilli)),
+                                .memory_mib = IntOr(g, "memory_mib", 0)});
+    }
+  }
+  if (auto it = j.find("rdma_device"); it != j.end() && it->is_string()) {
+    a.rdma_device = it->get<std::string>();
+  }
+  return a;
+}
+
+Result<Assignment> ParseOne(const json& e) {
+  Assignment out;
+  out.id = static_cast<uint64_t>(IntOr(e, "id", 0));
+  if (auto it = e.find("state"); it != e.end() && it->is_string())
+    out.state = it->get<std::string>();
+  auto t = e.find("task");
+  if (t == e.end() || !t->is_object()) return InvalidArgument("assignment has no task object");
+  json submission = json::object();
+  for (const char* f : kSubmissionFields) {
+    if (auto it = t->find(f); it != t->end() && !it->is_null()) submission[f] = *it;
+  }
+  Result<Task> task = TaskFromJson(submission, "task");
+  if (!task.ok()) return task.status();
+  out.task = std::move(task).value();
+  out.task.key = out.id;
+  auto a = e.find("allocation");
+  if (a == e.end() || a->is_null()) return InvalidArgument("assignment has no allocation");
+  HF_ASSIGN_OR_RETURN(out.allocation, ParseAllocation(*a));
+  return out;
+}
+
+}  // namespace
+
+Result<AssignmentList> ParseAssignments(const json& body) {
+  if (!body.is_object() || !body.contains("version") || !body["version"].is_number_integer()) {
+    return InvalidArgument("assignments answer has no integer version");
+  }
+  if (!body.contains("tasks") || !body["tasks"].is_array()) {
+    return InvalidArgument("assignments answer has no task list");
+  }
+  AssignmentList out;
+  out.version = body["version"].get<int64_t>();
+  for (const json& e : body["tasks"]) {
+    if (!e.is_object()) continue;
+    const uint64_t id = static_cast<uint64_t>(IntOr(e, "id", 0));
+    Result<Assignment> a = ParseOne(e);
+    if (id == 0 || !a.ok()) {
+      out.bad[id] = a.ok() ? "assignment has no id" : a.status().message();
+      continue;
+    }
+    out.tasks.push_back(std::move(a).value());
+  }
+  return out;
+}
+
+std::map<std::string, std::string> BuildTaskEnv(const std::map<std::string, std::string>& base,
+                                                uint64_t id, const Task& task,
+                                                const Allocation& allocation) {
+  std::map<std::string, std::string> env = base;
+  for (const auto& [k, v] : task.env) env[k] = v;
+  std::string devices;
+  int32_t share = kWholeGpuMilli;
+  for (const GpuGrant& g : allocation.gpus) {
+    if (!devices.empty()) devices += ',';
+    devices += std::to_string(g.index);
+    if (g.milli > 0) share = std::min(share, g.milli);
+  }
+  env["CUDA_VISIBLE_DEVICES"] = devices;
+  env["HETEROFLOW_TASK_ID"] = std::to_string(id);
+  env.erase("HETEROFLOW_GPU_MILLI");
+  if (!allocation.gpus.empty() && share < kWholeGpuMilli) {
+    env["HETEROFLOW_GPU_MILLI"] = std::to_string(share);
+  }
+  if (!allocation.rdma_device.empty()) env["NCCL_IB_HCA"] = allocation.rdma_device;
+  return env;
+}
+
+std::map<std::string, std::string> ProcessEnv() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string kv = *e;
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) continue;
+    env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  return env;
+}
+
+std::vector<std::string> EnvStrings(const std::map<std::string, std::string>& env) {
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+}  // namespace hf::agent

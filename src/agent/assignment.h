@@ -1,0 +1,59 @@
+// What the server asks this node to run (docs/AGENT.md, "Assignments"), and
+// the environment a task's process gets from it.
+//
+// Threading: pure functions.
+#ifndef HF_AGENT_ASSIGNMENT_H_
+#define HF_AGENT_ASSIGNMENT_H_
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "core/status.h"
+
+namespace hf::agent {
+
+struct Assignment {
+  uint64_t id = 0;
+  std::string state;  // "scheduled" or "running", as the server has it
+  Task task;
+  Allocation allocation;  // allocation.node is not used (kNoNode)
+};
+
+struct AssignmentList {
+  int64_t version = 0;
+  std::vector<Assignment> tasks;
+  // Entries that could not be read: id -> why (an id of 0 when even the id
+  // is missing). The agent reports these as failed rather than guessing.
+  std::map<uint64_t, std::string> bad;
+};
+
+// The body of GET /api/v1/agent/assignments. Fields of the task JSON that are
+// not part of a submission (id, state, node, timestamps, ...) are ignored,
+// so the server may add fields. InvalidArgument when the body has no
+// version or no task list.
+Result<AssignmentList> ParseAssignments(const nlohmann::json& body);
+
+// The child's environment: `base` (the agent's own), then the task's env,
+// then what the agent sets, which wins over both:
+//   CUDA_VISIBLE_DEVICES  the granted GPU indices in allocation order,
+//                         comma separated ("" when no GPU: hides all GPUs);
+//   HETEROFLOW_TASK_ID    the id;
+//   HETEROFLOW_GPU_MILLI  the share, only when a grant is below 1000 (the
+//                         smallest, should grants ever differ);
+//   NCCL_IB_HCA           the RDMA device, only when one was allocated.
+std::map<std::string, std::string> BuildTaskEnv(const std::map<std::string, std::string>& base,
+                                                uint64_t id, const Task& task,
+                                                const Allocation& allocation);
+
+// The process's environment (environ) as a map.
+std::map<std::string, std::string> ProcessEnv();
+// {"K=V", ...} for exec.
+std::vector<std::string> EnvStrings(const std::map<std::string, std::string>& env);
+
+}  // namespace hf::agent
+
+#endif  // HF_AGENT_ASSIGNMENT_H_

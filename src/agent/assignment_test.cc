@@ -1,0 +1,80 @@
+#include "agent/assignment.h"
+
+#include <gtest/gtest.h>
+
+namespace hf::agent {
+namespace {
+
+using nlohmann::json;
+
+Allocation Alloc(std::vector<GpuGrant> gpus, std::string rdma = "") {
+  Allocation a;
+  a.gpus = std::move(gpus);
+  a.rdma_device = std::move(rdma);
+  return a;
+}
+
+TEST(TaskEnvTest, CudaVisibleDevicesFollowsAllocationOrder) {
+  Task t;
+  t.env = {{"FOO", "bar"}, {"PATH", "/task/bin"}};
+  const auto env = BuildTaskEnv({{"PATH", "/usr/bin"}, {"HOME", "/root"}}, 17, t,
+                                Alloc({{.index = 3, .milli = 1000}, {.index = 1, .milli = 1000}}));
+  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "3,1");
+  EXPECT_EQ(env.at("HETEROFLOW_TASK_ID"), "17");
+  EXPECT_EQ(env.at("FOO"), "bar");
+  EXPECT_EQ(env.at("PATH"), "/task/bin");  // the task's env wins over the agent's
+  EXPECT_EQ(env.at("HOME"), "/root");
+  EXPECT_EQ(env.count("HETEROFLOW_GPU_MILLI"), 0u);
+  EXPECT_EQ(env.count("NCCL_IB_HCA"), 0u);
+}
+
+TEST(TaskEnvTest, NoGpuHidesAllGpus) {
+  const auto env = BuildTaskEnv({{"CUDA_VISIBLE_DEVICES", "0,1"}}, 5, Task{}, Alloc({}));
+  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "");
+  EXPECT_EQ(env.count("HETEROFLOW_GPU_MILLI"), 0u);
+}
+
+TEST(TaskEnvTest, GpuMilliOnlyForShares) {
+  const auto shared = BuildTaskEnv({}, 1, Task{}, Alloc({{.index = 2, .milli = 500}}));
+  EXPECT_EQ(shared.at("HETEROFLOW_GPU_MILLI"), "500");
+  EXPECT_EQ(shared.at("CUDA_VISIBLE_DEVICES"), "2");
+  Task t;
+  t.env = {{"HETEROFLOW_GPU_MILLI", "1"}};  // the agent's value wins
+  const auto whole = BuildTaskEnv({}, 1, t, Alloc({{.index = 2, .milli = 1000}}));
+  EXPECT_EQ(whole.count("HETEROFLOW_GPU_MILLI"), 0u);
+}
+
+TEST(TaskEnvTest, NcclIbHcaWhenRdmaAllocated) {
+  const auto env = BuildTaskEnv({}, 1, Task{}, Alloc({{.index = 0, .milli = 1000}}, "mlx5_1"));
+  EXPECT_EQ(env.at("NCCL_IB_HCA"), "mlx5_1");
+  EXPECT_EQ(EnvStrings({{"A", "1"}, {"B", ""}}), (std::vector<std::string>{"A=1", "B="}));
+}
+
+TEST(AssignmentsTest, ParsesTheProtocolsAnswer) {
+  const json body = json::parse(R"({"version": 4, "tasks": [
+    {"id": 17, "state": "scheduled",
+     "task": {"id": 17, "name": "train", "state": "scheduled", "node": "n1",
+              "command": ["sh", "-c", "exit 0"], "env": {"A": "1"},
+              "requests": {"cpu_milli": 1000, "gpu": 2}, "rdma_required": true},
+     "allocation": {"node": "n1", "cpu_milli": 1000, "memory_mib": 0,
+                    "gpus": [{"index": 1, "milli": 1000, "memory_mib": 0},
+                             {"index": 0, "milli": 1000, "memory_mib": 0}],
+                    "rdma_device": "mlx5_0"}},
+    {"id": 18, "state": "running", "task": {"command": 3}, "allocation": {}}]})");
+  Result<AssignmentList> list = ParseAssignments(body);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_EQ(list->version, 4);
+  ASSERT_EQ(list->tasks.size(), 1u);
+  const Assignment& a = list->tasks[0];
+  EXPECT_EQ(a.id, 17u);
+  EXPECT_EQ(a.task.command, (std::vector<std::string>{"sh", "-c", "exit 0"}));
+  ASSERT_EQ(a.allocation.gpus.size(), 2u);
+  EXPECT_EQ(a.allocation.gpus[0].index, 1);
+  EXPECT_EQ(a.allocation.rdma_device, "mlx5_0");
+  ASSERT_EQ(list->bad.count(18), 1u);
+  EXPECT_FALSE(ParseAssignments(json::parse(R"({"tasks": []})")).ok());
+  EXPECT_FALSE(ParseAssignments(json::parse(R"({"version": 1})")).ok());
+}
+
+}  // namespace
+}  // namespace hf::agent

@@ -1,0 +1,161 @@
+#include "agent/supervisor.h"
+
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace hf::agent {
+namespace {
+
+std::string Errno(int e) { return std::strerror(e); }
+
+// In the child, between fork and exec: only async-signal-safe calls, because
+// the agent is multi-threaded and another thread may hold malloc's lock.
+[[noreturn]] void ChildExec(char* const argv[], char* const envp[], const char* cwd, int log_fd,
+                            int null_fd, int err_fd) {
+  int step_errno = 0;
+  sigset_t none;
+  sigemptyset(&none);
+  // The agent blocks or handles SIGINT/SIGTERM for its own shutdown; a task
+  // starts with default dispositions and nothing blocked.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD, SIGQUIT}) signal(sig, SIG_DFL);
+  pthread_sigmask(SIG_SETMASK, &none, nullptr);
+  if (setpgid(0, 0) != 0 || chdir(cwd) != 0 || dup2(null_fd, 0) < 0 || dup2(log_fd, 1) < 0 ||
+      dup2(log_fd, 2) < 0) {
+    step_errno = errno;
+  } else {
+    // Sockets and files other threads opened without O_CLOEXEC (a long poll
+    // in flight) must not leak into the task.
+    close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+    execvpe(argv[0], argv, envp);
+    step_errno = errno;
+  }
+  ssize_t ignored = write(err_fd, &step_errno, sizeof step_errno);
+  (void)ignored;
+  _exit(127);
+}
+
+}  // namespace
+
+Result<pid_t> Supervisor::Launch(const LaunchSpec& spec) {
+  if (spec.argv.empty()) return InvalidArgument("task has no command");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (children_.count(spec.id) != 0) {
+      return AlreadyExists("task " + std::to_string(spec.id) + " is already running");
+    }
+  }
+  // Everything the child needs is built before fork: it must not allocate.
+  std::vector<char*> argv;
+  for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const std::string& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+
+  const int log_fd = open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) return Unavailable("cannot open the log " + spec.log_path + ": " + Errno(errno));
+  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int err_pipe[2];
+  if (null_fd < 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
+    const int e = errno;
+    close(log_fd);
+    if (null_fd >= 0) close(null_fd);
+    return Unavailable("cannot prepare the task's process: " + Errno(e));
+  }
+  const pid_t pid = fork();
+  if (pid == 0) ChildExec(argv.data(), envp.data(), spec.cwd.c_str(), log_fd, null_fd, err_pipe[1]);
+  const int fork_errno = errno;
+  close(err_pipe[1]);
+  close(log_fd);
+  close(null_fd);
+  if (pid < 0) {
+    close(err_pipe[0]);
+    return Unavailable("cannot fork: " + Errno(fork_errno));
+  }
+  // Also set the group from the parent, so that a Stop() right after Launch
+  // cannot race the child's own setpgid (the usual double setpgid).
+  setpgid(pid, pid);
+  // The pipe closes on a successful exec (CLOEXEC) and carries errno on a
+  // failed one.
+  int child_errno = 0;
+  ssize_t n;
+  do {
+    n = read(err_pipe[0], &child_errno, sizeof child_errno);
+  } while (n < 0 && errno == EINTR);
+  close(err_pipe[0]);
+  if (n == static_cast<ssize_t>(sizeof child_errno)) {
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return Unavailable("cannot run '" + spec.argv[0] + "': " + Errno(child_errno));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  children_[spec.id] = Child{.pid = pid};
+  return pid;
+}
+
+void Supervisor::Stop(uint64_t id, std::chrono::milliseconds grace) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = children_.find(id);
+  if (it == children_.end() || it->second.stopping) return;
+  it->second.stopping = true;
+  it->second.kill_at = Clock::now() + grace;
+  kill(-it->second.pid, SIGTERM);
+}
+
+std::vector<ExitInfo> Supervisor::Reap() {
+  std::vector<ExitInfo> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto now = Clock::now();
+  for (auto it = children_.begin(); it != children_.end();) {
+    Child& c = it->second;
+    if (c.stopping && now >= c.kill_at) kill(-c.pid, SIGKILL);
+    // Peek first (WNOWAIT): while the leader is an unreaped zombie its group
+    // id cannot be reused, so killing what is left of the group is safe.
+    siginfo_t info{};
+    if (waitid(P_PID, static_cast<id_t>(c.pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+        info.si_pid == 0) {
+      ++it;
+      continue;
+    }
+    kill(-c.pid, SIGKILL);
+    int status = 0;
+    while (waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    ExitInfo e{.id = it->first, .stopped = c.stopping};
+    if (WIFEXITED(status)) {
+      e.exit_code = WEXITSTATUS(status);
+    } else if (WIFSIGNALED(status)) {
+      e.signal = WTERMSIG(status);
+    }
+    out.push_back(e);
+    it = children_.erase(it);
+  }
+  return out;
+}
+
+bool Supervisor::Has(uint64_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return children_.count(id) != 0;
+}
+
+std::vector<uint64_t> Supervisor::Ids() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<uint64_t> ids;
+  for (const auto& [id, c] : children_) ids.push_back(id);
+  return ids;
+}
+
+pid_t Supervisor::Pid(uint64_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = children_.find(id);
+  return it == children_.end() ? 0 : it->second.pid;
+}
+
+}  // namespace hf::agent

@@ -1,0 +1,87 @@
+// Runs task processes: launch, stop, reap (docs/AGENT.md, "Running a task").
+//
+// Each task runs as a child of the agent in its own process group (so that a
+// stop reaches everything it started, and a Ctrl-C at the agent's terminal
+// does not reach it), in its own working folder, with stdout and stderr
+// appended to a log file and stdin from /dev/null.
+//
+// Stop sends SIGTERM to the group at once and SIGKILL once the grace period
+// is over (on a later Tick). When the group leader has exited, whatever is
+// left in its group is killed before the leader is reaped, while the group
+// id cannot yet be reused.
+//
+// Only the supervisor's own children are waited for (waitpid on each pid,
+// never on -1), so popen() elsewhere in the process keeps working.
+//
+// Threading: all methods are safe to call from several threads.
+#ifndef HF_AGENT_SUPERVISOR_H_
+#define HF_AGENT_SUPERVISOR_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace hf::agent {
+
+struct LaunchSpec {
+  uint64_t id = 0;                // the task id; one live process per id
+  std::vector<std::string> argv;  // argv[0] is looked up on the agent's PATH
+  std::vector<std::string> env;   // "KEY=VALUE", the child's whole environment
+  std::string cwd;                // must exist
+  std::string log_path;           // opened for append, created if missing
+};
+
+// How a process ended.
+struct ExitInfo {
+  uint64_t id = 0;
+  int exit_code = -1;    // -1 when killed by a signal
+  int signal = 0;        // 0 when it exited
+  bool stopped = false;  // Stop() was called for it
+};
+
+class Supervisor {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  Supervisor() = default;
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  // Starts the process; returns its pid. Errors: AlreadyExists when `id`
+  // runs already; InvalidArgument for an empty argv; Unavailable when the log
+  // cannot be opened, the folder entered or the program executed (the
+  // message names the program and the cause, e.g. "No such file or
+  // directory") — in those cases no process is left behind.
+  Result<pid_t> Launch(const LaunchSpec& spec);
+
+  // SIGTERM to the process group now, SIGKILL after `grace`. No-op for an
+  // unknown id; a second call keeps the earlier deadline.
+  void Stop(uint64_t id, std::chrono::milliseconds grace);
+
+  // Sends due SIGKILLs and reaps ended processes, without blocking.
+  std::vector<ExitInfo> Reap();
+
+  bool Has(uint64_t id) const;
+  std::vector<uint64_t> Ids() const;
+  pid_t Pid(uint64_t id) const;  // 0 when unknown
+
+ private:
+  struct Child {
+    pid_t pid = 0;
+    bool stopping = false;
+    Clock::time_point kill_at;
+  };
+  mutable std::mutex mu_;
+  std::map<uint64_t, Child> children_;
+};
+
+}  // namespace hf::agent
+
+#endif  // HF_AGENT_SUPERVISOR_H_

@@ -1,0 +1,144 @@
+#include "agent/supervisor.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace hf::agent {
+namespace {
+
+using std::chrono::milliseconds;
+
+class SupervisorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("hf-supervisor-test-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  LaunchSpec Spec(uint64_t id, std::vector<std::string> argv, std::vector<std::string> env) {
+    return LaunchSpec{.id = id,
+                      .argv = std::move(argv),
+                      .env = std::move(env),
+                      .cwd = dir_.string(),
+                      .log_path = (dir_ / "output.log").string()};
+  }
+
+  // Reaps until `id` ends or `timeout` passes.
+  std::optional<ExitInfo> WaitExit(Supervisor& s, uint64_t id, milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      for (const ExitInfo& e : s.Reap()) {
+        if (e.id == id) return e;
+      }
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    return std::nullopt;
+  }
+
+  std::string Log() {
+    std::ifstream in(dir_ / "output.log");
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(SupervisorTest, CapturesOutputAndReapsTheExitCode) {
+  Supervisor s;
+  Result<pid_t> pid =
+      s.Launch(Spec(1, {"sh", "-c", "echo $CUDA_VISIBLE_DEVICES; pwd; echo oops >&2; exit 3"},
+                    {"PATH=/usr/bin:/bin", "CUDA_VISIBLE_DEVICES=2,0"}));
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  EXPECT_TRUE(s.Has(1));
+  EXPECT_EQ(s.Pid(1), *pid);
+  std::optional<ExitInfo> e = WaitExit(s, 1, milliseconds(5000));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->exit_code, 3);
+  EXPECT_EQ(e->signal, 0);
+  EXPECT_FALSE(e->stopped);
+  EXPECT_FALSE(s.Has(1));
+  EXPECT_EQ(Log(), "2,0\n" + std::filesystem::canonical(dir_).string() + "\noops\n");
+
+  // The log is appended to, not replaced.
+  ASSERT_TRUE(s.Launch(Spec(1, {"sh", "-c", "echo again"}, {"PATH=/usr/bin:/bin"})).ok());
+  ASSERT_TRUE(WaitExit(s, 1, milliseconds(5000)).has_value());
+  EXPECT_NE(Log().find("oops\nagain\n"), std::string::npos);
+}
+
+TEST_F(SupervisorTest, StopKillsTheProcessGroupWithinTheGracePeriod) {
+  Supervisor s;
+  // The shell ignores SIGTERM, so only the SIGKILL after the grace period
+  // ends it; its child `sleep` is in the same group and must go too.
+  Result<pid_t> pid =
+      s.Launch(Spec(2, {"sh", "-c", "trap '' TERM; sleep 60 & echo $! > child.pid; wait; sleep 60"},
+                    {"PATH=/usr/bin:/bin"}));
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  pid_t child = 0;
+  for (int i = 0; i < 200 && child == 0; ++i) {
+    std::ifstream in(dir_ / "child.pid");
+    if (!(in >> child)) child = 0;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  ASSERT_GT(child, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  s.Stop(2, milliseconds(500));
+  std::optional<ExitInfo> e = WaitExit(s, 2, milliseconds(3000));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(2500));
+  EXPECT_TRUE(e->stopped);
+  EXPECT_EQ(e->signal, SIGKILL);
+  EXPECT_EQ(kill(*pid, 0), -1);
+  EXPECT_EQ(errno, ESRCH);
+  // The grandchild is not ours to reap: init does, soon after the kill.
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    gone = kill(child, 0) == -1 && errno == ESRCH;
+    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+    std::string s1, s2, state;
+    if (!gone && stat >> s1 >> s2 >> state && state == "Z") gone = true;  // dead, not reaped yet
+    if (!gone) std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_TRUE(gone) << "the task's child " << child << " survived the stop";
+}
+
+TEST_F(SupervisorTest, StopEndsASleepWithSigterm) {
+  Supervisor s;
+  Result<pid_t> pid = s.Launch(Spec(3, {"sleep", "60"}, {"PATH=/usr/bin:/bin"}));
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  s.Stop(3, milliseconds(5000));
+  std::optional<ExitInfo> e = WaitExit(s, 3, milliseconds(4000));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->signal, SIGTERM);
+  EXPECT_EQ(kill(*pid, 0), -1);
+  EXPECT_EQ(errno, ESRCH);
+}
+
+TEST_F(SupervisorTest, LaunchErrors) {
+  Supervisor s;
+  Result<pid_t> missing = s.Launch(Spec(4, {"/no/such/program"}, {}));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("/no/such/program"), std::string::npos);
+  EXPECT_NE(missing.status().message().find("No such file"), std::string::npos);
+  EXPECT_FALSE(s.Has(4));
+  EXPECT_FALSE(s.Launch(Spec(5, {}, {})).ok());
+  ASSERT_TRUE(s.Launch(Spec(6, {"sleep", "60"}, {"PATH=/usr/bin:/bin"})).ok());
+  EXPECT_EQ(s.Launch(Spec(6, {"sleep", "60"}, {"PATH=/usr/bin:/bin"})).status().code(),
+            StatusCode::kAlreadyExists);
+  s.Stop(6, milliseconds(0));
+  EXPECT_TRUE(WaitExit(s, 6, milliseconds(3000)).has_value());
+}
+
+}  // namespace
+}  // namespace hf::agent

@@ -1,0 +1,209 @@
+#!/usr/bin/python3
+"""A real node agent against the real server (docs/AGENT.md): the agent
+registers a declared inventory (2 GPUs, one RDMA device), runs the tasks the
+scheduler places on its node as real processes with CUDA_VISIBLE_DEVICES and
+NCCL_IB_HCA matching the allocation, reports exit codes, and kills the
+process of a cancelled task. SIGTERM stops the agent with exit 0.
+
+usage: test_agent.py HETEROFLOW_BINARY
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hfapi import API, Checks, Server, _LIVE, expect, fail, main_guard, wait_until  # noqa: E402
+
+NODE = "agent-n1"
+FINAL = ("succeeded", "failed", "cancelled")
+
+INVENTORY = """\
+name: %s
+labels: {pool: agent-e2e}
+cpu_milli: 8000
+memory_mib: 16384
+gpus:
+  - {index: 0, uuid: GPU-e2e-0, model: A100-80G, memory_mib: 81920, numa: 0, pcie_switch: 0, nvlink_domain: 0}
+  - {index: 1, uuid: GPU-e2e-1, model: A100-80G, memory_mib: 81920, numa: 0, pcie_switch: 0, nvlink_domain: 0}
+rdma:
+  - {name: mlx5_7, numa: 0, pcie_switch: 0}
+topology: {zone: z1, switch: s1, rack: r1}
+usage_file: usage.yaml
+""" % NODE
+
+
+class Agent:
+    """`heteroflow agent` as a child process; killed at exit like the server."""
+
+    def __init__(self, binary, srv, token, tmp):
+        self.inventory = os.path.join(tmp, "inventory.yaml")
+        with open(self.inventory, "w") as f:
+            f.write(INVENTORY)
+        with open(os.path.join(tmp, "usage.yaml"), "w") as f:
+            f.write("cpu_load: 0.1\nmemory_used: 0.2\ngpus: [{index: 0, utilization: 0.5}]\n")
+        self.work = os.path.join(tmp, "agent-work")
+        self.stderr_path = os.path.join(tmp, "agent.stderr")
+        self._stderr = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(
+            [binary, "agent", "--server", "http://127.0.0.1:%d" % srv.port, "--token", token,
+             "--inventory", self.inventory, "--work-dir", self.work, "--grace-period-s", "2"],
+            stdout=self._stderr, stderr=self._stderr)
+        self.kill = self.proc.kill
+        _LIVE.append(self)  # the harness kills it at exit
+
+    def text(self):
+        with open(self.stderr_path, "rb") as f:
+            return f.read()[-3000:].decode("utf-8", "replace")
+
+    def task_dir(self, task_id):
+        return os.path.join(self.work, "tasks", str(task_id))
+
+
+def pid_alive(pid):
+    """True while the process exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def main(binary, tmp):
+    srv = Server(binary, os.path.join(tmp, "data"))
+    token = srv.make_token("agent", name="agents")["token"]
+    agent = Agent(binary, srv, token, tmp)
+    c = Checks("node agent")
+
+    def get_task(tid):
+        return expect(srv.get(API + "/tasks/%d" % tid), 200)
+
+    def submit(name, command, requests, rdma=False):
+        body = {"name": name, "requests": requests, "rdma_required": rdma, "command": command}
+        return expect(srv.call("POST", API + "/tasks", body), 201)
+
+    def final_state(tid, timeout=30):
+        return wait_until(lambda: get_task(tid) if get_task(tid)["state"] in FINAL else None,
+                          timeout, "task %d to end" % tid)
+
+    def registers():
+        def ready():
+            r = srv.get(API + "/nodes/" + NODE)
+            if r.status != 200:
+                if agent.proc.poll() is not None:
+                    fail("the agent exited %s: %s" % (agent.proc.returncode, agent.text()))
+                return None
+            return r.body if r.body.get("condition") == "Ready" else None
+        node = wait_until(ready, 20, "the agent to register node %s" % NODE)
+        if [g["index"] for g in node["gpus"]] != [0, 1]:
+            fail("registered GPUs: %r" % node["gpus"])
+        if [d["name"] for d in node["rdma"]] != ["mlx5_7"]:
+            fail("registered RDMA devices: %r" % node["rdma"])
+
+    def env_matches_allocation():
+        cmd = ["sh", "-c", "echo CVD=$CUDA_VISIBLE_DEVICES HCA=$NCCL_IB_HCA; exit 0"]
+        t = submit("env-check", cmd, {"cpu_milli": 1000, "memory_mib": 1024, "gpu": 1}, rdma=True)
+        tid = t["id"]
+        # The allocation may be released once the task ends: catch it early.
+        alloc = t.get("allocation")
+        deadline = time.monotonic() + 30
+        while not alloc and time.monotonic() < deadline:
+            got = get_task(tid)
+            alloc = got.get("allocation")
+            if got["state"] in FINAL:
+                break
+            time.sleep(0.01)
+        end = final_state(tid)
+        alloc = alloc or end.get("allocation")
+        if end["state"] != "succeeded":
+            fail("task ended %s, want succeeded: %r\nagent: %s" % (end["state"], end, agent.text()))
+        if not alloc or not alloc.get("gpus"):
+            fail("never saw the task's allocation: %r" % end)
+        want = "CVD=%s HCA=%s" % (",".join(str(g["index"]) for g in alloc["gpus"]),
+                                  alloc.get("rdma_device") or "")
+        if alloc.get("rdma_device") != "mlx5_7":
+            fail("rdma_required task got rdma_device %r" % alloc.get("rdma_device"))
+        log = os.path.join(agent.task_dir(tid), "output.log")
+        with open(log) as f:
+            text = f.read()
+        if text.strip() != want:
+            fail("%s says %r, want %r (allocation %r)" % (log, text, want, alloc))
+
+    def exit_code_reported():
+        t = submit("exit-7", ["sh", "-c", "exit 7"], {"cpu_milli": 500})
+        end = final_state(t["id"])
+        if end["state"] != "failed":
+            fail("task ended %s, want failed: %r" % (end["state"], end))
+        messages = " | ".join("%s: %s" % (e.get("kind"), e.get("message"))
+                              for e in end.get("events", []))
+        if "7" not in messages or "exit" not in messages.lower():
+            fail("the events do not mention exit code 7: %s" % messages)
+
+    def no_command_fails():
+        t = expect(srv.call("POST", API + "/tasks", {"name": "no-command",
+                                                      "requests": {"cpu_milli": 100}}), 201)
+        end = final_state(t["id"])
+        if end["state"] != "failed":
+            fail("a task without a command ended %s, want failed: %r" % (end["state"], end))
+        if not any("task has no command" in (e.get("message") or "") for e in end.get("events", [])):
+            fail("the events do not say 'task has no command': %r" % end.get("events"))
+
+    def cancel_kills_process():
+        t = submit("sleeper", ["sh", "-c", "echo $$ > pid; exec sleep 60"], {"cpu_milli": 500})
+        tid = t["id"]
+        wait_until(lambda: get_task(tid)["state"] == "running", 20, "task %d to run" % tid)
+        pid_file = os.path.join(agent.task_dir(tid), "pid")
+
+        def read_pid():
+            try:
+                with open(pid_file) as f:
+                    return int(f.read().strip() or 0)
+            except (OSError, ValueError):
+                return 0
+        pid = wait_until(read_pid, 10, "the task to write its pid")
+        if not pid_alive(pid):
+            fail("the task's process %d is not running" % pid)
+        expect(srv.call("POST", API + "/tasks/%d/cancel" % tid), 200)
+        wait_until(lambda: not pid_alive(pid), 10, "process %d to be killed" % pid)
+        time.sleep(0.5)  # a report from the agent would land now: there must be none
+        got = get_task(tid)
+        if got["state"] != "cancelled":
+            fail("cancelled task is now %s: %r" % (got["state"], got))
+
+    def sigterm_exits_zero():
+        agent.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = agent.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            fail("the agent did not exit within 10 s of SIGTERM")
+        if rc != 0:
+            fail("the agent exited %d after SIGTERM: %s" % (rc, agent.text()))
+        # Heartbeats (with the usage file's values) and status reports were
+        # all taken: the agent logs every refusal.
+        for bad in ("heartbeat:", "refused", "will retry", "usage:"):
+            if bad in agent.text():
+                fail("the agent logged %r: %s" % (bad, agent.text()))
+
+    if not c.run("agent registers its declared inventory", registers):
+        print(agent.text())
+        c.finish()
+    c.run("a task sees CUDA_VISIBLE_DEVICES and NCCL_IB_HCA of its allocation",
+          env_matches_allocation)
+    c.run("a non-zero exit is reported as failed with its code", exit_code_reported)
+    c.run("a task without a command is reported failed", no_command_fails)
+    c.run("cancelling a running task kills its process", cancel_kills_process)
+    c.run("SIGTERM stops the agent with exit 0", sigterm_exits_zero)
+    if c.failed:
+        print("agent stderr:\n" + agent.text())
+    srv.stop()
+    c.finish()
+
+
+if __name__ == "__main__":
+    main_guard(main)
