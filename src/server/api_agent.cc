@@ -110,7 +110,7 @@ Response ControlPlane::AgentRegister(const Request& req, const Caller& caller) {
   Result<bool> created = scheduler_->PutNode(*spec, caller.name);
   if (!created.ok()) return StatusError(created.status());
   // A registration is a sign of life: a NotReady node comes back.
-  s = scheduler_->Heartbeat(spec->name, NodeUsage{});
+  s = scheduler_->Heartbeat(spec->name, std::nullopt);
   if (!s.ok()) return StatusError(s);
   return JsonResponse(200, json{{"node", spec->name}, {"heartbeat_interval_s", kHeartbeatIntervalS}});
 }
@@ -122,9 +122,13 @@ Response ControlPlane::AgentHeartbeat(const Request& req) {
   if (!s.ok()) return StatusError(s);
   Result<std::string> node = NodeName(*body);
   if (!node.ok()) return StatusError(node.status());
-  Result<NodeUsage> usage = ParseUsage(body->value("usage", json::object()));
-  if (!usage.ok()) return StatusError(usage.status());
-  s = scheduler_->Heartbeat(*node, *usage);
+  std::optional<NodeUsage> usage;
+  if (body->contains("usage")) {
+    Result<NodeUsage> u = ParseUsage((*body)["usage"]);
+    if (!u.ok()) return StatusError(u.status());
+    usage = *u;
+  }
+  s = scheduler_->Heartbeat(*node, usage);
   if (!s.ok()) return StatusError(s);
   return JsonResponse(200, json{{"heartbeat_interval_s", kHeartbeatIntervalS}});
 }

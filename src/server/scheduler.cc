@@ -469,15 +469,20 @@ void Scheduler::BumpNodeLocked(const std::string& node) {
   assign_cv_.notify_all();
 }
 
-Status Scheduler::Heartbeat(const std::string& node, const NodeUsage& usage) {
+Status Scheduler::Heartbeat(const std::string& node, const std::optional<NodeUsage>& usage) {
   bool back = false;
   {
     std::lock_guard lock(*mu_);
     const NodeId n = cluster_.FindNode(node);
     if (n == kNoNode) return NotFound("node " + node + " is not registered");
-    NodeUsage u = usage;
-    u.reported_at_ms = clock_->NowMs();
-    cluster_.ReportUsage(n, u);
+    if (usage) {
+      NodeUsage u = *usage;
+      u.reported_at_ms = clock_->NowMs();
+      cluster_.ReportUsage(n, u);
+      // Measured load changed: waiting tasks may now pass the thresholds. At
+      // most one retry a second for this, however many agents report.
+      usage_changed_ = true;
+    }
     last_heartbeat_[node] = Clock::now();
     if (cluster_.condition(n) == NodeCondition::kNotReady) {
       HF_RETURN_IF_ERROR(store_->Write(
@@ -485,9 +490,6 @@ Status Scheduler::Heartbeat(const std::string& node, const NodeUsage& usage) {
       cluster_.SetCondition(n, NodeCondition::kReady);
       back = true;
     }
-    // Measured load changed: waiting tasks may now pass the thresholds. At
-    // most one retry a second for this, however many agents report.
-    usage_changed_ = true;
   }
   cv_.notify_all();
   if (back) Publish("node", {{"action", "condition"}, {"name", node}, {"condition", "Ready"}});

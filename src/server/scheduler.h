@@ -133,9 +133,10 @@ class Scheduler {
   Status SetNodeCondition(const std::string& name, NodeCondition condition,
                           const std::string& actor);
 
-  // Agents (docs/AGENT.md). Heartbeat records measured usage; NotFound for
-  // an unknown node. A node that was NotReady becomes Ready again.
-  Status Heartbeat(const std::string& node, const NodeUsage& usage);
+  // Agents (docs/AGENT.md). Heartbeat records measured usage (when given;
+  // a registration has none); NotFound for an unknown node. A node that was
+  // NotReady becomes Ready again.
+  Status Heartbeat(const std::string& node, const std::optional<NodeUsage>& usage);
   // Blocks until the node's task list changed since `since` or `wait`
   // passed; returns the list's version and the tasks. NotFound for an
   // unknown node.
