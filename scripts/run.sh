@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Runs HeteroFlow: builds, then starts the control-plane server on :3333 with
-# its SQLite store under ./data and the demo cluster of examples/demo/server.yaml
-# (two 8-GPU A100 nodes with RDMA, a 4-GPU T4 node, a CPU-only node). On a
-# fresh data dir it submits the demo tasks, then a high-priority task that
-# preempts a low-priority one, so there is something to look at at once.
-# Ctrl-C stops the server; the data dir keeps everything for the next run.
+# its SQLite store under ./data and the policy of examples/demo/server.yaml,
+# plus four local agents whose declared inventories (examples/demo/agents/)
+# make the demo cluster: two 8-GPU A100 nodes with RDMA, a 4-GPU T4 node, a
+# CPU-only node. Tasks run as real processes under DATA_DIR/agents/<node>/.
+# On a fresh data dir it submits the demo tasks, then a high-priority task
+# that preempts a running low-priority one, so there is something to look at
+# at once. Ctrl-C stops the agents, their task processes and the server; the
+# data dir keeps everything for the next run.
 #
 # Environment: HETEROFLOW_LISTEN (default 0.0.0.0:3333), HETEROFLOW_DATA_DIR
 # (default ./data), HETEROFLOW_ADMIN_TOKEN (admin token for a fresh data dir;
@@ -21,7 +24,20 @@ fresh=1
 
 ./build/heteroflow server --config examples/demo/server.yaml --listen "$listen" --data-dir "$data" &
 server=$!
-trap 'kill -TERM $server 2>/dev/null; wait $server 2>/dev/null' INT TERM EXIT
+agents=()
+mkdir -p "$data/agents"
+work="$(cd "$data/agents" && pwd)"
+stop_all() {
+  [ ${#agents[@]} -gt 0 ] && kill -TERM "${agents[@]}" 2>/dev/null
+  # Agents leave their tasks running when they stop (so that a restarted
+  # agent finds them); the demo's tasks go with it.
+  for d in /proc/[0-9]*; do
+    case "$(readlink "$d/cwd" 2>/dev/null)" in "$work"/*) kill -TERM "${d#/proc/}" 2>/dev/null ;; esac
+  done
+  kill -TERM $server 2>/dev/null
+  wait 2>/dev/null
+}
+trap stop_all INT TERM EXIT
 
 for _ in $(seq 100); do
   curl -fsS "$base/readyz" >/dev/null 2>&1 && break
@@ -31,10 +47,32 @@ done
 
 token="${HETEROFLOW_ADMIN_TOKEN:-}"
 [ -z "$token" ] && [ -f "$data/admin.token" ] && token="$(cat "$data/admin.token")"
+api() { curl -fsS -H "Authorization: Bearer $token" -H 'Content-Type: application/json' "$@"; }
+
+# The agents' token (role agent), made once with the admin token.
+if [ ! -s "$data/agent.token" ] && [ -n "$token" ]; then
+  (umask 077 && api -X POST "$base/api/v1/tokens" -d '{"name":"demo-agents","role":"agent"}' |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])' > "$data/agent.token")
+fi
+if [ -s "$data/agent.token" ]; then
+  for inv in examples/demo/agents/*.yaml; do
+    case "$inv" in *idle-usage.yaml) continue ;; esac
+    name="$(basename "$inv" .yaml)"
+    ./build/heteroflow agent --server "$base" --token "$(cat "$data/agent.token")" \
+      --inventory "$inv" --work-dir "$work/$name" > "$data/agents/$name.log" 2>&1 &
+    agents+=($!)
+  done
+  for _ in $(seq 100); do
+    [ "$(api "$base/api/v1/nodes" | grep -o '"condition":"Ready"' | wc -l)" -ge 4 ] && break
+    sleep 0.1
+  done
+else
+  echo "no admin token: set HETEROFLOW_ADMIN_TOKEN to start the demo agents" >&2
+fi
+
 if [ "$fresh" = 1 ] && [ -n "$token" ]; then
-  api() { curl -fsS -H "Authorization: Bearer $token" -H 'Content-Type: application/json' "$@"; }
   api -X POST "$base/api/v1/tasks/batch" --data-binary @examples/demo/tasks.json >/dev/null
-  sleep 1
+  sleep 2
   api -X POST "$base/api/v1/tasks" --data-binary @examples/demo/urgent-task.json >/dev/null
   echo "submitted the demo tasks"
 fi
@@ -46,6 +84,7 @@ The admin token is in $data/admin.token (or HETEROFLOW_ADMIN_TOKEN if you set it
   export HETEROFLOW_SERVER=$base HETEROFLOW_TOKEN=\$(cat $data/admin.token)
   build/heteroflow get nodes
   build/heteroflow get tasks
+  build/heteroflow logs 1
   curl -H "Authorization: Bearer \$HETEROFLOW_TOKEN" $base/api/v1/plugins
 Ctrl-C stops it.
 MSG

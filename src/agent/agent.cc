@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "core/model_json.h"
@@ -38,6 +39,63 @@ bool RouteMissing(const cli::HttpResponse& r) {
 std::string SignalName(int sig) {
   const char* d = sigabbrev_np(sig);
   return d != nullptr ? std::string("SIG") + d : std::to_string(sig);
+}
+
+constexpr size_t kLogChunk = 256 * 1024;
+// output.log beyond this is rotated to output.log.1 (one old copy).
+constexpr uint64_t kMaxLocalLog = 64ull << 20;
+
+// Length of the valid UTF-8 sequence at s[i..n), 0 when invalid, -1 when it
+// is a valid but incomplete prefix cut by the end of the buffer.
+int Utf8Len(const unsigned char* s, size_t i, size_t n) {
+  const unsigned char c = s[i];
+  int len;
+  unsigned char lo = 0x80, hi = 0xBF;
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) {
+    len = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  for (int k = 1; k < len; ++k) {
+    if (i + k >= n) return -1;
+    const unsigned char b = s[i + k];
+    if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return 0;
+  }
+  return len;
+}
+
+// `raw` as valid UTF-8, invalid bytes replaced by U+FFFD. Unless `final`, a
+// sequence cut by the end of `raw` is left for the next chunk; `consumed`
+// says how many bytes of `raw` the text covers.
+std::string ToUtf8(const std::string& raw, bool final, size_t& consumed) {
+  const auto* s = reinterpret_cast<const unsigned char*>(raw.data());
+  const size_t n = raw.size();
+  std::string out;
+  out.reserve(n);
+  size_t i = 0;
+  while (i < n) {
+    const int len = Utf8Len(s, i, n);
+    if (len > 0) {
+      out.append(raw, i, static_cast<size_t>(len));
+      i += static_cast<size_t>(len);
+    } else if (len < 0 && !final) {
+      break;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  consumed = i;
+  return out;
 }
 
 }  // namespace
@@ -96,6 +154,43 @@ Agent::RegisterOutcome Agent::Register(const cli::HttpClient& client) {
   return RegisterOutcome::kStopped;
 }
 
+void Agent::AdoptLeftovers() {
+  const std::filesystem::path tasks = std::filesystem::path(opt_.work_dir) / "tasks";
+  std::error_code ec;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& entry : std::filesystem::directory_iterator(tasks, ec)) {
+    const std::filesystem::path pid_file = entry.path() / "pid";
+    uint64_t id = 0;
+    try {
+      size_t used = 0;
+      id = std::stoull(entry.path().filename().string(), &used);
+      if (used != entry.path().filename().string().size()) continue;
+    } catch (...) {
+      continue;
+    }
+    std::ifstream f(pid_file);
+    if (!f) continue;
+    long long pid = 0;
+    uint64_t start = 0;
+    f >> pid >> start;
+    f.close();
+    std::error_code rm;
+    if (pid > 0 && start != 0 && kill(static_cast<pid_t>(pid), 0) == 0 &&
+        ProcStartTime(static_cast<pid_t>(pid)) == start &&
+        supervisor_.Adopt(id, static_cast<pid_t>(pid), start).ok()) {
+      Log("task " + std::to_string(id) + ": adopted its process " + std::to_string(pid) +
+          ", left running by an earlier agent");
+      continue;
+    }
+    Log("task " + std::to_string(id) + ": its process died while the agent was down");
+    finished_[id] = json{{"node", opt_.inventory.spec.name},
+                         {"id", id},
+                         {"state", "failed"},
+                         {"message", "died while the agent was down"}};
+    std::filesystem::remove(pid_file, rm);
+  }
+}
+
 int Agent::Run() {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(opt_.work_dir) / "tasks", ec);
@@ -106,6 +201,7 @@ int Agent::Run() {
   const cli::HttpClient client(opt_.server, opt_.token, opt_.request_timeout);
   const cli::HttpClient poll_client(opt_.server, opt_.token,
                                     seconds(opt_.wait_s) + opt_.request_timeout);
+  AdoptLeftovers();
   switch (Register(client)) {
     case RegisterOutcome::kFatal:
       return 1;
@@ -203,19 +299,29 @@ void Agent::HeartbeatLoop() {
   } while (SleepFor(seconds(heartbeat_interval_s_.load())));
 }
 
+std::string Agent::TaskDir(uint64_t id) const {
+  return (std::filesystem::path(opt_.work_dir) / "tasks" / std::to_string(id)).string();
+}
+
 void Agent::ReaperLoop() {
   const cli::HttpClient client(opt_.server, opt_.token, opt_.request_timeout);
   const std::string node = opt_.inventory.spec.name;
+  auto next_ship = std::chrono::steady_clock::now();
   while (true) {
+    std::vector<std::pair<uint64_t, json>> ended;  // body null: not reported
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (const ExitInfo& e : supervisor_.Reap()) {
         if (e.stopped || unreported_.erase(e.id) > 0) {
           Log("task " + std::to_string(e.id) + " stopped");
+          ended.emplace_back(e.id, json());
           continue;
         }
         json body = {{"node", node}, {"id", e.id}};
-        if (e.signal != 0) {
+        if (e.unknown) {
+          body["state"] = "failed";
+          body["message"] = "exit status unknown: the agent restarted";
+        } else if (e.signal != 0) {
           body["state"] = "failed";
           body["signal"] = e.signal;
           body["message"] =
@@ -227,11 +333,96 @@ void Agent::ReaperLoop() {
         }
         Log("task " + std::to_string(e.id) + " ended: " + body["message"].get<std::string>());
         finished_[e.id] = body;
-        outbox_.push_back(Report{e.id, std::move(body)});
+        final_pending_.insert(e.id);
+        ended.emplace_back(e.id, std::move(body));
       }
+    }
+    // The last output is shipped before the final report, so that the
+    // server has all of it once the task is done.
+    for (const auto& [id, body] : ended) {
+      ShipLogs(client, id, true);
+      ships_.erase(id);
+      std::error_code ec;
+      std::filesystem::remove(std::filesystem::path(TaskDir(id)) / "pid", ec);
+    }
+    if (!ended.empty()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [id, body] : ended) {
+        if (final_pending_.erase(id) > 0 && !body.is_null()) {
+          outbox_.push_back(Report{id, std::move(body)});
+        }
+      }
+    }
+    if (std::chrono::steady_clock::now() >= next_ship) {
+      for (uint64_t id : supervisor_.Ids()) ShipLogs(client, id, false);
+      next_ship = std::chrono::steady_clock::now() + seconds(1);
     }
     FlushReports(client);
     if (!SleepFor(milliseconds(100))) break;
+  }
+}
+
+void Agent::ShipLogs(const cli::HttpClient& client, uint64_t id, bool final) {
+  LogShip& ship = ships_[id];
+  if (ship.done) return;
+  const std::string path = (std::filesystem::path(TaskDir(id)) / "output.log").string();
+  for (int round = 0; round < 64 && !stopping(); ++round) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) return;
+    f.seekg(0, std::ios::end);
+    const uint64_t size = static_cast<uint64_t>(f.tellg());
+    if (size < ship.local) ship.local = 0;  // truncated or replaced
+    if (size == ship.local) {
+      // Everything shipped: rotate a file over the cap (copy, then truncate,
+      // because the task keeps writing to its open descriptor, O_APPEND).
+      if (size > kMaxLocalLog) {
+        std::error_code ec;
+        std::filesystem::copy_file(path, path + ".1",
+                                   std::filesystem::copy_options::overwrite_existing, ec);
+        if (!ec) std::filesystem::resize_file(path, 0, ec);
+        if (!ec) ship.local = 0;
+      }
+      return;
+    }
+    std::string raw(static_cast<size_t>(std::min<uint64_t>(kLogChunk, size - ship.local)), '\0');
+    f.seekg(static_cast<std::streamoff>(ship.local));
+    f.read(raw.data(), static_cast<std::streamsize>(raw.size()));
+    raw.resize(static_cast<size_t>(f.gcount()));
+    const bool at_end = ship.local + raw.size() >= size;
+    size_t consumed = 0;
+    const std::string text = ToUtf8(raw, final && at_end, consumed);
+    if (consumed == 0) return;
+    const json body = {{"node", opt_.inventory.spec.name},
+                       {"id", id},
+                       {"offset", ship.sent},
+                       {"data", text}};
+    Result<cli::HttpResponse> r = client.Send("POST", std::string(kApi) + "/logs", body.dump());
+    if (!r.ok() || r->status >= 500 || r->status == 429 || RouteMissing(*r)) return;  // later
+    json j = json::parse(r->body, nullptr, false);
+    const bool has_size =
+        j.is_object() && j.contains("size") && j["size"].is_number_unsigned();
+    if (r->status == 200) {
+      ship.sent = has_size ? j["size"].get<uint64_t>() : ship.sent + text.size();
+      ship.local += consumed;
+    } else if (r->status == 409 && has_size) {
+      // The server holds a different amount (a retried chunk, or an agent
+      // restart): resume where it is, mapping bytes one to one.
+      const uint64_t held = j["size"].get<uint64_t>();
+      if (held >= ship.sent) {
+        ship.local = std::min<uint64_t>(size, ship.local + (held - ship.sent));
+      } else {
+        ship.local -= std::min<uint64_t>(ship.local, ship.sent - held);
+      }
+      ship.sent = held;
+    } else if (r->status == 422 || r->status == 404) {
+      ship.done = true;  // the task is gone
+      return;
+    } else {
+      Log("output of task " + std::to_string(id) + " refused (HTTP " +
+          std::to_string(r->status) + "): " + ErrorText(*r));
+      ship.done = true;
+      return;
+    }
   }
 }
 
@@ -294,11 +485,23 @@ void Agent::Reconcile(const AssignmentList& list) {
     outbox_.push_back(Report{id, std::move(body)});
   }
   for (const Assignment& a : list.tasks) {
-    if (supervisor_.Has(a.id)) continue;
+    if (supervisor_.Has(a.id)) {
+      // The server still has it scheduled: the "running" report was lost
+      // or not yet sent. Report it (again), unless a report is queued.
+      const bool queued = std::any_of(outbox_.begin(), outbox_.end(),
+                                      [&](const Report& r) { return r.id == a.id; });
+      if (a.state == "scheduled" && !queued && unreported_.count(a.id) == 0) {
+        outbox_.push_back(Report{a.id, json{{"node", opt_.inventory.spec.name},
+                                            {"id", a.id},
+                                            {"state", "running"}}});
+      }
+      continue;
+    }
     if (auto f = finished_.find(a.id); f != finished_.end()) {
       // Ended here, but the server has not taken the report yet: re-send it
       // unless it is still queued.
-      const bool queued = std::any_of(outbox_.begin(), outbox_.end(),
+      const bool queued = final_pending_.count(a.id) != 0 ||
+                          std::any_of(outbox_.begin(), outbox_.end(),
                                       [&](const Report& r) { return r.id == a.id; });
       if (!queued) outbox_.push_back(Report{a.id, f->second});
       continue;
@@ -340,6 +543,12 @@ void Agent::Launch(const Assignment& a) {
   if (!pid.ok()) return failed(pid.status().message());
   Log("task " + std::to_string(a.id) + " (" + a.task.name + ") started, pid " +
       std::to_string(*pid));
+  {
+    // For a restarted agent: "<pid> <start time>" (AdoptLeftovers).
+    std::ofstream pf(dir / "pid", std::ios::trunc);
+    pf << *pid << " " << ProcStartTime(*pid) << "\n";
+    if (!pf) Log("task " + std::to_string(a.id) + ": cannot write " + (dir / "pid").string());
+  }
   json body = {{"node", node}, {"id", a.id}, {"state", "running"}};
   outbox_.push_back(Report{a.id, std::move(body)});
 }

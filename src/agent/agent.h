@@ -9,15 +9,20 @@
 //     moved it on (cancelled, preempted);
 //   - heartbeats: every heartbeat_interval_s, the usage (usage file or
 //     measured); a 404 means the server forgot the node: register again;
-//   - reaper: every 100 ms, reaps ended processes and sends the status
+//   - reaper: every 100 ms, reaps ended processes, ships output, and sends the status
 //     reports in the order they were made ("running" before the end), keeping
 //     them while the server cannot be reached. A 409 answer (the task is not
 //     assigned here) stops the task.
 //
 // Shutdown (RequestStop, e.g. on SIGINT/SIGTERM): heartbeats and polling stop
 // and Run returns; running tasks are left running, in their own process
-// groups, and nothing is reported for them. Adopting them after a restart is
-// not done yet: a restarted agent launches the assigned tasks again.
+// groups, and nothing is reported for them. A restarted agent adopts them
+// (AdoptLeftovers, from WORK_DIR/tasks/<id>/pid) instead of launching them
+// again.
+//
+// The reaper thread also ships each task's output.log to the server
+// (POST /api/v1/agent/logs) every second and once more after the process
+// ended, before the final report; see docs/AGENT.md, "Shipping the output".
 //
 // Errors: Run returns 1 when the server refuses the token (401/403) or the
 // inventory (4xx on register), 0 after RequestStop.
@@ -75,6 +80,14 @@ class Agent {
   RegisterOutcome Register(const cli::HttpClient& client);
   void HeartbeatLoop();
   void ReaperLoop();
+  // Before the first poll: adopts the processes an earlier agent left
+  // running (WORK_DIR/tasks/<id>/pid); a dead one goes into finished_ as
+  // failed, reported if the task is still assigned.
+  void AdoptLeftovers();
+  // Ships new bytes of the task's output.log (reaper thread only); `final`
+  // after the process ended: everything, incomplete UTF-8 included.
+  void ShipLogs(const cli::HttpClient& client, uint64_t id, bool final);
+  std::string TaskDir(uint64_t id) const;
   void Reconcile(const AssignmentList& list);
   void Launch(const Assignment& a);
   void Enqueue(uint64_t id, nlohmann::json body);
@@ -98,6 +111,17 @@ class Agent {
   // that a list still naming them re-sends the report instead of running
   // them twice. Guarded by mu_.
   std::map<uint64_t, nlohmann::json> finished_;
+  // Ended tasks whose final report waits for their last output to be
+  // shipped (Reconcile treats them as queued). Guarded by mu_.
+  std::set<uint64_t> final_pending_;
+  // Log shipping, per task: bytes of the local file consumed, bytes the
+  // server holds. Reaper thread only.
+  struct LogShip {
+    uint64_t local = 0;
+    uint64_t sent = 0;
+    bool done = false;  // the server no longer takes it (422/404)
+  };
+  std::map<uint64_t, LogShip> ships_;
 };
 
 }  // namespace hf::agent

@@ -8,6 +8,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 namespace hf::agent {
 namespace {
@@ -41,6 +43,37 @@ std::string Errno(int e) { return std::strerror(e); }
 }
 
 }  // namespace
+
+uint64_t ProcStartTime(pid_t pid) {
+  if (pid <= 0) return 0;
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!f || !std::getline(f, line)) return 0;
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(line.substr(close + 1));
+  std::string field;
+  // After "pid (comm)" come field 3 (state) .. field 22 (starttime).
+  for (int n = 3; n <= 22; ++n) {
+    if (!(rest >> field)) return 0;
+    if (n == 3 && (field == "Z" || field == "X")) return 0;
+  }
+  try {
+    return std::stoull(field);
+  } catch (...) {
+    return 0;
+  }
+}
+
+Status Supervisor::Adopt(uint64_t id, pid_t pid, uint64_t start_time) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (children_.count(id) != 0) {
+    return AlreadyExists("task " + std::to_string(id) + " is already running");
+  }
+  children_[id] = Child{.pid = pid, .adopted = true, .start_time = start_time,
+                        .next_check = Clock::now() + std::chrono::seconds(1)};
+  return Status::Ok();
+}
 
 Result<pid_t> Supervisor::Launch(const LaunchSpec& spec) {
   if (spec.argv.empty()) return InvalidArgument("task has no command");
@@ -106,7 +139,10 @@ void Supervisor::Stop(uint64_t id, std::chrono::milliseconds grace) {
   if (it == children_.end() || it->second.stopping) return;
   it->second.stopping = true;
   it->second.kill_at = Clock::now() + grace;
-  kill(-it->second.pid, SIGTERM);
+  // An adopted pid is signalled only while it is still the same process.
+  if (!it->second.adopted || ProcStartTime(it->second.pid) == it->second.start_time) {
+    kill(-it->second.pid, SIGTERM);
+  }
 }
 
 std::vector<ExitInfo> Supervisor::Reap() {
@@ -115,7 +151,25 @@ std::vector<ExitInfo> Supervisor::Reap() {
   const auto now = Clock::now();
   for (auto it = children_.begin(); it != children_.end();) {
     Child& c = it->second;
-    if (c.stopping && now >= c.kill_at) kill(-c.pid, SIGKILL);
+    if (c.stopping && now >= c.kill_at &&
+        (!c.adopted || ProcStartTime(c.pid) == c.start_time)) {
+      kill(-c.pid, SIGKILL);
+    }
+    if (c.adopted) {
+      // Not our child: poll, every second (every Reap while stopping).
+      if (!c.stopping && now < c.next_check) {
+        ++it;
+        continue;
+      }
+      c.next_check = now + std::chrono::seconds(1);
+      if (kill(c.pid, 0) == 0 && ProcStartTime(c.pid) == c.start_time) {
+        ++it;
+        continue;
+      }
+      out.push_back(ExitInfo{.id = it->first, .stopped = c.stopping, .unknown = true});
+      it = children_.erase(it);
+      continue;
+    }
     // Peek first (WNOWAIT): while the leader is an unreaped zombie its group
     // id cannot be reused, so killing what is left of the group is safe.
     siginfo_t info{};

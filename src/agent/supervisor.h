@@ -44,7 +44,12 @@ struct ExitInfo {
   int exit_code = -1;    // -1 when killed by a signal
   int signal = 0;        // 0 when it exited
   bool stopped = false;  // Stop() was called for it
+  bool unknown = false;  // an adopted process: how it ended is not known
 };
+
+// Field 22 of /proc/<pid>/stat (start time in clock ticks since boot); 0 when
+// the process does not exist or is a zombie.
+uint64_t ProcStartTime(pid_t pid);
 
 class Supervisor {
  public:
@@ -65,6 +70,12 @@ class Supervisor {
   // unknown id; a second call keeps the earlier deadline.
   void Stop(uint64_t id, std::chrono::milliseconds grace);
 
+  // Tracks a process this supervisor did not start (left running by an
+  // earlier agent; its own group leader). Its end is noticed by polling
+  // ProcStartTime in Reap (it is not our child) and reported with
+  // unknown = true. AlreadyExists when `id` is tracked already.
+  Status Adopt(uint64_t id, pid_t pid, uint64_t start_time);
+
   // Sends due SIGKILLs and reaps ended processes, without blocking.
   std::vector<ExitInfo> Reap();
 
@@ -77,6 +88,9 @@ class Supervisor {
     pid_t pid = 0;
     bool stopping = false;
     Clock::time_point kill_at;
+    bool adopted = false;
+    uint64_t start_time = 0;  // adopted only
+    Clock::time_point next_check;  // adopted only: polled every second
   };
   mutable std::mutex mu_;
   std::map<uint64_t, Child> children_;

@@ -140,5 +140,30 @@ TEST_F(SupervisorTest, LaunchErrors) {
   EXPECT_TRUE(WaitExit(s, 6, milliseconds(3000)).has_value());
 }
 
+TEST_F(SupervisorTest, AdoptedProcessIsStoppedAndItsEndNoticed) {
+  EXPECT_NE(ProcStartTime(getpid()), 0u);
+  EXPECT_EQ(ProcStartTime(0), 0u);
+  Supervisor owner;  // stands for the agent that started it
+  Result<pid_t> pid = owner.Launch(Spec(1, {"sleep", "30"}, {"PATH=/usr/bin:/bin"}));
+  ASSERT_TRUE(pid.ok()) << pid.status().message();
+  const uint64_t start = ProcStartTime(*pid);
+  ASSERT_NE(start, 0u);
+  Supervisor s;
+  ASSERT_TRUE(s.Adopt(7, *pid, start).ok());
+  EXPECT_FALSE(s.Adopt(7, *pid, start).ok());
+  EXPECT_TRUE(s.Has(7));
+  EXPECT_TRUE(s.Reap().empty());
+  s.Stop(7, milliseconds(2000));
+  // The owner reaps its child; the adopter notices the pid is gone.
+  std::optional<ExitInfo> own = WaitExit(owner, 1, milliseconds(5000));
+  ASSERT_TRUE(own.has_value());
+  EXPECT_EQ(own->signal, SIGTERM);
+  std::optional<ExitInfo> e = WaitExit(s, 7, milliseconds(5000));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_TRUE(e->unknown);
+  EXPECT_TRUE(e->stopped);
+  EXPECT_FALSE(s.Has(7));
+}
+
 }  // namespace
 }  // namespace hf::agent

@@ -536,9 +536,11 @@ Result<store::TaskRecord> Scheduler::ReportTask(const std::string& node, TaskKey
         event = {{"action", "running"}, {"id", id}, {"node", node}};
       }
     } else {
-      std::string how = exit.signal ? "killed by signal " + std::to_string(*exit.signal)
-                                    : "exit code " + std::to_string(exit.exit_code.value_or(0));
-      if (!exit.message.empty()) how += ": " + exit.message;
+      std::string how = exit.signal      ? "killed by signal " + std::to_string(*exit.signal)
+                        : exit.exit_code ? "exit code " + std::to_string(*exit.exit_code)
+                                         : "";
+      if (!exit.message.empty()) how += (how.empty() ? "" : ": ") + exit.message;
+      if (how.empty()) how = "ended";
       HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
         HF_RETURN_IF_ERROR(tx.DeleteAllocation(id));
         HF_RETURN_IF_ERROR(tx.UpdateTaskState(id, exit.state, ""));

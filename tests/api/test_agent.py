@@ -3,7 +3,9 @@
 registers a declared inventory (2 GPUs, one RDMA device), runs the tasks the
 scheduler places on its node as real processes with CUDA_VISIBLE_DEVICES and
 NCCL_IB_HCA matching the allocation, reports exit codes, and kills the
-process of a cancelled task. SIGTERM stops the agent with exit 0.
+process of a cancelled task, ships each task's output to the server, and
+adopts the tasks an earlier (killed) agent left running instead of starting
+them twice. SIGTERM stops the agent with exit 0.
 
 usage: test_agent.py HETEROFLOW_BINARY
 """
@@ -38,14 +40,14 @@ usage_file: usage.yaml
 class Agent:
     """`heteroflow agent` as a child process; killed at exit like the server."""
 
-    def __init__(self, binary, srv, token, tmp):
+    def __init__(self, binary, srv, token, tmp, tag=""):
         self.inventory = os.path.join(tmp, "inventory.yaml")
         with open(self.inventory, "w") as f:
             f.write(INVENTORY)
         with open(os.path.join(tmp, "usage.yaml"), "w") as f:
             f.write("cpu_load: 0.1\nmemory_used: 0.2\ngpus: [{index: 0, utilization: 0.5}]\n")
         self.work = os.path.join(tmp, "agent-work")
-        self.stderr_path = os.path.join(tmp, "agent.stderr")
+        self.stderr_path = os.path.join(tmp, "agent%s.stderr" % tag)
         self._stderr = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(
             [binary, "agent", "--server", "http://127.0.0.1:%d" % srv.port, "--token", token,
@@ -73,6 +75,23 @@ def pid_alive(pid):
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def marker_pids(marker):
+    """Pids of the processes whose cmdline is exactly `marker` (argv words)."""
+    want = marker.encode().split(b" ")
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % name, "rb") as f:
+                argv = f.read().rstrip(b"\0").split(b"\0")
+        except OSError:
+            continue
+        if argv == want and pid_alive(int(name)):
+            pids.append(int(name))
+    return pids
 
 
 def main(binary, tmp):
@@ -134,10 +153,22 @@ def main(binary, tmp):
             text = f.read()
         if text.strip() != want:
             fail("%s says %r, want %r (allocation %r)" % (log, text, want, alloc))
+        # The output was shipped before the task was reported done.
+        r = srv.get(API + "/tasks/%d/logs" % tid)
+        if r.status != 200:
+            fail("GET /tasks/%d/logs: %s" % (tid, r.short()))
+        served = r.raw.decode("utf-8", "replace")
+        if served != text:
+            fail("GET /tasks/%d/logs says %r, the local output.log %r" % (tid, served, text))
 
     def exit_code_reported():
-        t = submit("exit-7", ["sh", "-c", "exit 7"], {"cpu_milli": 500})
+        t = submit("exit-7", ["sh", "-c", "printf 'bad \\377 byte\\n'; exit 7"],
+                   {"cpu_milli": 500})
         end = final_state(t["id"])
+        # Invalid UTF-8 in the output reaches the server as U+FFFD.
+        r = srv.get(API + "/tasks/%d/logs" % t["id"])
+        if r.status != 200 or r.raw != "bad \ufffd byte\n".encode():
+            fail("GET /tasks/%d/logs: %s" % (t["id"], r.short()))
         if end["state"] != "failed":
             fail("task ended %s, want failed: %r" % (end["state"], end))
         messages = " | ".join("%s: %s" % (e.get("kind"), e.get("message"))
@@ -155,10 +186,10 @@ def main(binary, tmp):
             fail("the events do not say 'task has no command': %r" % end.get("events"))
 
     def cancel_kills_process():
-        t = submit("sleeper", ["sh", "-c", "echo $$ > pid; exec sleep 60"], {"cpu_milli": 500})
+        t = submit("sleeper", ["sh", "-c", "echo $$ > self.pid; exec sleep 60"], {"cpu_milli": 500})
         tid = t["id"]
         wait_until(lambda: get_task(tid)["state"] == "running", 20, "task %d to run" % tid)
-        pid_file = os.path.join(agent.task_dir(tid), "pid")
+        pid_file = os.path.join(agent.task_dir(tid), "self.pid")
 
         def read_pid():
             try:
@@ -175,6 +206,34 @@ def main(binary, tmp):
         got = get_task(tid)
         if got["state"] != "cancelled":
             fail("cancelled task is now %s: %r" % (got["state"], got))
+
+    def restart_adopts_running_task():
+        nonlocal agent
+        marker = "sleep 30.123"
+        t = submit("adoptee", marker.split(), {"cpu_milli": 500})
+        tid = t["id"]
+        wait_until(lambda: get_task(tid)["state"] == "running", 20, "task %d to run" % tid)
+        pids = wait_until(lambda: marker_pids(marker), 10, "the process %r" % marker)
+        if len(pids) != 1:
+            fail("%d processes %r before the restart: %r" % (len(pids), marker, pids))
+        agent.proc.kill()  # SIGKILL: nothing is cleaned up, the task stays
+        agent.proc.wait(timeout=10)
+        if marker_pids(marker) != pids:
+            fail("killing the agent changed the task's processes: %r" % marker_pids(marker))
+        agent = Agent(binary, srv, token, tmp, tag="2")
+        wait_until(lambda: "adopted" in agent.text(), 20, "the new agent to adopt task %d" % tid)
+        time.sleep(3)  # a few polls and log shipments: nothing may launch it again
+        if marker_pids(marker) != pids:
+            fail("after the restart the processes %r are %r, want %r\nagent: %s"
+                 % (marker, marker_pids(marker), pids, agent.text()))
+        got = get_task(tid)
+        if got["state"] != "running":
+            fail("the adopted task is %s, want running: %r" % (got["state"], got))
+        expect(srv.call("POST", API + "/tasks/%d/cancel" % tid), 200)
+        wait_until(lambda: not pid_alive(pids[0]), 10, "adopted process %d to be killed" % pids[0])
+        got = get_task(tid)
+        if got["state"] != "cancelled":
+            fail("the cancelled adopted task is now %s: %r" % (got["state"], got))
 
     def sigterm_exits_zero():
         agent.proc.send_signal(signal.SIGTERM)
@@ -198,6 +257,8 @@ def main(binary, tmp):
     c.run("a non-zero exit is reported as failed with its code", exit_code_reported)
     c.run("a task without a command is reported failed", no_command_fails)
     c.run("cancelling a running task kills its process", cancel_kills_process)
+    c.run("a restarted agent adopts a running task instead of starting it again",
+          restart_adopts_running_task)
     c.run("SIGTERM stops the agent with exit 0", sigterm_exits_zero)
     if c.failed:
         print("agent stderr:\n" + agent.text())

@@ -1,30 +1,64 @@
 #!/usr/bin/python3
 """The demo of ./scripts/run.sh: the server started with
-examples/demo/server.yaml registers the four declared nodes with the file's
-policy; the demo tasks are placed as the README says (the RDMA training group
-on one A100 node, the inference replicas sharing T4 GPUs, the H100 task
-pending with its reason), and the urgent fine-tune preempts the low-priority
-sweep, which is pending again with "preempted by task ..." in its events.
+examples/demo/server.yaml and four real agents with the declared inventories
+of examples/demo/agents/ register the four nodes under the file's policy; the
+demo tasks are placed as the README says (the RDMA training group on one A100
+node, the inference replicas sharing a T4 GPU, the H100 task pending with its
+reason) and run as real processes; the urgent fine-tune preempts the running
+low-priority sweep, whose process is stopped and which is pending again with
+"preempted by task ..." in its events. At the end every task is cancelled and
+no task process is left behind.
 
 usage: test_demo.py HETEROFLOW_BINARY
 """
+import glob
 import json
 import os
+import subprocess
 import sys
+import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hfapi import API, Checks, Server, expect, fail, main_guard, wait_until  # noqa: E402
+from hfapi import _LIVE, API, Checks, Server, expect, fail, main_guard, wait_until  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEMO = os.path.join(REPO, "examples", "demo")
 
 
+def task_processes(root):
+    """Pids of processes whose working directory is under `root`."""
+    pids = []
+    for d in glob.glob("/proc/[0-9]*"):
+        try:
+            if os.readlink(d + "/cwd").startswith(root):
+                pids.append(int(d[6:]))
+        except OSError:
+            pass
+    return pids
+
+
 def main(binary, tmp):
     srv = Server(binary, os.path.join(tmp, "data"), config=os.path.join(DEMO, "server.yaml"))
     c = Checks("demo")
+    work = os.path.join(tmp, "agents")
+    agent_token = srv.make_token("agent")["token"]
+    agents = []
+    for inv in sorted(glob.glob(os.path.join(DEMO, "agents", "*.yaml"))):
+        if inv.endswith("idle-usage.yaml"):
+            continue
+        name = os.path.basename(inv)[:-5]
+        log = open(os.path.join(tmp, "agent-%s.log" % name), "wb")
+        p = subprocess.Popen([binary, "agent", "--server", "http://127.0.0.1:%d" % srv.port,
+                              "--token", agent_token, "--inventory", inv,
+                              "--work-dir", os.path.join(work, name), "--grace-period-s", "2"],
+                             stdout=log, stderr=log)
+        agents.append(p)
+        _LIVE.append(type("AgentProc", (), {"proc": p})())  # the harness kills it at exit
 
     def nodes_and_policy():
+        wait_until(lambda: len(expect(srv.get(API + "/nodes"), 200)["nodes"]) == 4, 15,
+                   "the four agents registered")
         nodes = {n["name"]: n for n in expect(srv.get(API + "/nodes"), 200)["nodes"]}
         if sorted(nodes) != ["a100-1", "a100-2", "cpu-1", "t4-1"]:
             fail("declared nodes: %s" % sorted(nodes))
@@ -45,14 +79,25 @@ def main(binary, tmp):
     def demo_tasks():
         with open(os.path.join(DEMO, "tasks.json")) as f:
             expect(srv.call("POST", API + "/tasks/batch", json.load(f)), 201)
-        wait_until(lambda: by_name()["hparam-sweep"]["state"] == "scheduled", 10, "sweep scheduled")
+        wait_until(lambda: by_name()["hparam-sweep"]["state"] == "running", 15, "sweep running")
+        wait_until(lambda: by_name()["llama-pretrain-0"]["state"] == "running", 15, "training running")
         ts = by_name()
         pre = [ts["llama-pretrain-0"], ts["llama-pretrain-1"]]
-        if any(t["state"] != "scheduled" for t in pre) or pre[0]["node"] != pre[1]["node"]:
+        if any(t["state"] != "running" for t in pre) or pre[0]["node"] != pre[1]["node"]:
             fail("the RDMA group is not together: %s" % [(t["state"], t["node"]) for t in pre])
         for t in pre:
             if not t["allocation"]["rdma_device"]:
                 fail("%s got no RDMA device" % t["name"])
+            gpus = ",".join(str(g["index"]) for g in t["allocation"]["gpus"])
+            out = os.path.join(work, t["node"], "tasks", str(t["id"]), "output.log")
+
+            def said():
+                try:
+                    with open(out) as f:
+                        return "on GPUs %s via %s" % (gpus, t["allocation"]["rdma_device"]) in f.read()
+                except OSError:
+                    return False
+            wait_until(said, 10, "%s's output names its GPUs and NIC" % t["name"])
         q = [ts["qwen-7b-replica-0"], ts["qwen-7b-replica-1"]]
         if any(t["node"] != "t4-1" for t in q):
             fail("inference replicas not on the T4 node: %s" % [t["node"] for t in q])
@@ -65,8 +110,8 @@ def main(binary, tmp):
     def preemption():
         with open(os.path.join(DEMO, "urgent-task.json")) as f:
             urgent = expect(srv.call("POST", API + "/tasks", json.load(f)), 201)
-        wait_until(lambda: by_name()["finetune-70b-urgent"]["state"] == "scheduled", 10,
-                   "the urgent task scheduled")
+        wait_until(lambda: by_name()["finetune-70b-urgent"]["state"] == "running", 15,
+                   "the urgent task running")
         sweep = by_name()["hparam-sweep"]
         if sweep["state"] != "pending" or sweep["allocation"] is not None:
             fail("the sweep was not evicted: %s" % sweep["state"])
@@ -75,8 +120,23 @@ def main(binary, tmp):
         pre = [e for e in full["events"] if e["kind"] == "preempted"]
         if not pre or "preempted by task %d" % urgent["id"] not in pre[0]["message"]:
             fail("sweep events: %s" % full["events"])
-        if kinds[:2] != ["submitted", "scheduled"]:
-            fail("sweep events start with %s" % kinds[:2])
+        if kinds[:3] != ["submitted", "scheduled", "running"]:
+            fail("sweep events start with %s" % kinds[:3])
+        # The preempted run's process is gone; only the urgent task's is on its node.
+        sweep_dir = glob.glob(os.path.join(work, "*", "tasks", str(sweep["id"])))
+        if not sweep_dir:
+            fail("the sweep never ran in an agent's work dir")
+        wait_until(lambda: not task_processes(sweep_dir[0]), 10, "the sweep's process stopped")
+
+    def cleanup():
+        for t in srv.tasks_full():
+            if t["state"] in ("pending", "scheduled", "running"):
+                expect(srv.call("POST", API + "/tasks/%d/cancel" % t["id"]), 200)
+        try:
+            wait_until(lambda: not task_processes(work), 15, "every task process stopped")
+        finally:
+            for pid in task_processes(work):
+                os.kill(pid, 9)
 
     def store_wins_over_file():
         expect(srv.call("PUT", API + "/plugins/binpack", {"weight": 3}), 200)
@@ -91,6 +151,7 @@ def main(binary, tmp):
     c.run("declared nodes and policy from the file", nodes_and_policy)
     c.run("demo tasks placed", demo_tasks)
     c.run("urgent task preempts the sweep", preemption)
+    c.run("cancelled tasks leave no process behind", cleanup)
     c.run("the store wins over the file, and the drift is logged", store_wins_over_file)
     srv.stop()
     c.finish()
