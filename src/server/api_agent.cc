@@ -20,7 +20,11 @@ using nlohmann::json;
 
 Response StatusError(const Status& s) { return JsonResponse(HttpStatusFor(s.code()), ErrorBody(s)); }
 
-constexpr int kHeartbeatIntervalS = 5;
+// Agents send a heartbeat every 5 s, or a third of the grace period when that
+// is shorter, so a live node never looks silent.
+int HeartbeatIntervalS(double grace_s) {
+  return std::max(1, std::min(5, static_cast<int>(grace_s / 3)));
+}
 constexpr int kMaxWaitS = 60;
 
 Status CheckKeys(const json& j, std::initializer_list<const char*> allowed, const std::string& prefix) {
@@ -112,7 +116,7 @@ Response ControlPlane::AgentRegister(const Request& req, const Caller& caller) {
   // A registration is a sign of life: a NotReady node comes back.
   s = scheduler_->Heartbeat(spec->name, std::nullopt);
   if (!s.ok()) return StatusError(s);
-  return JsonResponse(200, json{{"node", spec->name}, {"heartbeat_interval_s", kHeartbeatIntervalS}});
+  return JsonResponse(200, json{{"node", spec->name}, {"heartbeat_interval_s", HeartbeatIntervalS(options_.node_grace_period_s)}});
 }
 
 Response ControlPlane::AgentHeartbeat(const Request& req) {
@@ -130,7 +134,7 @@ Response ControlPlane::AgentHeartbeat(const Request& req) {
   }
   s = scheduler_->Heartbeat(*node, usage);
   if (!s.ok()) return StatusError(s);
-  return JsonResponse(200, json{{"heartbeat_interval_s", kHeartbeatIntervalS}});
+  return JsonResponse(200, json{{"heartbeat_interval_s", HeartbeatIntervalS(options_.node_grace_period_s)}});
 }
 
 Response ControlPlane::AgentAssignments(const Request& req) {
