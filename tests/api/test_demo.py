@@ -41,6 +41,7 @@ def task_processes(root):
 def main(binary, tmp):
     srv = Server(binary, os.path.join(tmp, "data"), config=os.path.join(DEMO, "server.yaml"))
     c = Checks("demo")
+    st = {}
     work = os.path.join(tmp, "agents")
     agent_token = srv.make_token("agent")["token"]
     agents = []
@@ -80,6 +81,8 @@ def main(binary, tmp):
         with open(os.path.join(DEMO, "tasks.json")) as f:
             expect(srv.call("POST", API + "/tasks/batch", json.load(f)), 201)
         wait_until(lambda: by_name()["hparam-sweep"]["state"] == "running", 15, "sweep running")
+        st["sweep_gpus"] = (by_name()["hparam-sweep"]["node"],
+                            [g["index"] for g in by_name()["hparam-sweep"]["allocation"]["gpus"]])
         wait_until(lambda: by_name()["llama-pretrain-0"]["state"] == "running", 15, "training running")
         ts = by_name()
         pre = [ts["llama-pretrain-0"], ts["llama-pretrain-1"]]
@@ -113,6 +116,12 @@ def main(binary, tmp):
         wait_until(lambda: by_name()["finetune-70b-urgent"]["state"] == "running", 15,
                    "the urgent task running")
         sweep = by_name()["hparam-sweep"]
+        urgent_now = by_name()["finetune-70b-urgent"]
+        freed_node, freed = st["sweep_gpus"]
+        got = [g["index"] for g in urgent_now["allocation"]["gpus"]]
+        if urgent_now["node"] != freed_node or not set(got) <= set(freed):
+            fail("the urgent task is on %s GPUs %s, not on the sweep's freed %s GPUs %s"
+                 % (urgent_now["node"], got, freed_node, freed))
         if sweep["state"] != "pending" or sweep["allocation"] is not None:
             fail("the sweep was not evicted: %s" % sweep["state"])
         full = expect(srv.get(API + "/tasks/%d" % sweep["id"]), 200)
