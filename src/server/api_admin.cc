@@ -13,8 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-Response StatusError(const Status& s) { return JsonResponse(HttpStatusFor(s.code()), ErrorBody(s)); }
-
 json OptTime(const std::optional<int64_t>& ms) { return ms ? json(FormatTimeMs(*ms)) : json(nullptr); }
 
 json TokenJson(const store::TokenRecord& t, int64_t now_ms) {
@@ -98,12 +96,9 @@ Response ControlPlane::ListTokens() const {
 }
 
 Response ControlPlane::RevokeToken(const Request& req, const Caller& caller) {
-  const std::string_view text = req.Param("id");
-  int64_t id = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
-  if (ec != std::errc() || end != text.data() + text.size() || id < 1) {
-    return StatusError(InvalidArgument("token id must be a positive integer"));
-  }
+  Result<int64_t> parsed = ParseIntParam("token id", req.Param("id"), 1, INT64_MAX);
+  if (!parsed.ok()) return StatusError(parsed.status());
+  const int64_t id = *parsed;
   json out;
   const int64_t now = clock_.NowMs();
   Status s = store_->Write([&](store::Tx& tx) -> Status {
@@ -125,12 +120,9 @@ Response ControlPlane::ListAudit(const Request& req) const {
   int limit = 100;
   for (const auto& [key, value] : req.query) {
     if (key != "limit") return StatusError(InvalidArgument("unknown query parameter '" + key + "'"));
-    int v = 0;
-    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-    if (ec != std::errc() || end != value.data() + value.size() || v < 1 || v > 1000) {
-      return StatusError(InvalidArgument("limit must be an integer in [1, 1000]"));
-    }
-    limit = v;
+    Result<int64_t> v = ParseIntParam("limit", value, 1, 1000);
+    if (!v.ok()) return StatusError(v.status());
+    limit = static_cast<int>(*v);
   }
   json out = json::array();
   Status s = store_->Read([&](const store::ReadTx& tx) -> Status {

@@ -18,23 +18,12 @@ namespace {
 
 using nlohmann::json;
 
-Response StatusError(const Status& s) { return JsonResponse(HttpStatusFor(s.code()), ErrorBody(s)); }
-
 // Agents send a heartbeat every 5 s, or a third of the grace period when that
 // is shorter, so a live node never looks silent.
 int HeartbeatIntervalS(double grace_s) {
   return std::max(1, std::min(5, static_cast<int>(grace_s / 3)));
 }
 constexpr int kMaxWaitS = 60;
-
-Status CheckKeys(const json& j, std::initializer_list<const char*> allowed, const std::string& prefix) {
-  for (const auto& [key, v] : j.items()) {
-    bool ok = false;
-    for (const char* a : allowed) ok = ok || key == a;
-    if (!ok) return InvalidArgument("unknown field \"" + prefix + key + "\"");
-  }
-  return Status::Ok();
-}
 
 Result<std::string> NodeName(const json& j) {
   auto it = j.find("node");
@@ -55,7 +44,7 @@ Result<double> Ratio(const json& j, const std::string& field) {
 Result<NodeUsage> ParseUsage(const json& j) {
   NodeUsage u;
   if (!j.is_object()) return InvalidArgument("usage must be an object");
-  HF_RETURN_IF_ERROR(CheckKeys(j, {"cpu_load", "memory_used", "gpus"}, "usage."));
+  HF_RETURN_IF_ERROR(json_fields::CheckKeys(j, "usage", {"cpu_load", "memory_used", "gpus"}));
   if (j.contains("cpu_load")) {
     HF_ASSIGN_OR_RETURN(u.cpu_load, Ratio(j["cpu_load"], "usage.cpu_load"));
   }
@@ -68,7 +57,7 @@ Result<NodeUsage> ParseUsage(const json& j) {
       const json& g = j["gpus"][i];
       const std::string path = "usage.gpus[" + std::to_string(i) + "]";
       if (!g.is_object()) return InvalidArgument(path + " must be an object");
-      HF_RETURN_IF_ERROR(CheckKeys(g, {"index", "utilization", "memory_used_mib"}, path + "."));
+      HF_RETURN_IF_ERROR(json_fields::CheckKeys(g, path, {"index", "utilization", "memory_used_mib"}));
       GpuUsage gu;
       HF_RETURN_IF_ERROR(json_fields::ReadInt(g.value("index", json(nullptr)), path + ".index",
                                               int32_t{0}, int32_t{1023}, gu.index));
@@ -106,7 +95,7 @@ json AssignmentJson(const NodeAssignment& a, const std::string& node) {
 Response ControlPlane::AgentRegister(const Request& req, const Caller& caller) {
   Result<json> body = ParseJsonBody(req.body);
   if (!body.ok()) return StatusError(body.status());
-  Status s = CheckKeys(*body, {"node"}, "");
+  Status s = json_fields::CheckKeys(*body, "", {"node"});
   if (!s.ok()) return StatusError(s);
   if (!body->contains("node")) return StatusError(InvalidArgument("node (the inventory) is required"));
   Result<NodeSpec> spec = ParseNodeSpec((*body)["node"]);
@@ -122,7 +111,7 @@ Response ControlPlane::AgentRegister(const Request& req, const Caller& caller) {
 Response ControlPlane::AgentHeartbeat(const Request& req) {
   Result<json> body = ParseJsonBody(req.body);
   if (!body.ok()) return StatusError(body.status());
-  Status s = CheckKeys(*body, {"node", "usage"}, "");
+  Status s = json_fields::CheckKeys(*body, "", {"node", "usage"});
   if (!s.ok()) return StatusError(s);
   Result<std::string> node = NodeName(*body);
   if (!node.ok()) return StatusError(node.status());
@@ -144,19 +133,14 @@ Response ControlPlane::AgentAssignments(const Request& req) {
   for (const auto& [key, value] : req.query) {
     if (key == "node") {
       node = value;
-    } else if (key == "version" || key == "wait_s") {
-      uint64_t v = 0;
-      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-      if (ec != std::errc() || end != value.data() + value.size()) {
-        return StatusError(InvalidArgument(key + " must be a non-negative integer"));
-      }
-      if (key == "version") version = v;
-      if (key == "wait_s") {
-        if (v < 1 || v > kMaxWaitS) {
-          return StatusError(InvalidArgument("wait_s must be in [1, " + std::to_string(kMaxWaitS) + "]"));
-        }
-        wait_s = static_cast<int>(v);
-      }
+    } else if (key == "version") {
+      Result<int64_t> v = ParseIntParam(key, value, 0, INT64_MAX);
+      if (!v.ok()) return StatusError(v.status());
+      version = static_cast<uint64_t>(*v);
+    } else if (key == "wait_s") {
+      Result<int64_t> v = ParseIntParam(key, value, 1, kMaxWaitS);
+      if (!v.ok()) return StatusError(v.status());
+      wait_s = static_cast<int>(*v);
     } else {
       return StatusError(InvalidArgument("unknown query parameter '" + key + "'"));
     }
@@ -172,7 +156,7 @@ Response ControlPlane::AgentAssignments(const Request& req) {
 Response ControlPlane::AgentStatus(const Request& req) {
   Result<json> body = ParseJsonBody(req.body);
   if (!body.ok()) return StatusError(body.status());
-  Status s = CheckKeys(*body, {"node", "id", "state", "exit_code", "signal", "message"}, "");
+  Status s = json_fields::CheckKeys(*body, "", {"node", "id", "state", "exit_code", "signal", "message"});
   if (!s.ok()) return StatusError(s);
   Result<std::string> node = NodeName(*body);
   if (!node.ok()) return StatusError(node.status());
@@ -234,7 +218,7 @@ std::string TaskLogPath(const std::string& data_dir, uint64_t id) {
 Response ControlPlane::AgentLogs(const Request& req) {
   Result<json> body = ParseJsonBody(req.body);
   if (!body.ok()) return StatusError(body.status());
-  Status s = CheckKeys(*body, {"node", "id", "offset", "data"}, "");
+  Status s = json_fields::CheckKeys(*body, "", {"node", "id", "offset", "data"});
   if (!s.ok()) return StatusError(s);
   Result<std::string> node = NodeName(*body);
   if (!node.ok()) return StatusError(node.status());
@@ -280,19 +264,15 @@ Response ControlPlane::AgentLogs(const Request& req) {
 }
 
 Response ControlPlane::TaskLogs(const Request& req) const {
-  const std::string_view text = req.Param("id");
-  uint64_t id = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
-  if (ec != std::errc() || end != text.data() + text.size() || id == 0) {
-    return StatusError(InvalidArgument("task id must be a positive integer"));
-  }
+  Result<int64_t> parsed = ParseIntParam("task id", req.Param("id"), 1, INT64_MAX);
+  if (!parsed.ok()) return StatusError(parsed.status());
+  const uint64_t id = static_cast<uint64_t>(*parsed);
   uint64_t offset = 0;
   for (const auto& [key, value] : req.query) {
     if (key != "offset") return StatusError(InvalidArgument("unknown query parameter '" + key + "'"));
-    auto [e2, ec2] = std::from_chars(value.data(), value.data() + value.size(), offset);
-    if (ec2 != std::errc() || e2 != value.data() + value.size()) {
-      return StatusError(InvalidArgument("offset must be a non-negative integer"));
-    }
+    Result<int64_t> v = ParseIntParam("offset", value, 0, INT64_MAX);
+    if (!v.ok()) return StatusError(v.status());
+    offset = static_cast<uint64_t>(*v);
   }
   Status s = store_->Read([&](const store::ReadTx& tx) { return tx.GetTask(id).status(); });
   if (!s.ok()) return StatusError(s);

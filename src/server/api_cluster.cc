@@ -19,8 +19,6 @@ namespace {
 
 using nlohmann::json;
 
-Response StatusError(const Status& s) { return JsonResponse(HttpStatusFor(s.code()), ErrorBody(s)); }
-
 json TimeOrNull(int64_t ms) { return ms ? json(FormatTimeMs(ms)) : json(nullptr); }
 
 // A node: its inventory plus condition and what is allocated on it, per GPU.
@@ -77,22 +75,8 @@ json StoredAllocationJson(const store::StoredAllocation& a) {
           {"rdma_device", a.rdma_device.empty() ? json(nullptr) : json(a.rdma_device)}};
 }
 
-// A decimal integer query parameter in [lo, hi].
-Result<int64_t> QueryInt(std::string_view name, std::string_view text, int64_t lo, int64_t hi) {
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
-    return InvalidArgument(std::string(name) + " must be an integer, got '" + std::string(text) + "'");
-  }
-  if (v < lo || v > hi) {
-    return InvalidArgument(std::string(name) + " must be in [" + std::to_string(lo) + ", " +
-                           std::to_string(hi) + "], got " + std::to_string(v));
-  }
-  return v;
-}
-
 Result<TaskKey> TaskId(const Request& req) {
-  Result<int64_t> id = QueryInt("task id", req.Param("id"), 1, INT64_MAX);
+  Result<int64_t> id = ParseIntParam("task id", req.Param("id"), 1, INT64_MAX);
   if (!id.ok()) return id.status();
   return static_cast<TaskKey>(*id);
 }
@@ -199,15 +183,15 @@ Response ControlPlane::ListTasks(const Request& req) const {
     } else if (key == "group") {
       f.group = value;
     } else if (key == "priority") {
-      Result<int64_t> p = QueryInt("priority", value, INT32_MIN, INT32_MAX);
+      Result<int64_t> p = ParseIntParam("priority", value, INT32_MIN, INT32_MAX);
       if (!p.ok()) return StatusError(p.status());
       f.priority = static_cast<int32_t>(*p);
     } else if (key == "limit") {
-      Result<int64_t> l = QueryInt("limit", value, 1, 1000);
+      Result<int64_t> l = ParseIntParam("limit", value, 1, 1000);
       if (!l.ok()) return StatusError(l.status());
       f.limit = static_cast<int>(*l);
     } else if (key == "after") {
-      Result<int64_t> a = QueryInt("after", value, 0, INT64_MAX);
+      Result<int64_t> a = ParseIntParam("after", value, 0, INT64_MAX);
       if (!a.ok()) return StatusError(a.status());
       f.after = static_cast<TaskKey>(*a);
     } else {

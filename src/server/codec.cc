@@ -1,5 +1,7 @@
 #include "server/codec.h"
 
+#include <charconv>
+
 #include <cctype>
 #include <cmath>
 #include <cstdint>
@@ -273,6 +275,21 @@ int HttpStatusFor(StatusCode code) {
 
 json ErrorBody(const Status& s) {
   return {{"error", {{"code", StatusCodeToApiCode(s.code())}, {"message", s.message()}}}};
+}
+
+Response StatusError(const Status& s) { return JsonResponse(HttpStatusFor(s.code()), ErrorBody(s)); }
+
+Result<int64_t> ParseIntParam(std::string_view name, std::string_view text, int64_t lo, int64_t hi) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
+    return InvalidArgument(std::string(name) + " must be an integer, got '" + std::string(text) + "'");
+  }
+  if (v < lo || v > hi) {
+    return InvalidArgument(std::string(name) + " must be in [" + std::to_string(lo) + ", " +
+                           std::to_string(hi) + "], got " + std::to_string(v));
+  }
+  return v;
 }
 
 }  // namespace hf::server

@@ -34,6 +34,7 @@
 #include "core/status.h"
 #include "framework/framework.h"
 #include "framework/policy.h"
+#include "server/http_server.h"
 
 namespace hf::server {
 
@@ -138,6 +139,13 @@ int HttpStatusFor(StatusCode code);
 
 // {"error": {"code": StatusCodeToApiCode(s.code()), "message": s.message()}}.
 nlohmann::json ErrorBody(const Status& s);
+
+// The answer for a failed Status: HttpStatusFor(code) with ErrorBody.
+Response StatusError(const Status& s);
+
+// A decimal integer (a query parameter or path segment) in [lo, hi];
+// InvalidArgument naming `name` otherwise.
+Result<int64_t> ParseIntParam(std::string_view name, std::string_view text, int64_t lo, int64_t hi);
 
 }  // namespace hf::server
 

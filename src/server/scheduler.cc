@@ -427,14 +427,11 @@ void Scheduler::PolicyChanged() {
 ClusterSnapshot Scheduler::Snapshot() const {
   std::lock_guard lock(*mu_);
   ClusterSnapshot snap{cluster_, fw_->CurrentPolicy(), {}};
-  for (const auto& [np, key] : active_) snap.pending.push_back(tasks_.at(key));
-  std::vector<std::pair<int64_t, TaskKey>> rest;
-  for (TaskKey key : unschedulable_) rest.emplace_back(-int64_t{tasks_.at(key).priority}, key);
-  std::sort(rest.begin(), rest.end());
-  for (const auto& [np, key] : rest) snap.pending.push_back(tasks_.at(key));
-  std::stable_sort(snap.pending.begin(), snap.pending.end(), [](const Task& a, const Task& b) {
-    return a.priority != b.priority ? a.priority > b.priority : a.key < b.key;
-  });
+  // Every waiting task, active or unschedulable, in queue order.
+  std::vector<std::pair<int64_t, TaskKey>> order(active_.begin(), active_.end());
+  for (TaskKey key : unschedulable_) order.emplace_back(-int64_t{tasks_.at(key).priority}, key);
+  std::sort(order.begin(), order.end());
+  for (const auto& [np, key] : order) snap.pending.push_back(tasks_.at(key));
   return snap;
 }
 

@@ -27,8 +27,6 @@ namespace {
 
 using nlohmann::json;
 
-Response StatusError(const Status& s) { return JsonResponse(HttpStatusFor(s.code()), ErrorBody(s)); }
-
 // One plugin's stored form: its config keys plus enabled / weight / mode, as
 // Framework::CurrentPolicy writes it (and Framework::Create reads it).
 json StoredPluginSettings(const framework::Framework& fw, const std::string& name) {
