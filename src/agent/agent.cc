@@ -312,7 +312,10 @@ void Agent::ReaperLoop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (const ExitInfo& e : supervisor_.Reap()) {
-        if (e.stopped || unreported_.erase(e.id) > 0) {
+        // Both tests run: a stopped task must leave unreported_, or a later
+        // copy of it here would never be stopped.
+        const bool unreported = unreported_.erase(e.id) > 0;
+        if (e.stopped || unreported) {
           Log("task " + std::to_string(e.id) + " stopped");
           ended.emplace_back(e.id, json());
           continue;
@@ -350,6 +353,13 @@ void Agent::ReaperLoop() {
       for (auto& [id, body] : ended) {
         if (final_pending_.erase(id) > 0 && !body.is_null()) {
           outbox_.push_back(Report{id, std::move(body)});
+        }
+        // Assigned back here while it was stopping: start the new copy now
+        // that the old one is gone (its pid file is removed above).
+        if (auto it = relaunch_.find(id); body.is_null() && it != relaunch_.end()) {
+          const Assignment a = std::move(it->second);
+          relaunch_.erase(it);
+          if (!supervisor_.Has(id)) Launch(a);
         }
       }
     }
@@ -468,6 +478,8 @@ void Agent::FlushReports(const cli::HttpClient& client) {
 
 void Agent::Reconcile(const AssignmentList& list) {
   std::lock_guard<std::mutex> lock(mu_);
+  // Rebuilt from this list: a task no longer assigned is not started again.
+  relaunch_.clear();
   std::set<uint64_t> assigned;
   for (const Assignment& a : list.tasks) assigned.insert(a.id);
   for (const auto& [id, why] : list.bad) {
@@ -485,6 +497,13 @@ void Agent::Reconcile(const AssignmentList& list) {
     outbox_.push_back(Report{id, std::move(body)});
   }
   for (const Assignment& a : list.tasks) {
+    if (supervisor_.Has(a.id) && unreported_.count(a.id) != 0) {
+      // Being stopped (it was unassigned, or preempted) and assigned here
+      // again: the reaper starts a fresh copy once the old one has exited,
+      // so two never run at once and none is left unstarted.
+      relaunch_[a.id] = a;
+      continue;
+    }
     if (supervisor_.Has(a.id)) {
       // The server still has it scheduled: the "running" report was lost
       // or not yet sent. Report it (again), unless a report is queued.

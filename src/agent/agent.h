@@ -107,6 +107,9 @@ class Agent {
   std::deque<Report> outbox_;  // guarded by mu_
   // Tasks stopped by reconcile: their end is not reported. Guarded by mu_.
   std::set<uint64_t> unreported_;
+  // Tasks assigned here again while their old copy is still stopping; the
+  // reaper starts them when it exits. Guarded by mu_.
+  std::map<uint64_t, Assignment> relaunch_;
   // Tasks that ended here (or failed to start), with their final report, so
   // that a list still naming them re-sends the report instead of running
   // them twice. Guarded by mu_.

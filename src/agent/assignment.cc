@@ -16,8 +16,9 @@ using nlohmann::json;
 // The submission fields of a task (SPEC Appendix A); TaskFromJson refuses
 // anything else, and the assignment's task JSON carries more (id, state...).
 constexpr const char* kSubmissionFields[] = {
-    "name",          "group",      "priority",    "kind",    "requests",
-    "rdma_required", "depends_on", "preemptible", "command", "env"};
+    "name",        "group",   "priority",           "kind",
+    "requests",    "rdma_required", "depends_on",  "preemptible",
+    "requeue_on_node_loss", "command", "env"};
 
 int64_t IntOr(const json& j, const char* key, int64_t fallback) {
   auto it = j.find(key);

@@ -8,8 +8,8 @@
 //     heartbeat ({cpu_load, memory_used, gpus: [{index, utilization,
 //     memory_used_mib}]}), so that test and demo nodes can report any load;
 //   - discovered: CPUs from /proc/cpuinfo, memory from /proc/meminfo, GPUs
-//     from nvidia-smi when it is installed, RDMA devices from
-//     /sys/class/infiniband.
+//     from nvidia-smi when it is installed (their locality from
+//     `nvidia-smi topo -m`), RDMA devices from /sys/class/infiniband.
 // The parsers are pure functions over text so that they can be tested on
 // samples; Discover* and Measure* read the live system.
 //
@@ -48,8 +48,36 @@ Result<Inventory> LoadInventoryFile(const std::string& path);
 // The output of `nvidia-smi --query-gpu=index,uuid,name,memory.total
 // --format=csv,noheader,nounits`, one line per GPU:
 //   "0, GPU-8f3c..., NVIDIA H100 80GB HBM3, 81559". The model is the name
-// without a leading "NVIDIA ". Locality ids stay unknown (-1).
+// without a leading "NVIDIA ". Locality ids stay unknown (-1); see
+// ApplyNvidiaSmiTopology.
 Result<std::vector<GpuDevice>> ParseNvidiaSmiInventory(std::string_view csv);
+
+// Fills the locality ids of `gpus` from the text of `nvidia-smi topo -m`:
+//
+//           GPU0    GPU1    GPU2    GPU3    NIC0    CPU Affinity    NUMA Affinity   GPU NUMA ID
+//   GPU0     X      NV4     PXB     SYS     PIX     0-31            0               N/A
+//   ...     (one row per GPU, then one per NIC, then a "Legend:" block)
+//
+// Cells may be separated by tabs, spaces or both; ANSI styling (newer drivers
+// underline the header) is ignored. Only the GPU rows are read; NIC columns and
+// rows are skipped, and the affinity columns present vary by driver.
+//   - nvlink_domain: the connected components of GPUs joined by an NV# cell;
+//   - pcie_switch: the components of GPUs joined by PIX or PXB (under one PCIe
+//     switch or switch hierarchy, without crossing a host bridge);
+// both numbered densely from 0 in order of their lowest GPU index. A GPU that
+// shares no such link with another GPU is in no domain (-1), as the topology
+// plugin reads -1. Note that the matrix shows only the closest link, so on an
+// NVLink box the PCIe switches between GPUs are hidden and stay -1.
+//   - numa: the "NUMA Affinity" cell, kept as the host's NUMA node number (the
+//     number /sys and the RDMA NICs use), not renumbered; -1 when the column is
+//     absent (older drivers), "N/A", or a range of several nodes.
+// Each GpuDevice is matched by `index` to the row "GPU<index>".
+//
+// Errors: InvalidArgument naming the problem (no header, a GPU row whose cell
+// count differs from the header's, an unknown link cell, a GPU of `gpus` with
+// no row or a row with no GPU in `gpus`, a bad NUMA cell). On error `gpus` is
+// left unchanged; on success every locality id is overwritten.
+Status ApplyNvidiaSmiTopology(std::string_view topo_text, std::vector<GpuDevice>& gpus);
 // `nvidia-smi --query-gpu=index,utilization.gpu,memory.used
 // --format=csv,noheader,nounits`: "0, 95, 30000" (utilisation in percent;
 // "[N/A]" reads as 0).

@@ -114,6 +114,9 @@ struct Task {
   bool rdma_required = false;
   std::vector<std::string> depends_on;
   bool preemptible = true;
+  // When its node is lost (the agent stops sending heartbeats), the task is
+  // queued again; false fails it instead (e.g. a job that must not run twice).
+  bool requeue_on_node_loss = true;
   std::vector<std::string> command;
   std::map<std::string, std::string> env;
 };

@@ -107,7 +107,8 @@ Result<Task> TaskFromJson(const json& j, const std::string& prefix) {
   }
   HF_RETURN_IF_ERROR(CheckKeys(j, prefix,
                                {"name", "group", "priority", "kind", "requests", "rdma_required",
-                                "depends_on", "preemptible", "command", "env"}));
+                                "depends_on", "preemptible", "requeue_on_node_loss", "command",
+                                "env"}));
   Task t;
   if (!j.contains("name")) return InvalidArgument(Field(prefix, "name") + " is required");
   for (const auto& [key, v] : j.items()) {
@@ -139,6 +140,8 @@ Result<Task> TaskFromJson(const json& j, const std::string& prefix) {
       HF_RETURN_IF_ERROR(ReadStringList(v, f, true, t.depends_on));
     } else if (key == "preemptible") {
       HF_RETURN_IF_ERROR(ReadBool(v, f, t.preemptible));
+    } else if (key == "requeue_on_node_loss") {
+      HF_RETURN_IF_ERROR(ReadBool(v, f, t.requeue_on_node_loss));
     } else if (key == "command") {
       HF_RETURN_IF_ERROR(ReadStringList(v, f, false, t.command));
     } else if (key == "env") {
@@ -167,6 +170,7 @@ json TaskToJson(const Task& t) {
           {"rdma_required", t.rdma_required},
           {"depends_on", t.depends_on},
           {"preemptible", t.preemptible},
+          {"requeue_on_node_loss", t.requeue_on_node_loss},
           {"command", t.command},
           {"env", t.env}};
 }

@@ -16,7 +16,8 @@
 namespace hf {
 
 // A task submission: name required; group, priority, kind, requests,
-// rdma_required, depends_on, preemptible, command, env optional. `prefix`
+// rdma_required, depends_on, preemptible, requeue_on_node_loss, command, env
+// optional. `prefix`
 // names the task in messages ("" for a single one, "tasks[3]" in a batch).
 Result<Task> TaskFromJson(const nlohmann::json& j, const std::string& prefix = "");
 // Every field, defaults included, so TaskFromJson(TaskToJson(t)) gives `t`

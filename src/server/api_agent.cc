@@ -146,11 +146,19 @@ Response ControlPlane::AgentAssignments(const Request& req) {
     }
   }
   if (!IsValidName(node)) return StatusError(InvalidArgument("node must be a node name"));
-  auto r = scheduler_->WaitAssignments(node, version, std::chrono::seconds(wait_s));
-  if (!r.ok()) return StatusError(r.status());
-  json tasks = json::array();
-  for (const NodeAssignment& a : r->second) tasks.push_back(AssignmentJson(a, node));
-  return JsonResponse(200, json{{"version", r->first}, {"tasks", std::move(tasks)}});
+  // The answer waits in the scheduler's watch table, not on a handler thread.
+  Response res;
+  res.defer = [this, node, version, wait_s](Reply reply) {
+    scheduler_->WatchAssignments(
+        node, version, std::chrono::seconds(wait_s),
+        [node, reply = std::move(reply)](Result<Scheduler::AssignmentList> r) {
+          if (!r.ok()) return reply(StatusError(r.status()));
+          json tasks = json::array();
+          for (const NodeAssignment& a : r->second) tasks.push_back(AssignmentJson(a, node));
+          reply(JsonResponse(200, json{{"version", r->first}, {"tasks", std::move(tasks)}}));
+        });
+  };
+  return res;
 }
 
 Response ControlPlane::AgentStatus(const Request& req) {

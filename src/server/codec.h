@@ -61,7 +61,8 @@ using json_fields::kMaxNameLength;
 //    "requests": {"cpu_milli", "memory_mib", "gpu", "gpu_milli" (default 1000),
 //                 "gpu_memory_mib", "gpu_models": [string]},
 //    "rdma_required", "depends_on": [name], "preemptible" (default true),
-//    "command": [string], "env": {string: string}}
+//    "requeue_on_node_loss" (default true), "command": [string],
+//    "env": {string: string}}
 // Only `name` is required. priority is an int32 (may be negative); gpu and
 // gpu_milli are int32, the other quantities int64. Ends with
 // Requests::Validate() (gpu_milli in 1..1000 when gpu > 0). The returned

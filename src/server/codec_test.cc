@@ -154,6 +154,8 @@ std::vector<BadRow> BadRows() {
        "rdma_required must be a boolean, got string"},
       {"preemptible number", Parser::kTask, t + R"("preemptible":1})",
        "preemptible must be a boolean, got number"},
+      {"requeue_on_node_loss string", Parser::kTask, t + R"("requeue_on_node_loss":"no"})",
+       "requeue_on_node_loss must be a boolean, got string"},
       {"depends_on string", Parser::kTask, t + R"("depends_on":"db"})",
        "depends_on must be an array of strings"},
       {"depends_on bad name", Parser::kTask, t + R"("depends_on":["ok","Bad Name"]})",
@@ -301,7 +303,7 @@ constexpr char kAppendixTask[] =
  "requests": {"cpu_milli": 8000, "memory_mib": 65536, "gpu": 4, "gpu_milli": 1000,
               "gpu_memory_mib": 0, "gpu_models": ["A100-80G", "H100"]},
  "rdma_required": true, "depends_on": ["feature-store"], "preemptible": true,
- "command": ["python3", "train.py"], "env": {"EPOCHS": "3"}})";
+ "requeue_on_node_loss": false, "command": ["python3", "train.py"], "env": {"EPOCHS": "3"}})";
 
 TEST(CodecTaskTest, AppendixExampleParses) {
   Result<json> doc = ParseJsonBody(kAppendixTask);
@@ -321,6 +323,7 @@ TEST(CodecTaskTest, AppendixExampleParses) {
   EXPECT_TRUE(t->rdma_required);
   EXPECT_EQ(t->depends_on, std::vector<std::string>{"feature-store"});
   EXPECT_TRUE(t->preemptible);
+  EXPECT_FALSE(t->requeue_on_node_loss);
   EXPECT_EQ(t->command, (std::vector<std::string>{"python3", "train.py"}));
   EXPECT_EQ(t->env, (std::map<std::string, std::string>{{"EPOCHS", "3"}}));
   // The example names every field, so writing it back gives the same document.
@@ -353,6 +356,7 @@ TEST(CodecTaskTest, DefaultsApplyWhenFieldsAreAbsent) {
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->requests.gpu_milli, 1000);
   EXPECT_TRUE(t->preemptible);
+  EXPECT_TRUE(t->requeue_on_node_loss);
   EXPECT_EQ(t->kind, TaskKind::kBatch);
   EXPECT_EQ(t->priority, 0);
 }

@@ -250,7 +250,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Posted by Stop(). Runs between handler invocations, never during one.
   void Shutdown() {
     stopping_ = true;
-    if (phase_ == Phase::kReading || phase_ == Phase::kIdle || phase_ == Phase::kStreaming) {
+    if (phase_ == Phase::kReading || phase_ == Phase::kIdle || phase_ == Phase::kStreaming ||
+        phase_ == Phase::kDeferred) {
       CloseSocket();
     }
   }
@@ -267,7 +268,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
  private:
-  enum class Phase { kIdle, kReading, kHandling, kWriting, kStreaming, kClosed };
+  enum class Phase { kIdle, kReading, kHandling, kDeferred, kWriting, kStreaming, kClosed };
 
   const HttpServerOptions& opts() const { return server_->options; }
 
@@ -388,7 +389,37 @@ class Connection : public std::enable_shared_from_this<Connection> {
       res = JsonError(500, "internal", "internal error while handling the request");
     }
     if (res.stream) return StartStream(std::move(res));
+    if (res.defer) return StartDeferred(std::move(res.defer), keep_alive, version);
     Write(std::move(res), keep_alive && !ShouldStop(), version);
+  }
+
+  // The connection keeps itself alive (hold_) until the answer is written or
+  // the deferred timeout closes it; the Reply only holds a weak pointer, so a
+  // Reply kept past the connection's end is harmless.
+  void StartDeferred(std::function<void(Reply)> defer, bool keep_alive, int version) {
+    phase_ = Phase::kDeferred;
+    hold_ = shared_from_this();
+    Arm(opts().deferred_timeout);
+    auto answered = std::make_shared<std::atomic<bool>>(false);
+    Reply reply = [weak = weak_from_this(), answered, keep_alive, version](Response res) {
+      if (answered->exchange(true)) return;
+      auto self = weak.lock();
+      if (!self) return;
+      asio::post(self->socket_.get_executor(),
+                 [self, res = std::move(res), keep_alive, version]() mutable {
+                   if (self->phase_ != Phase::kDeferred) return;
+                   self->hold_.reset();
+                   self->Write(std::move(res), keep_alive && !self->ShouldStop(), version);
+                 });
+    };
+    try {
+      defer(reply);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "http: deferred handler threw: %s\n", e.what());
+      reply(JsonError(500, "internal", "internal error while handling the request"));
+    } catch (...) {
+      reply(JsonError(500, "internal", "internal error while handling the request"));
+    }
   }
 
   void WriteError(int status, std::string code, std::string message) {
@@ -431,6 +462,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     timer_.async_wait([self = shared_from_this(), gen = ++timer_generation_](beast::error_code ec) {
       if (ec || gen != self->timer_generation_) return;
       self->timed_out_ = true;
+      if (self->phase_ == Phase::kDeferred) return self->CloseSocket();
       beast::error_code ignored;
       self->socket_.cancel(ignored);
     });
@@ -445,6 +477,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (phase_ == Phase::kClosed) return;
     phase_ = Phase::kClosed;
     Disarm();
+    hold_.reset();
     beast::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
@@ -465,6 +498,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Phase phase_ = Phase::kReading;
   bool stopping_ = false;
   std::shared_ptr<SseStreamImpl> sse_;
+  std::shared_ptr<Connection> hold_;  // set while a deferred answer is awaited
   std::string sse_writing_;  // the event being written now
   bool sse_write_pending_ = false;
   char discard_[512];

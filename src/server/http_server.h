@@ -63,6 +63,12 @@ struct Request {
 };
 
 class SseStream;
+struct Response;
+
+// Completes a deferred response (see Response::defer). May be called from any
+// thread; the first call wins, and calls after the connection closed do
+// nothing.
+using Reply = std::function<void(Response)>;
 
 // What a handler answers. Either a plain body, or (when `stream` is set) a
 // server-sent-event stream: the server writes the status line and headers with
@@ -77,6 +83,14 @@ struct Response {
   // block for long: keep the stream (e.g. in a subscriber list) and send from
   // elsewhere, or start a thread of your own.
   std::function<void(std::shared_ptr<SseStream>)> stream;
+  // When set (and `stream` is not), the answer comes later: the server calls
+  // `defer` once, on a server thread, with a Reply, and sends the Response
+  // the Reply is given. The handler thread is free meanwhile, which is what
+  // long polls want. Whoever holds the Reply should call it within
+  // HttpServerOptions::deferred_timeout; after that the connection is closed
+  // without an answer. Until then the connection reads nothing more (a
+  // client that vanishes is noticed when the answer is written).
+  std::function<void(Reply)> defer;
 
   // Replaces any header of the same name (case-insensitive).
   void SetHeader(std::string name, std::string value);
@@ -137,6 +151,8 @@ struct HttpServerOptions {
   int max_connections = 1024;
   // Events waiting to be written to one stream before it is cut off.
   size_t max_stream_backlog_bytes = 1 << 20;
+  // Longest wait for a deferred response (Response::defer).
+  std::chrono::milliseconds deferred_timeout = std::chrono::minutes(5);
   // How long Stop() waits for in-flight requests before cutting them off.
   std::chrono::milliseconds shutdown_grace = std::chrono::seconds(5);
 };

@@ -523,6 +523,124 @@ TEST_F(HttpServerTest, StopClosesEventStreams) {
   EXPECT_FALSE(stream->Send("x", "y"));
 }
 
+// Deferred answers: the handler thread is free while the answer waits, so
+// more waiting requests than worker threads do not block other requests.
+TEST_F(HttpServerTest, DeferredAnswersDoNotHoldWorkerThreads) {
+  options_.worker_threads = 2;
+  std::mutex mu;
+  std::vector<Reply> waiting;
+  ASSERT_TRUE(router_
+                  .Add("GET", "/wait/{n}",
+                       [&](const Request& req) {
+                         Response r;
+                         r.defer = [&, n = std::string(req.Param("n"))](Reply reply) {
+                           std::lock_guard lock(mu);
+                           // Answered later, from another thread, in reverse order.
+                           waiting.push_back([reply, n](Response) {
+                             reply(JsonResponse(200, {{"n", n}}));
+                           });
+                         };
+                         return r;
+                       })
+                  .ok());
+  StartServer();
+  constexpr int kWaiters = 20;  // ten times the worker threads
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < kWaiters; ++i) {
+    clients.push_back(std::make_unique<Client>(port_));
+    clients.back()->Send(Get("/wait/" + std::to_string(i)));
+  }
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    {
+      std::lock_guard lock(mu);
+      if (waiting.size() == kWaiters) break;
+    }
+    std::this_thread::sleep_for(2ms);
+  }
+  {
+    std::lock_guard lock(mu);
+    ASSERT_EQ(waiting.size(), static_cast<size_t>(kWaiters));
+  }
+  // Other requests are served while all twenty wait.
+  RawResponse ok = Exchange(Get("/ok"));
+  EXPECT_EQ(ok.status, 200);
+  std::thread answerer([&] {
+    std::lock_guard lock(mu);
+    for (auto it = waiting.rbegin(); it != waiting.rend(); ++it) (*it)(Response{});
+    // A second call is ignored.
+    waiting.front()(Response{});
+  });
+  answerer.join();
+  for (int i = 0; i < kWaiters; ++i) {
+    RawResponse r = clients[i]->ReadResponse(2s);
+    ASSERT_EQ(r.status, 200) << i;
+    EXPECT_EQ(r.Json()["n"], std::to_string(i));
+    // The connection stays usable for the next request.
+    clients[i]->Send(Get("/ok"));
+    RawResponse again = clients[i]->ReadResponse(2s);
+    EXPECT_EQ(again.status, 200) << i;
+    EXPECT_TRUE(clients[i]->buffered().empty()) << "one answer per request";
+  }
+}
+
+TEST_F(HttpServerTest, DeferredAnswerNeverGivenTimesOutAndStopEndsWaiters) {
+  options_.deferred_timeout = 200ms;
+  std::vector<Reply> kept;
+  std::mutex mu;
+  ASSERT_TRUE(router_
+                  .Add("GET", "/never",
+                       [&](const Request&) {
+                         Response r;
+                         r.defer = [&](Reply reply) {
+                           std::lock_guard lock(mu);
+                           kept.push_back(std::move(reply));
+                         };
+                         return r;
+                       })
+                  .ok());
+  ASSERT_TRUE(router_
+                  .Add("GET", "/dropped",
+                       [](const Request&) {
+                         Response r;
+                         r.defer = [](Reply) {};  // the Reply is dropped at once
+                         return r;
+                       })
+                  .ok());
+  StartServer();
+  Client timed(port_);
+  timed.Send(Get("/never"));
+  EXPECT_TRUE(timed.ClosedWithin(2s)) << "closed after the deferred timeout";
+  Client dropped(port_);
+  dropped.Send(Get("/dropped"));
+  EXPECT_TRUE(dropped.ClosedWithin(2s));
+  // A Reply called after its connection closed does nothing.
+  {
+    std::lock_guard lock(mu);
+    ASSERT_EQ(kept.size(), 1u);
+    kept[0](JsonResponse(200, {{"late", true}}));
+  }
+  ExpectStillServing();
+  options_.deferred_timeout = 60s;
+  server_.reset();
+  StartServer();
+  Client waiter(port_);
+  waiter.Send(Get("/never"));
+  for (int i = 0; i < 500; ++i) {
+    {
+      std::lock_guard lock(mu);
+      if (kept.size() == 2) break;
+    }
+    std::this_thread::sleep_for(2ms);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  server_->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s) << "Stop does not wait for waiters";
+  EXPECT_TRUE(waiter.ClosedWithin(1s));
+  std::lock_guard lock(mu);
+  kept.back()(JsonResponse(200, {}));  // after Stop: ignored, no crash
+}
+
 TEST_F(HttpServerTest, StartFailsOnBadAddressAndBusyPort) {
   StartServer();
   HttpServerOptions o = options_;

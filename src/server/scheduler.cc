@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <future>
 #include <utility>
 
 #include "core/model_json.h"
@@ -136,6 +137,7 @@ void Scheduler::RetryAllLocked() {
 void Scheduler::Start() {
   last_retry_ = Clock::now();
   thread_ = std::thread([this] { Loop(); });
+  watch_thread_ = std::thread([this] { WatchLoop(); });
 }
 
 void Scheduler::Stop() {
@@ -144,8 +146,9 @@ void Scheduler::Stop() {
     stop_ = true;
   }
   cv_.notify_all();
-  assign_cv_.notify_all();
+  watch_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (watch_thread_.joinable()) watch_thread_.join();
 }
 
 void Scheduler::Loop() {
@@ -463,7 +466,10 @@ bool Scheduler::WaitIdle(std::chrono::milliseconds timeout) const {
 
 void Scheduler::BumpNodeLocked(const std::string& node) {
   node_version_[node] = ++assign_version_;
-  assign_cv_.notify_all();
+  if (!watches_.empty()) {
+    watches_dirty_ = true;
+    watch_cv_.notify_one();
+  }
 }
 
 Status Scheduler::Heartbeat(const std::string& node, const std::optional<NodeUsage>& usage) {
@@ -493,14 +499,7 @@ Status Scheduler::Heartbeat(const std::string& node, const std::optional<NodeUsa
   return Status::Ok();
 }
 
-Result<std::pair<uint64_t, std::vector<NodeAssignment>>> Scheduler::WaitAssignments(
-    const std::string& node, uint64_t since, std::chrono::milliseconds wait) {
-  std::unique_lock lock(*mu_);
-  if (cluster_.FindNode(node) == kNoNode) return NotFound("node " + node + " is not registered");
-  assign_cv_.wait_for(lock, wait, [&] {
-    auto it = node_version_.find(node);
-    return stop_ || (it != node_version_.end() && it->second != since);
-  });
+Result<Scheduler::AssignmentList> Scheduler::AssignmentsLocked(const std::string& node) const {
   const NodeId n = cluster_.FindNode(node);
   if (n == kNoNode) return NotFound("node " + node + " is not registered");
   std::vector<NodeAssignment> out;
@@ -510,7 +509,75 @@ Result<std::pair<uint64_t, std::vector<NodeAssignment>>> Scheduler::WaitAssignme
   }
   std::sort(out.begin(), out.end(),
             [](const NodeAssignment& a, const NodeAssignment& b) { return a.task.key < b.task.key; });
-  return std::make_pair(node_version_[node], std::move(out));
+  auto it = node_version_.find(node);
+  return AssignmentList(it == node_version_.end() ? 0 : it->second, std::move(out));
+}
+
+void Scheduler::WatchAssignments(const std::string& node, uint64_t since,
+                                 std::chrono::milliseconds wait, AssignmentWatch done) {
+  Result<AssignmentList> now = NotFound("");
+  {
+    std::lock_guard lock(*mu_);
+    auto it = node_version_.find(node);
+    const uint64_t version = it == node_version_.end() ? 0 : it->second;
+    const bool answer_now = stop_ || version != since || cluster_.FindNode(node) == kNoNode;
+    if (!answer_now) {
+      watches_.push_back({node, since, Clock::now() + wait, std::move(done)});
+      watches_dirty_ = true;
+      watch_cv_.notify_one();
+      return;
+    }
+    now = AssignmentsLocked(node);
+  }
+  done(std::move(now));
+}
+
+Result<Scheduler::AssignmentList> Scheduler::WaitAssignments(const std::string& node,
+                                                             uint64_t since,
+                                                             std::chrono::milliseconds wait) {
+  auto promise = std::make_shared<std::promise<Result<AssignmentList>>>();
+  std::future<Result<AssignmentList>> answer = promise->get_future();
+  WatchAssignments(node, since, wait,
+                   [promise](Result<AssignmentList> r) { promise->set_value(std::move(r)); });
+  return answer.get();
+}
+
+size_t Scheduler::watch_count() const {
+  std::lock_guard lock(*mu_);
+  return watches_.size();
+}
+
+void Scheduler::WatchLoop() {
+  std::unique_lock lock(*mu_);
+  while (true) {
+    const auto now = Clock::now();
+    std::vector<std::pair<AssignmentWatch, Result<AssignmentList>>> due;
+    auto next = now + std::chrono::hours(1);
+    // Swap-and-pop keeps the scan linear; watches have no order to keep.
+    for (size_t i = 0; i < watches_.size();) {
+      Watch& w = watches_[i];
+      auto it = node_version_.find(w.node);
+      const uint64_t version = it == node_version_.end() ? 0 : it->second;
+      if (stop_ || version != w.since || w.deadline <= now) {
+        due.emplace_back(std::move(w.done), AssignmentsLocked(w.node));
+        if (i + 1 != watches_.size()) w = std::move(watches_.back());
+        watches_.pop_back();
+      } else {
+        next = std::min(next, w.deadline);
+        ++i;
+      }
+    }
+    watches_dirty_ = false;
+    if (!due.empty()) {
+      lock.unlock();
+      for (auto& [done, list] : due) done(std::move(list));
+      due.clear();
+      lock.lock();
+      continue;  // watches may have changed meanwhile
+    }
+    if (stop_) return;
+    watch_cv_.wait_until(lock, next, [this] { return stop_ || watches_dirty_; });
+  }
 }
 
 Result<store::TaskRecord> Scheduler::ReportTask(const std::string& node, TaskKey id,
@@ -570,12 +637,18 @@ void Scheduler::CheckHeartbeatsLocked() {
     if (n == kNoNode || cluster_.condition(n) == NodeCondition::kNotReady) continue;
     const std::vector<TaskKey> lost = cluster_.TasksOn(n);
     const std::string why = "node " + node + " stopped sending heartbeats";
+    const std::string not_requeued = why + "; not queued again (requeue_on_node_loss is false)";
     Status s = store_->Write([&](store::Tx& tx) -> Status {
       HF_RETURN_IF_ERROR(tx.SetNodeCondition(node, NodeCondition::kNotReady));
       for (TaskKey key : lost) {
         HF_RETURN_IF_ERROR(tx.DeleteAllocation(key));
-        HF_RETURN_IF_ERROR(tx.UpdateTaskState(key, TaskState::kPending, why));
-        HF_RETURN_IF_ERROR(tx.AppendTaskEvent(key, "lost", why + "; queued again"));
+        if (tasks_.at(key).requeue_on_node_loss) {
+          HF_RETURN_IF_ERROR(tx.UpdateTaskState(key, TaskState::kPending, why));
+          HF_RETURN_IF_ERROR(tx.AppendTaskEvent(key, "lost", why + "; queued again"));
+        } else {
+          HF_RETURN_IF_ERROR(tx.UpdateTaskState(key, TaskState::kFailed, ""));
+          HF_RETURN_IF_ERROR(tx.AppendTaskEvent(key, "lost", not_requeued));
+        }
       }
       return Status::Ok();
     });
@@ -587,8 +660,14 @@ void Scheduler::CheckHeartbeatsLocked() {
     cluster_.SetCondition(n, NodeCondition::kNotReady);
     for (TaskKey key : lost) {
       HF_CHECK(cluster_.Release(key).ok());
-      EnqueueLocked(tasks_.at(key), why);
-      Publish("task", {{"action", "lost"}, {"id", key}, {"node", node}});
+      const bool requeue = tasks_.at(key).requeue_on_node_loss;
+      Publish("task", {{"action", "lost"}, {"id", key}, {"node", node}, {"requeued", requeue}});
+      if (requeue) {
+        EnqueueLocked(tasks_.at(key), why);
+      } else {
+        tasks_.erase(key);
+        Publish("task", {{"action", "failed"}, {"id", key}, {"node", node}, {"detail", not_requeued}});
+      }
     }
     BumpNodeLocked(node);
     Publish("node", {{"action", "condition"}, {"name", node}, {"condition", "NotReady"}});

@@ -137,11 +137,23 @@ class Scheduler {
   // a registration has none); NotFound for an unknown node. A node that was
   // NotReady becomes Ready again.
   Status Heartbeat(const std::string& node, const std::optional<NodeUsage>& usage);
-  // Blocks until the node's task list changed since `since` or `wait`
-  // passed; returns the list's version and the tasks. NotFound for an
-  // unknown node.
-  Result<std::pair<uint64_t, std::vector<NodeAssignment>>> WaitAssignments(
-      const std::string& node, uint64_t since, std::chrono::milliseconds wait);
+  // A node's task list and its version.
+  using AssignmentList = std::pair<uint64_t, std::vector<NodeAssignment>>;
+  using AssignmentWatch = std::function<void(Result<AssignmentList>)>;
+  // Calls `done` exactly once with the node's task list: as soon as the
+  // list's version differs from `since` (at once when it already does), after
+  // `wait` with the list unchanged, or when the scheduler stops; NotFound for
+  // an unknown node. Nothing blocks: a waiting watch is an entry in a table,
+  // not a thread, so thousands of agents can wait at once. `done` runs on the
+  // caller's thread when answered at once, else on the watch thread, never
+  // with the mutex held.
+  void WatchAssignments(const std::string& node, uint64_t since, std::chrono::milliseconds wait,
+                        AssignmentWatch done);
+  // WatchAssignments, blocking the caller until answered.
+  Result<AssignmentList> WaitAssignments(const std::string& node, uint64_t since,
+                                         std::chrono::milliseconds wait);
+  // Watches waiting now (for tests and metrics).
+  size_t watch_count() const;
   // A task's process started (kRunning) or ended (kSucceeded / kFailed).
   // Conflict when the task is not placed on `node` (a stale copy).
   Result<store::TaskRecord> ReportTask(const std::string& node, TaskKey id, const TaskExit& exit);
@@ -170,7 +182,17 @@ class Scheduler {
     bool unschedulable = false;
   };
 
+  struct Watch {
+    std::string node;
+    uint64_t since = 0;
+    std::chrono::steady_clock::time_point deadline;
+    AssignmentWatch done;
+  };
+
   void Loop();
+  // Answers watches whose node's list changed or whose wait ran out.
+  void WatchLoop();
+  Result<AssignmentList> AssignmentsLocked(const std::string& node) const;
   void CycleLocked();
   // Rebuilds cluster_, tasks_ and the queue from the store.
   Status RebuildLocked();
@@ -209,7 +231,10 @@ class Scheduler {
   std::unordered_map<std::string, uint64_t> node_version_;
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> last_heartbeat_;
   std::chrono::milliseconds heartbeat_grace_ = std::chrono::seconds(40);
-  mutable std::condition_variable assign_cv_;  // wakes WaitAssignments
+  std::vector<Watch> watches_;
+  bool watches_dirty_ = false;  // a list changed or a watch arrived since WatchLoop looked
+  std::condition_variable watch_cv_;  // wakes WatchLoop
+  std::thread watch_thread_;
 
   mutable std::condition_variable cv_;       // wakes the loop
   mutable std::condition_variable idle_cv_;  // wakes WaitIdle

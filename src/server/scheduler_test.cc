@@ -391,6 +391,79 @@ TEST_F(SchedulerTest, CancellingAPlacedTaskLetsAWaitingOneIn) {
   EXPECT_EQ(MemoryGpuMilli().at("n1"), 1000);
 }
 
+// Agents' long polls: many watches wait without a thread each, a change to a
+// node's list answers that node's watches only, and the rest time out.
+TEST_F(SchedulerTest, AssignmentWatchesAnswerOnChangeTimeoutAndStop) {
+  Open();
+  ASSERT_TRUE(sched_->PutNode(GpuNode("n1", 1), "admin").ok());
+  ASSERT_TRUE(sched_->PutNode(GpuNode("n2", 0), "admin").ok());  // the GPU task goes to n1
+  sched_->Start();
+  auto now = sched_->WaitAssignments("n1", 12345, kWait);  // a stale version answers at once
+  ASSERT_TRUE(now.ok()) << now.status().ToString();
+  const uint64_t v1 = now->first;
+  EXPECT_TRUE(now->second.empty());
+  EXPECT_EQ(sched_->WaitAssignments("ghost", 0, kWait).status().code(), StatusCode::kNotFound);
+
+  std::mutex mu;
+  std::map<std::string, std::vector<Scheduler::AssignmentList>> answers;
+  auto record = [&](const std::string& node) {
+    return [&, node](Result<Scheduler::AssignmentList> r) {
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      std::lock_guard lock(mu);
+      answers[node].push_back(*r);
+    };
+  };
+  const uint64_t v2 = sched_->WaitAssignments("n2", 12345, kWait)->first;
+  constexpr int kWatches = 200;  // far more than any thread pool
+  for (int i = 0; i < kWatches; ++i) sched_->WatchAssignments("n1", v1, kWait, record("n1"));
+  sched_->WatchAssignments("n2", v2, milliseconds(300), record("n2"));
+  EXPECT_EQ(sched_->watch_count(), static_cast<size_t>(kWatches + 1));
+
+  const TaskKey t = SubmitOne(GpuTask("t", 1));
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  auto count = [&](const std::string& node) {
+    std::lock_guard lock(mu);
+    return answers[node].size();
+  };
+  while ((count("n1") < kWatches || count("n2") < 1) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  std::lock_guard lock(mu);
+  ASSERT_EQ(answers["n1"].size(), static_cast<size_t>(kWatches));
+  for (const auto& list : answers["n1"]) {
+    EXPECT_NE(list.first, v1);
+    ASSERT_EQ(list.second.size(), 1u);
+    EXPECT_EQ(list.second[0].task.key, t);
+  }
+  // n2's list did not change: its watch ran out with the same version.
+  ASSERT_EQ(answers["n2"].size(), 1u);
+  EXPECT_EQ(answers["n2"][0].first, v2);
+  EXPECT_TRUE(answers["n2"][0].second.empty());
+  EXPECT_EQ(sched_->watch_count(), 0u);
+}
+
+TEST_F(SchedulerTest, StoppingTheSchedulerAnswersEveryWatch) {
+  Open();
+  ASSERT_TRUE(sched_->PutNode(GpuNode("n1", 1), "admin").ok());
+  sched_->Start();
+  const uint64_t v = sched_->WaitAssignments("n1", 12345, kWait)->first;
+  std::atomic<int> answered{0};
+  for (int i = 0; i < 50; ++i) {
+    sched_->WatchAssignments("n1", v, std::chrono::minutes(10),
+                             [&](Result<Scheduler::AssignmentList> r) {
+                               if (r.ok()) ++answered;
+                             });
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  sched_->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  EXPECT_EQ(answered.load(), 50);
+  // After the stop a watch is answered at once.
+  sched_->WatchAssignments("n1", v, std::chrono::minutes(10),
+                           [&](Result<Scheduler::AssignmentList>) { ++answered; });
+  EXPECT_EQ(answered.load(), 51);
+}
+
 TEST_F(SchedulerTest, PreemptionEvictsAScheduledLowerPriorityTask) {
   Open(PreemptMode("scheduled"));
   ASSERT_TRUE(sched_->PutNode(GpuNode("n1", 2), "admin").ok());

@@ -1,9 +1,11 @@
 #include "server/server.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <condition_variable>
 #include <cmath>
 #include <cstdio>
@@ -67,6 +69,19 @@ framework::PluginPatch PatchFromSettings(const framework::PluginSettings& s) {
   if (!s.mode.empty()) p.mode = s.mode;
   p.config = s.config;
   return p;
+}
+
+// Each connection is a descriptor; the usual soft limit (1024) is below
+// what a cluster of agents holds open. Raised up to the hard limit, never
+// lowered; a failure only means fewer connections.
+void RaiseOpenFileLimit(rlim_t wanted) {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= wanted) return;
+  lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? wanted : std::min(wanted, lim.rlim_max);
+  if (setrlimit(RLIMIT_NOFILE, &lim) != 0) {
+    std::fprintf(stderr, "server: cannot raise the open-file limit to %llu\n",
+                 static_cast<unsigned long long>(wanted));
+  }
 }
 
 }  // namespace
@@ -596,14 +611,27 @@ Status ControlPlane::Start() {
   // Handlers block on the store's fsync; enough threads that reads and
   // health checks are not stuck behind a burst of writes.
   o.worker_threads = 16;
+  o.max_connections = options_.max_connections;
+  RaiseOpenFileLimit(static_cast<rlim_t>(options_.max_connections) + 256);
   http_ = std::make_unique<HttpServer>(o, [this](const Request& req) {
     const auto t0 = std::chrono::steady_clock::now();
     Response r = router_.Dispatch(req);
     // Methods outside the API's set are counted together, so a hostile
     // client cannot grow the label set without bound.
     static const std::set<std::string, std::less<>> kMethods = {"GET", "PUT", "POST", "DELETE"};
-    m_.http_requests->With({kMethods.count(req.method) ? req.method : std::string("other"),
-                            std::to_string(r.status)}).Inc();
+    std::string method = kMethods.count(req.method) ? req.method : std::string("other");
+    if (r.defer) {
+      // A long poll is counted when it is answered; its wait is not a
+      // request duration, so it stays out of the histogram.
+      r.defer = [this, method, inner = std::move(r.defer)](Reply reply) {
+        inner([this, method, reply](Response res) {
+          m_.http_requests->With({method, std::to_string(res.status)}).Inc();
+          reply(std::move(res));
+        });
+      };
+      return r;
+    }
+    m_.http_requests->With({method, std::to_string(r.status)}).Inc();
     m_.http_duration->With().Observe(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return r;
@@ -647,6 +675,10 @@ int RunServerCommand(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--data-dir", options.data_dir, "where the database and admin.token live")
       ->capture_default_str();
+  app.add_option("--max-connections", options.max_connections,
+                 "open connections accepted; more are answered 503")
+      ->capture_default_str()
+      ->check(CLI::Range(16, 1000000));
   app.add_option("--node-grace-period", options.node_grace_period_s,
                  "seconds without an agent heartbeat before a node is NotReady")
       ->capture_default_str()

@@ -47,6 +47,10 @@ struct ServerOptions {
   std::string data_dir = "./data";
   // A node whose agent sent no heartbeat for this long becomes NotReady.
   double node_grace_period_s = 40;
+  // Open connections the server accepts (each agent holds two: a long poll
+  // and one for heartbeats and reports). The process's open-file limit is
+  // raised to fit, up to its hard limit.
+  int max_connections = 4096;
 };
 
 // The API's state: store, framework (guarded by a mutex, as the framework is

@@ -792,7 +792,7 @@ TEST(StoreSpecJsonTest, UsesAppendixAFieldNames) {
     "kind": "batch", "requests": {"cpu_milli": 8000, "memory_mib": 65536, "gpu": 4,
     "gpu_milli": 1000, "gpu_memory_mib": 0, "gpu_models": ["A100-80G", "H100"]},
     "rdma_required": true, "depends_on": ["feature-store"], "preemptible": true,
-    "command": ["python3", "train.py"], "env": {"EPOCHS": "3"}})");
+    "requeue_on_node_loss": false, "command": ["python3", "train.py"], "env": {"EPOCHS": "3"}})");
   Result<Task> t = TaskFromJson(submitted);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->requests.gpu, 4);

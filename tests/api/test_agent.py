@@ -235,6 +235,47 @@ def main(binary, tmp):
         if got["state"] != "cancelled":
             fail("the cancelled adopted task is now %s: %r" % (got["state"], got))
 
+    def reassigned_while_stopping():
+        # A preempted task whose process takes a while to exit is placed back
+        # on the same node before it has: the agent starts the new copy once
+        # the old one is gone (never two at once, never none), and a cancel
+        # afterwards still stops it.
+        expect(srv.call("PUT", API + "/plugins/preempt",
+                        {"enabled": True, "mode": "running",
+                         "config": {"min_runtime_seconds": 0}}), 200)
+        slow = ["sh", "-c", "trap 'sleep 1.5; exit 0' TERM; echo $$ >> pids; "
+                "while true; do sleep 0.1; done"]
+        v = submit("slow-stopper", slow, {"cpu_milli": 500, "gpu": 2}, rdma=False)
+        vid = v["id"]
+        wait_until(lambda: get_task(vid)["state"] == "running", 20, "victim running")
+        pids_file = os.path.join(agent.task_dir(vid), "pids")
+
+        def pids():
+            try:
+                with open(pids_file) as f:
+                    return [int(x) for x in f.read().split()]
+            except (OSError, ValueError):
+                return []
+        first = wait_until(lambda: pids(), 10, "the victim's pid")[0]
+        hi = expect(srv.call("POST", API + "/tasks", {
+            "name": "preemptor", "priority": 100, "requests": {"cpu_milli": 500, "gpu": 2},
+            "command": ["sleep", "60"]}), 201)
+        wait_until(lambda: get_task(hi["id"])["state"] == "running", 10, "preemptor running")
+        if not pid_alive(first):
+            fail("the victim's old copy exited before its 1.5 s SIGTERM handler finished")
+        expect(srv.call("POST", API + "/tasks/%d/cancel" % hi["id"]), 200)
+        # Back on the node at once; the old copy is still in its handler.
+        wait_until(lambda: get_task(vid)["state"] in ("scheduled", "running"), 5, "victim placed")
+        wait_until(lambda: len(pids()) == 2 and pid_alive(pids()[1]), 10,
+                   "a new copy of the victim after the old one exited")
+        if pid_alive(first):
+            fail("the new copy started while the old one %d still ran" % first)
+        wait_until(lambda: get_task(vid)["state"] == "running", 10, "victim running again")
+        second = pids()[1]
+        expect(srv.call("POST", API + "/tasks/%d/cancel" % vid), 200)
+        wait_until(lambda: not pid_alive(second), 10, "the new copy stopped by the cancel")
+        expect(srv.call("PUT", API + "/plugins/preempt", {"enabled": False}), 200)
+
     def sigterm_exits_zero():
         agent.proc.send_signal(signal.SIGTERM)
         try:
@@ -259,6 +300,8 @@ def main(binary, tmp):
     c.run("cancelling a running task kills its process", cancel_kills_process)
     c.run("a restarted agent adopts a running task instead of starting it again",
           restart_adopts_running_task)
+    c.run("a task placed back on its node while still stopping starts again, once",
+          reassigned_while_stopping)
     c.run("SIGTERM stops the agent with exit 0", sigterm_exits_zero)
     if c.failed:
         print("agent stderr:\n" + agent.text())

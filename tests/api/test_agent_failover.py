@@ -4,7 +4,8 @@ running a task is killed with SIGKILL (its task process lives on, as a
 machine that lost its agent would keep it); after the server's grace period
 its node is NotReady, the task is lost and runs again on the other node;
 when the killed agent comes back it stops the old copy, so exactly one copy
-runs. A usage file above gpu_load_threshold keeps new GPU tasks away, with
+runs. A task with requeue_on_node_loss false fails with its node instead and
+is not run again. A usage file above gpu_load_threshold keeps new GPU tasks away, with
 the reason.
 
 usage: test_agent_failover.py HETEROFLOW_BINARY
@@ -94,6 +95,32 @@ def main(binary, tmp):
         expect(srv.call("POST", API + "/tasks/%d/cancel" % t["id"]), 200)
         wait_until(lambda: not copies(), 10, "no copy after cancel")
 
+    def not_requeued():
+        t = expect(srv.call("POST", API + "/tasks", {"name": "run-once", "requests": {"gpu": 1},
+                                                     "requeue_on_node_loss": False,
+                                                     "command": MARKER.split()}), 201)
+        if t.get("requeue_on_node_loss") is not False and \
+                task(t["id"]).get("requeue_on_node_loss") is not False:
+            fail("requeue_on_node_loss not kept: %s" % task(t["id"]))
+        wait_until(lambda: task(t["id"])["state"] == "running", 10, "run-once running")
+        where = task(t["id"])["node"]
+        other = "fo-b" if where == "fo-a" else "fo-a"
+        procs[where].kill()
+        procs[where].wait()
+        wait_until(lambda: task(t["id"])["state"] == "failed", 10, "failed when its node was lost")
+        got = task(t["id"])
+        if "requeue_on_node_loss" not in got["pending_reason"] + str(got["events"]):
+            fail("the failure does not say why: %s" % got)
+        if not any(e["kind"] == "lost" for e in got["events"]):
+            fail("no lost event: %s" % got["events"])
+        if node(other)["condition"] != "Ready" or len(copies()) != 1:
+            fail("run-once started again: copies %s" % copies())
+        start_agent(where)  # comes back: stops the copy that failed
+        wait_until(lambda: node(where)["condition"] == "Ready", 10, where + " Ready again")
+        wait_until(lambda: not copies(), 15, "the orphaned copy stopped")
+        if task(t["id"])["state"] != "failed":
+            fail("run-once is %s after its agent returned" % task(t["id"])["state"])
+
     def hot_gpu():
         expect(srv.call("PUT", API + "/scheduler/config", {"gpu_load_threshold": 0.8}), 200)
         set_util("fo-a", 0.95)
@@ -118,6 +145,8 @@ def main(binary, tmp):
         expect(srv.call("POST", API + "/tasks/%d/cancel" % t["id"]), 200)
 
     c.run("SIGKILLed agent: NotReady, task moves, one copy after its return", failover)
+    c.run("requeue_on_node_loss false: the task fails with its node, and stays failed",
+          not_requeued)
     c.run("usage file above gpu_load_threshold", hot_gpu)
     for p in procs.values():
         p.terminate()

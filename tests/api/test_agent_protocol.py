@@ -98,6 +98,56 @@ def main(binary, tmp):
         if after["tasks"]:
             fail("the ended task is still assigned: %s" % after)
 
+    def many_long_polls():
+        # Far more waiting polls than the server's 16 handler threads: other
+        # requests are still answered at once, and a placement wakes exactly
+        # the poll of the node it went to.
+        n = 100
+        for i in range(n):  # declared by the admin: no heartbeats are expected from them
+            srv.register_node("lp-%d" % i, gpus=1, model="LP-GPU")
+        # A version the server never gave out is answered at once with the current one.
+        versions = [expect(call("GET", "/agent/assignments?node=lp-%d&version=999999999" % i),
+                           200)["version"] for i in range(n)]
+        answers = {}
+        lock = threading.Lock()
+
+        def poll(i):
+            t0 = time.monotonic()
+            r = call("GET", "/agent/assignments?node=lp-%d&version=%d&wait_s=8" % (i, versions[i]))
+            with lock:
+                answers[i] = (time.monotonic() - t0, r)
+        threads = [threading.Thread(target=poll, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        time.sleep(1.0)  # every poll is waiting now
+        with lock:
+            if answers:
+                fail("polls answered before any change: %s" % sorted(answers))
+        t0 = time.monotonic()
+        for _ in range(20):
+            expect(srv.get("/livez"), 200)
+        if time.monotonic() - t0 > 2:
+            fail("20 health checks took %.1f s with %d polls waiting" % (time.monotonic() - t0, n))
+        # Only node lp-* have LP-GPU GPUs; binpack picks one of them.
+        job = expect(srv.call("POST", API + "/tasks", {"name": "lp-job", "requests": {
+            "gpu": 1, "gpu_models": ["LP-GPU"]}, "command": ["true"]}), 201)
+        where = wait_until(lambda: task(job["id"])["node"], 5, "lp-job placed")
+        woken = wait_until(lambda: [i for i in answers if answers[i][0] < 7] or None, 5,
+                           "the placement to wake a poll")
+        if woken != [int(where[3:])]:
+            fail("placed on %s but woke polls %s" % (where, woken))
+        got = answers[woken[0]][1]
+        if got.status != 200 or [a["id"] for a in got.body["tasks"]] != [job["id"]]:
+            fail("the woken poll: %s" % got.short())
+        for t in threads:
+            t.join(15)
+        late = [i for i in range(n) if i not in answers or answers[i][1].status != 200]
+        if late:
+            fail("polls not answered 200 after their wait: %s" % late[:10])
+        expect(srv.call("POST", API + "/tasks/%d/cancel" % job["id"]), 200)
+        for i in range(n):
+            expect(srv.call("DELETE", API + "/nodes/lp-%d" % i), (200, 204))
+
     def roles_and_bad_input():
         before = expect(srv.get(API + "/nodes"), 200)
         expect_error(srv.call("POST", API + "/agent/heartbeat", {"node": "ag-1"}, token=operator),
@@ -161,6 +211,7 @@ def main(binary, tmp):
             th.join()
 
     c.run("register, long poll, status reports", register_and_run)
+    c.run("many waiting long polls hold no handler thread", many_long_polls)
     c.run("roles and bad agent input", roles_and_bad_input)
     c.run("measured GPU load above gpu_load_threshold", gpu_threshold)
     c.run("silent node goes NotReady, its task moves", silent_node)

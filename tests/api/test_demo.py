@@ -2,11 +2,12 @@
 """The demo of ./scripts/run.sh: the server started with
 examples/demo/server.yaml and four real agents with the declared inventories
 of examples/demo/agents/ register the four nodes under the file's policy; the
-demo tasks are placed as the README says (the RDMA training group on one A100
-node, the inference replicas sharing a T4 GPU, the H100 task pending with its
-reason) and run as real processes; the urgent fine-tune preempts the running
-low-priority sweep, whose process is stopped and which is pending again with
-"preempted by task ..." in its events. At the end every task is cancelled and
+demo tasks are placed as the README says (the RDMA training group across
+both A100 nodes of rack-a, one RDMA NIC each, the inference replicas sharing a
+T4 GPU, the H100 task pending with its reason) and run as real processes; the
+urgent fine-tune preempts one of the two running low-priority sweep trials,
+whose process is stopped and which is pending again with "preempted by task
+..." in its events. At the end every task is cancelled and
 no task process is left behind.
 
 usage: test_demo.py HETEROFLOW_BINARY
@@ -80,14 +81,23 @@ def main(binary, tmp):
     def demo_tasks():
         with open(os.path.join(DEMO, "tasks.json")) as f:
             expect(srv.call("POST", API + "/tasks/batch", json.load(f)), 201)
-        wait_until(lambda: by_name()["hparam-sweep"]["state"] == "running", 15, "sweep running")
-        st["sweep_gpus"] = (by_name()["hparam-sweep"]["node"],
-                            [g["index"] for g in by_name()["hparam-sweep"]["allocation"]["gpus"]])
-        wait_until(lambda: by_name()["llama-pretrain-0"]["state"] == "running", 15, "training running")
+        sweeps = ["hparam-sweep-a", "hparam-sweep-b"]
+        wait_until(lambda: all(by_name()[s]["state"] == "running" for s in sweeps), 15,
+                   "sweep trials running")
+        st["sweep_gpus"] = {s: (by_name()[s]["node"],
+                                [g["index"] for g in by_name()[s]["allocation"]["gpus"]])
+                            for s in sweeps}
+        wait_until(lambda: all(by_name()[t]["state"] == "running"
+                               for t in ("llama-pretrain-0", "llama-pretrain-1")), 15,
+                   "training running")
         ts = by_name()
         pre = [ts["llama-pretrain-0"], ts["llama-pretrain-1"]]
-        if any(t["state"] != "running" for t in pre) or pre[0]["node"] != pre[1]["node"]:
-            fail("the RDMA group is not together: %s" % [(t["state"], t["node"]) for t in pre])
+        # Six GPUs each: the group spans both A100 nodes of rack-a over RDMA.
+        if sorted(t["node"] for t in pre) != ["a100-1", "a100-2"]:
+            fail("the RDMA group is not across the two A100 nodes: %s"
+                 % [(t["state"], t["node"]) for t in pre])
+        if sorted(st["sweep_gpus"][s][0] for s in sweeps) != ["a100-1", "a100-2"]:
+            fail("the sweep trials do not fill the two A100 nodes: %s" % st["sweep_gpus"])
         for t in pre:
             if not t["allocation"]["rdma_device"]:
                 fail("%s got no RDMA device" % t["name"])
@@ -115,9 +125,13 @@ def main(binary, tmp):
             urgent = expect(srv.call("POST", API + "/tasks", json.load(f)), 201)
         wait_until(lambda: by_name()["finetune-70b-urgent"]["state"] == "running", 15,
                    "the urgent task running")
-        sweep = by_name()["hparam-sweep"]
-        urgent_now = by_name()["finetune-70b-urgent"]
-        freed_node, freed = st["sweep_gpus"]
+        now = by_name()
+        evicted = [s for s in st["sweep_gpus"] if now[s]["state"] != "running"]
+        if len(evicted) != 1:
+            fail("expected one sweep trial evicted, got %s" % evicted)
+        sweep = now[evicted[0]]
+        urgent_now = now["finetune-70b-urgent"]
+        freed_node, freed = st["sweep_gpus"][evicted[0]]
         got = [g["index"] for g in urgent_now["allocation"]["gpus"]]
         if urgent_now["node"] != freed_node or not set(got) <= set(freed):
             fail("the urgent task is on %s GPUs %s, not on the sweep's freed %s GPUs %s"
