@@ -276,6 +276,23 @@ def main(binary, tmp):
         wait_until(lambda: not pid_alive(second), 10, "the new copy stopped by the cancel")
         expect(srv.call("PUT", API + "/plugins/preempt", {"enabled": False}), 200)
 
+    def drain_lets_running_finish():
+        # Draining: no new placements, and the running task is left to finish.
+        t = submit("drain-runner", ["sh", "-c", "sleep 2; echo finished"], {"cpu_milli": 500})
+        wait_until(lambda: get_task(t["id"])["state"] == "running", 20, "drain-runner running")
+        expect(srv.call("POST", API + "/nodes/%s/drain" % NODE), 200)
+        late = submit("after-drain", ["true"], {"cpu_milli": 500})
+        wait_until(lambda: "node draining" in get_task(late["id"])["pending_reason"], 10,
+                   "the new task refused with 'node draining'")
+        done = final_state(t["id"], 15)
+        if done["state"] != "succeeded":
+            fail("the running task on the draining node ended %s: %r" % (done["state"], done))
+        if get_task(late["id"])["state"] != "pending":
+            fail("a task was placed on the draining node")
+        expect(srv.call("POST", API + "/nodes/%s/uncordon" % NODE), 200)
+        if final_state(late["id"], 15)["state"] != "succeeded":
+            fail("after uncordon the waiting task did not run")
+
     def sigterm_exits_zero():
         agent.proc.send_signal(signal.SIGTERM)
         try:
@@ -302,6 +319,8 @@ def main(binary, tmp):
           restart_adopts_running_task)
     c.run("a task placed back on its node while still stopping starts again, once",
           reassigned_while_stopping)
+    c.run("a drained node takes no new task and lets the running one finish",
+          drain_lets_running_finish)
     c.run("SIGTERM stops the agent with exit 0", sigterm_exits_zero)
     if c.failed:
         print("agent stderr:\n" + agent.text())
