@@ -368,7 +368,14 @@ void Agent::ReaperLoop() {
       next_ship = std::chrono::steady_clock::now() + seconds(1);
     }
     FlushReports(client);
-    if (!SleepFor(milliseconds(100))) break;
+    // Exits are polled every 100 ms; reports queued by Reconcile (a task
+    // started: "running") wake the loop at once.
+    std::unique_lock<std::mutex> lock(mu_);
+    if (cv_.wait_for(lock, milliseconds(100), [this] { return stop_.load() || reports_waiting_; }) &&
+        stop_.load()) {
+      break;
+    }
+    reports_waiting_ = false;
   }
 }
 
@@ -536,6 +543,10 @@ void Agent::Reconcile(const AssignmentList& list) {
   }
   for (auto it = finished_.begin(); it != finished_.end();) {
     it = assigned.count(it->first) == 0 ? finished_.erase(it) : std::next(it);
+  }
+  if (!outbox_.empty()) {
+    reports_waiting_ = true;
+    cv_.notify_all();
   }
 }
 

@@ -105,6 +105,7 @@ class Agent {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Report> outbox_;  // guarded by mu_
+  bool reports_waiting_ = false;  // Reconcile queued reports; wakes the reaper. Guarded by mu_.
   // Tasks stopped by reconcile: their end is not reported. Guarded by mu_.
   std::set<uint64_t> unreported_;
   // Tasks assigned here again while their old copy is still stopping; the
