@@ -10,7 +10,13 @@ packages=(
   libsqlite3-dev libboost-dev libssl-dev
   libgtest-dev libgmock-dev
   python3 python3-prometheus-client curl wrk
+  chromium fonts-wqy-microhei
 )
+# Node.js and npm build the web UI. A machine with Node.js from elsewhere
+# (NodeSource bundles npm) keeps it; Debian's own otherwise.
+if ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

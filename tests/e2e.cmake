@@ -92,7 +92,8 @@ endif()
 # a corpus of malformed requests, tasks, a crash mid-burst, metrics, the
 # scheduler preview, the demo cluster, the event stream and OpenAPI. Each starts the real binary on a temporary data dir.
 if(TARGET heteroflow AND Python3_Interpreter_FOUND)
-  foreach(case vision:60 malformed:120 tasks:120 crash:120 metrics:60 preview:60 demo:60 events:60 agent_protocol:90 agent:90 agent_failover:90)
+  foreach(case vision:60 malformed:120 tasks:120 crash:120 metrics:60 preview:60 demo:60 events:60 agent_protocol:90 agent:90 agent_failover:90
+               ui_static:60)
     string(REPLACE ":" ";" parts ${case})
     list(GET parts 0 name)
     list(GET parts 1 timeout)
@@ -101,4 +102,19 @@ if(TARGET heteroflow AND Python3_Interpreter_FOUND)
                      $<TARGET_FILE:heteroflow>)
     set_tests_properties(api_${name} PROPERTIES TIMEOUT ${timeout} LABELS "e2e;server")
   endforeach()
+endif()
+
+# The web UI (docs/UI.md): its own unit tests (vitest), and browser tests in
+# Debian's chromium against the real server serving the built UI (web/e2e/),
+# which leave screenshots of every page in build/ui-screenshots/.
+if(HF_UI_BUILT)
+  add_test(NAME ui_unit COMMAND ${HF_NPM} test --silent WORKING_DIRECTORY ${HF_WEB_DIR})
+  set_tests_properties(ui_unit PROPERTIES TIMEOUT 180 LABELS "ui")
+  find_program(HF_NODE node)
+  if(TARGET heteroflow AND HF_NODE AND EXISTS ${HF_WEB_DIR}/e2e/run.mjs)
+    add_test(NAME ui_browser
+             COMMAND ${HF_NODE} ${HF_WEB_DIR}/e2e/run.mjs --binary $<TARGET_FILE:heteroflow>
+                     --ui-dir ${HF_UI_DIR} --out ${CMAKE_BINARY_DIR}/ui-screenshots)
+    set_tests_properties(ui_browser PROPERTIES TIMEOUT 600 LABELS "ui;e2e")
+  endif()
 endif()

@@ -102,6 +102,7 @@ Status ControlPlane::Init() {
   HF_RETURN_IF_ERROR(BootstrapAdminToken());
   HF_RETURN_IF_ERROR(ReloadTokens());
   HF_RETURN_IF_ERROR(LoadPolicy());
+  LoadUi();
   RefreshViewsLocked();  // nothing runs yet: no lock needed
   RegisterMetrics();
   SchedulerOptions so_opts;
@@ -383,6 +384,43 @@ void ControlPlane::PublicRoute(const char* method, const char* path, const char*
   HF_CHECK(router_.Add(method, path, std::move(fn)).ok());
 }
 
+Response ControlPlane::WhoAmI(const Caller& caller) const {
+  return JsonResponse(200, json{{"name", caller.name}, {"role", RoleName(caller.role)}});
+}
+
+void ControlPlane::LoadUi() {
+  std::string dir = options_.ui_dir;
+  if (dir.empty()) {
+    std::error_code ec;
+    const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    dir = ec ? "ui" : (exe.parent_path() / "ui").string();
+  }
+  Result<StaticFiles> ui = StaticFiles::Load(dir);
+  if (ui.ok()) {
+    ui_ = std::move(ui).value();
+    std::fprintf(stderr, "server: web UI from %s (%zu files)\n", dir.c_str(), ui_->file_count());
+  } else {
+    ui_missing_ = ui.status().message();
+    std::fprintf(stderr, "server: no web UI: %s\n", ui_missing_.c_str());
+  }
+}
+
+// Everything outside the API, health and metrics is the UI's: its files and
+// its own routes (/plugins, /tasks/17).
+bool ControlPlane::IsUiPath(const Request& req) {
+  if (req.method != "GET") return false;
+  const std::string& p = req.path;
+  return !(p == "/api" || p.rfind("/api/", 0) == 0 || p == "/livez" || p == "/readyz" ||
+           p == "/metrics");
+}
+
+Response ControlPlane::ServeUi(const Request& req) const {
+  if (ui_) return ui_->Serve(req);
+  return JsonError(404, "not_found",
+                   "the web UI is not installed (" + ui_missing_ +
+                       "); build it with scripts/build.sh, or pass --ui-dir");
+}
+
 void ControlPlane::AddRoutes() {
   using A = Action;
   PublicRoute("GET", "/livez", "liveness: the process serves",
@@ -397,6 +435,8 @@ void ControlPlane::AddRoutes() {
   Route("GET", "/metrics", A::kRead, "Prometheus metrics (text format 0.0.4)",
         [this](const Request&, const Caller&) { return Metrics(); });
 
+  Route("GET", "/api/v1/whoami", A::kRead, "the caller's token name and role",
+        [this](const Request&, const Caller& c) { return WhoAmI(c); });
   Route("GET", "/api/v1/plugins", A::kRead, "list plugins with status, weight and config",
         [this](const Request&, const Caller&) { return ListPlugins(); });
   Route("PUT", "/api/v1/plugins/{name}", A::kWriteConfig,
@@ -615,7 +655,7 @@ Status ControlPlane::Start() {
   RaiseOpenFileLimit(static_cast<rlim_t>(options_.max_connections) + 256);
   http_ = std::make_unique<HttpServer>(o, [this](const Request& req) {
     const auto t0 = std::chrono::steady_clock::now();
-    Response r = router_.Dispatch(req);
+    Response r = IsUiPath(req) ? ServeUi(req) : router_.Dispatch(req);
     // Methods outside the API's set are counted together, so a hostile
     // client cannot grow the label set without bound.
     static const std::set<std::string, std::less<>> kMethods = {"GET", "PUT", "POST", "DELETE"};
@@ -675,6 +715,8 @@ int RunServerCommand(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--data-dir", options.data_dir, "where the database and admin.token live")
       ->capture_default_str();
+  app.add_option("--ui-dir", options.ui_dir,
+                 "folder of the built web UI (default: ui/ beside the binary)");
   app.add_option("--max-connections", options.max_connections,
                  "open connections accepted; more are answered 503")
       ->capture_default_str()

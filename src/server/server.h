@@ -21,6 +21,7 @@
 #include <functional>
 #include <vector>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -36,6 +37,7 @@
 #include "server/metrics.h"
 #include "server/router.h"
 #include "server/scheduler.h"
+#include "server/static_files.h"
 #include "store/store.h"
 
 namespace hf::server {
@@ -51,6 +53,8 @@ struct ServerOptions {
   // and one for heartbeats and reports). The process's open-file limit is
   // raised to fit, up to its hard limit.
   int max_connections = 4096;
+  // The built web UI (docs/UI.md); empty: the `ui` folder beside the binary.
+  std::string ui_dir;
 };
 
 // The API's state: store, framework (guarded by a mutex, as the framework is
@@ -97,6 +101,12 @@ class ControlPlane {
   void RefreshViewsLocked();
   void RegisterMetrics();
   void AddRoutes();
+  // The web UI (static_files.h): loaded once at Init; a missing folder is
+  // logged, not fatal (the API works without it).
+  void LoadUi();
+  static bool IsUiPath(const Request& req);
+  Response ServeUi(const Request& req) const;
+  Response WhoAmI(const Caller& caller) const;
   // Registers a route that needs a token allowed to do `action`.
   void Route(const char* method, const char* path, Action action, const char* summary,
              std::function<Response(const Request&, const Caller&)> fn, const char* body = "");
@@ -165,6 +175,8 @@ class ControlPlane {
   std::unordered_map<std::string, store::TokenRecord> tokens_;  // by SHA-256
   std::vector<RouteDoc> route_docs_;
   Router router_;
+  std::optional<StaticFiles> ui_;  // the built web UI, when found
+  std::string ui_missing_;          // why not, for GET /
   std::unique_ptr<HttpServer> http_;
   std::jthread pinger_;  // keeps event streams alive
 };

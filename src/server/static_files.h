@@ -1,0 +1,64 @@
+// StaticFiles: the built admin UI (docs/UI.md), served at `/`.
+//
+// The UI is a single-page app built by npm at build time into a folder of
+// files (index.html, assets/*.js|css|woff2...). The server reads the whole
+// folder into memory when it starts — it is a few MiB, and serving from
+// memory means no filesystem access per request and no path to escape — and
+// answers:
+//   - a GET for a file in the folder: the file, with its content type and a
+//     strong ETag (If-None-Match → 304). Files under assets/ have hashed
+//     names, so they are cached for a year (immutable); everything else,
+//     index.html first, is revalidated on every load (no-cache);
+//   - a GET for any other path outside the API: index.html, so that the
+//     app's own routes (/plugins, /tasks/17) survive a reload; except paths
+//     under assets/ or with a file extension, which are 404 (a missing
+//     script must not come back as HTML).
+// No token is needed: the files hold no data; the app asks for a token and
+// sends it with every API call.
+//
+// Threading: immutable after Load; Serve is safe from many threads.
+#ifndef HF_SERVER_STATIC_FILES_H_
+#define HF_SERVER_STATIC_FILES_H_
+
+#include <map>
+#include <string>
+
+#include "core/status.h"
+#include "server/http_server.h"
+
+namespace hf::server {
+
+class StaticFiles {
+ public:
+  // Reads every regular file under `dir` (symlinks and special files are
+  // skipped). NotFound when `dir` or `dir`/index.html is missing;
+  // InvalidArgument when the folder holds more than 64 MiB.
+  static Result<StaticFiles> Load(const std::string& dir);
+
+  // The answer for a GET of `req.path` (see the header comment).
+  Response Serve(const Request& req) const;
+
+  size_t file_count() const { return files_.size(); }
+  const std::string& dir() const { return dir_; }
+
+  // The Content-Type for a file name, by extension ("application/octet-stream"
+  // when unknown). Text types carry "; charset=utf-8".
+  static std::string ContentType(const std::string& name);
+
+ private:
+  struct File {
+    std::string body;
+    std::string content_type;
+    std::string etag;  // quoted
+    bool immutable = false;
+  };
+
+  Response Answer(const File& f, const Request& req) const;
+
+  std::string dir_;
+  std::map<std::string, File> files_;  // by URL path, e.g. "/assets/index-3f2a.js"
+};
+
+}  // namespace hf::server
+
+#endif  // HF_SERVER_STATIC_FILES_H_
