@@ -21,8 +21,21 @@ using nlohmann::json;
 
 json TimeOrNull(int64_t ms) { return ms ? json(FormatTimeMs(ms)) : json(nullptr); }
 
-// A node: its inventory plus condition and what is allocated on it, per GPU.
-json NodeJson(const store::NodeRecord& rec, const std::vector<store::StoredAllocation>& allocs) {
+// What an agent measured on a GPU: {"utilization", "memory_used_mib"}, null
+// members when nothing was measured.
+json GpuMeasured(const NodeUsage* usage, int32_t index) {
+  if (usage) {
+    for (const GpuUsage& g : usage->gpus) {
+      if (g.index == index) return {{"utilization", g.utilization}, {"memory_used_mib", g.memory_used_mib}};
+    }
+  }
+  return {{"utilization", nullptr}, {"memory_used_mib", nullptr}};
+}
+
+// A node: its inventory plus condition, what is allocated on it (per GPU),
+// and what its agent last measured (`usage`: null without an agent).
+json NodeJson(const store::NodeRecord& rec, const std::vector<store::StoredAllocation>& allocs,
+              const NodeUsage* usage) {
   json j = NodeSpecToJson(rec.spec);
   j["condition"] = NodeConditionName(rec.condition);
   int64_t cpu = 0, mem = 0, gpu_milli = 0;
@@ -42,7 +55,12 @@ json NodeJson(const store::NodeRecord& rec, const std::vector<store::StoredAlloc
     const auto it = per_gpu.find(g["index"].get<int32_t>());
     g["allocated_milli"] = it == per_gpu.end() ? 0 : it->second.first;
     g["allocated_memory_mib"] = it == per_gpu.end() ? 0 : it->second.second;
+    g.update(GpuMeasured(usage, g["index"].get<int32_t>()));
   }
+  j["usage"] = usage ? json{{"cpu_load", usage->cpu_load},
+                            {"memory_used", usage->memory_used},
+                            {"reported_at", TimeOrNull(usage->reported_at_ms)}}
+                     : json(nullptr);
   j["allocated"] = {{"cpu_milli", cpu}, {"memory_mib", mem}, {"gpu_milli", gpu_milli}};
   j["tasks"] = std::move(tasks);
   j["created_at"] = TimeOrNull(rec.created_at_ms);
@@ -87,12 +105,16 @@ Result<TaskKey> TaskId(const Request& req) {
 
 Response ControlPlane::ListNodes() const {
   json out = json::array();
+  const std::map<std::string, NodeUsage> usage = scheduler_->MeasuredUsage();
   Status s = store_->Read([&](const store::ReadTx& tx) -> Status {
     HF_ASSIGN_OR_RETURN(std::vector<store::NodeRecord> nodes, tx.ListNodes());
     HF_ASSIGN_OR_RETURN(std::vector<store::StoredAllocation> allocs, tx.ListAllocations());
     std::map<std::string, std::vector<store::StoredAllocation>> by_node;
     for (auto& a : allocs) by_node[a.node].push_back(std::move(a));
-    for (const auto& n : nodes) out.push_back(NodeJson(n, by_node[n.spec.name]));
+    for (const auto& n : nodes) {
+      auto u = usage.find(n.spec.name);
+      out.push_back(NodeJson(n, by_node[n.spec.name], u == usage.end() ? nullptr : &u->second));
+    }
     return Status::Ok();
   });
   if (!s.ok()) return StatusError(s);
@@ -102,10 +124,12 @@ Response ControlPlane::ListNodes() const {
 Response ControlPlane::GetNode(const Request& req) const {
   const std::string name(req.Param("name"));
   json out;
+  const std::map<std::string, NodeUsage> usage = scheduler_->MeasuredUsage();
   Status s = store_->Read([&](const store::ReadTx& tx) -> Status {
     HF_ASSIGN_OR_RETURN(store::NodeRecord n, tx.GetNode(name));
     HF_ASSIGN_OR_RETURN(std::vector<store::StoredAllocation> allocs, tx.ListAllocations(name));
-    out = NodeJson(n, allocs);
+    auto u = usage.find(name);
+    out = NodeJson(n, allocs, u == usage.end() ? nullptr : &u->second);
     return Status::Ok();
   });
   if (!s.ok()) return StatusError(s);
@@ -278,6 +302,7 @@ Response ControlPlane::Events() {
 
 Response ControlPlane::InferencePanel() const {
   json gpus = json::array();
+  const std::map<std::string, NodeUsage> usage = scheduler_->MeasuredUsage();
   Status s = store_->Read([&](const store::ReadTx& tx) -> Status {
     HF_ASSIGN_OR_RETURN(std::vector<store::NodeRecord> nodes, tx.ListNodes());
     HF_ASSIGN_OR_RETURN(std::vector<store::StoredAllocation> allocs, tx.ListAllocations());
@@ -291,15 +316,17 @@ Response ControlPlane::InferencePanel() const {
       }
     }
     for (const auto& n : nodes) {
+      auto u = usage.find(n.spec.name);
       for (const GpuDevice& g : n.spec.gpus) {
         auto it = granted.find({n.spec.name, g.index});
+        const json measured = GpuMeasured(u == usage.end() ? nullptr : &u->second, g.index);
         gpus.push_back({{"node", n.spec.name},
                         {"index", g.index},
                         {"model", g.model},
                         {"memory_total_mib", g.memory_mib},
                         {"memory_allocated_mib", it == granted.end() ? 0 : it->second.first},
-                        {"memory_used_mib", nullptr},
-                        {"utilization", nullptr},
+                        {"memory_used_mib", measured["memory_used_mib"]},
+                        {"utilization", measured["utilization"]},
                         {"tasks", it == granted.end() ? json::array() : it->second.second}});
       }
     }

@@ -458,6 +458,15 @@ std::vector<std::tuple<std::string, int64_t, int64_t>> Scheduler::GpuAllocation(
   return out;
 }
 
+std::map<std::string, NodeUsage> Scheduler::MeasuredUsage() const {
+  std::lock_guard lock(*mu_);
+  std::map<std::string, NodeUsage> out;
+  for (NodeId n = 0; n < cluster_.node_count(); ++n) {
+    if (cluster_.usage(n).reported_at_ms > 0) out.emplace(cluster_.spec(n).name, cluster_.usage(n));
+  }
+  return out;
+}
+
 bool Scheduler::WaitIdle(std::chrono::milliseconds timeout) const {
   std::unique_lock lock(*mu_);
   return idle_cv_.wait_for(lock, timeout,

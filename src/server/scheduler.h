@@ -173,6 +173,8 @@ class Scheduler {
   size_t unschedulable_count() const;
   // Per node: name, GPU milli allocated, GPU milli total (for metrics).
   std::vector<std::tuple<std::string, int64_t, int64_t>> GpuAllocation() const;
+  // The last measured usage per node, for nodes whose agent has reported one.
+  std::map<std::string, NodeUsage> MeasuredUsage() const;
   // Blocks until no task waits to be tried or `timeout` passes; true when idle.
   bool WaitIdle(std::chrono::milliseconds timeout) const;
 

@@ -169,7 +169,19 @@ def main(binary, tmp):
     def gpu_threshold():
         expect(srv.call("PUT", API + "/scheduler/config", {"gpu_load_threshold": 0.8}), 200)
         expect(call("POST", "/agent/heartbeat", {"node": "ag-1", "usage": {
-            "gpus": [{"index": 0, "utilization": 0.95}, {"index": 1, "utilization": 0.97}]}}), 200)
+            "cpu_load": 0.25, "memory_used": 0.5,
+            "gpus": [{"index": 0, "utilization": 0.95, "memory_used_mib": 30000},
+                     {"index": 1, "utilization": 0.97}]}}), 200)
+        # What the agent measured is readable beside what is allocated.
+        n = expect(srv.get(API + "/nodes/ag-1"), 200)
+        if n["usage"] is None or n["usage"]["cpu_load"] != 0.25 or n["usage"]["memory_used"] != 0.5:
+            fail("node usage: %s" % n.get("usage"))
+        if [(g["utilization"], g["memory_used_mib"]) for g in n["gpus"]] != [(0.95, 30000), (0.97, 0)]:
+            fail("per-GPU usage: %s" % n["gpus"])
+        panel = expect(srv.get(API + "/inference/panel"), 200)
+        mine = [g for g in panel["gpus"] if g["node"] == "ag-1"]
+        if [g["memory_used_mib"] for g in mine] != [30000, 0] or mine[0]["utilization"] != 0.95:
+            fail("panel GPUs: %s" % mine)
         t = expect(srv.call("POST", API + "/tasks", {"name": "hot", "requests": {"gpu": 1}}), 201)
         wait_until(lambda: task(t["id"])["pending_reason"], 5, "a pending reason")
         reason = task(t["id"])["pending_reason"]
