@@ -21,6 +21,13 @@ using nlohmann::json;
 
 json TimeOrNull(int64_t ms) { return ms ? json(FormatTimeMs(ms)) : json(nullptr); }
 
+// GPU memory held on one GPU: what its grants asked for, or all of it when
+// a task holds the GPU whole (a whole GPU comes with all its memory, asked
+// for or not).
+int64_t AllocatedMemory(int64_t milli, int64_t granted_mib, int64_t total_mib) {
+  return milli >= kWholeGpuMilli ? total_mib : granted_mib;
+}
+
 // What an agent measured on a GPU: {"utilization", "memory_used_mib"}, null
 // members when nothing was measured.
 json GpuMeasured(const NodeUsage* usage, int32_t index) {
@@ -53,8 +60,10 @@ json NodeJson(const store::NodeRecord& rec, const std::vector<store::StoredAlloc
   }
   for (json& g : j["gpus"]) {
     const auto it = per_gpu.find(g["index"].get<int32_t>());
-    g["allocated_milli"] = it == per_gpu.end() ? 0 : it->second.first;
-    g["allocated_memory_mib"] = it == per_gpu.end() ? 0 : it->second.second;
+    const int64_t milli = it == per_gpu.end() ? 0 : it->second.first;
+    g["allocated_milli"] = milli;
+    g["allocated_memory_mib"] = AllocatedMemory(milli, it == per_gpu.end() ? 0 : it->second.second,
+                                                g["memory_mib"].get<int64_t>());
     g.update(GpuMeasured(usage, g["index"].get<int32_t>()));
   }
   j["usage"] = usage ? json{{"cpu_load", usage->cpu_load},
@@ -306,28 +315,34 @@ Response ControlPlane::InferencePanel() const {
   Status s = store_->Read([&](const store::ReadTx& tx) -> Status {
     HF_ASSIGN_OR_RETURN(std::vector<store::NodeRecord> nodes, tx.ListNodes());
     HF_ASSIGN_OR_RETURN(std::vector<store::StoredAllocation> allocs, tx.ListAllocations());
-    std::map<std::pair<std::string, int32_t>, std::pair<int64_t, json>> granted;
+    struct Granted {
+      int64_t milli = 0, memory_mib = 0;
+      json tasks = json::array();
+    };
+    std::map<std::pair<std::string, int32_t>, Granted> granted;
     for (const auto& a : allocs) {
       for (const GpuGrant& g : a.gpus) {
-        auto& [mem, tasks] = granted[{a.node, g.index}];
-        mem += g.memory_mib;
-        if (tasks.is_null()) tasks = json::array();
-        tasks.push_back(a.task);
+        Granted& gr = granted[{a.node, g.index}];
+        gr.milli += g.milli;
+        gr.memory_mib += g.memory_mib;
+        gr.tasks.push_back(a.task);
       }
     }
     for (const auto& n : nodes) {
       auto u = usage.find(n.spec.name);
       for (const GpuDevice& g : n.spec.gpus) {
         auto it = granted.find({n.spec.name, g.index});
+        const Granted none;
+        const Granted& gr = it == granted.end() ? none : it->second;
         const json measured = GpuMeasured(u == usage.end() ? nullptr : &u->second, g.index);
         gpus.push_back({{"node", n.spec.name},
                         {"index", g.index},
                         {"model", g.model},
                         {"memory_total_mib", g.memory_mib},
-                        {"memory_allocated_mib", it == granted.end() ? 0 : it->second.first},
+                        {"memory_allocated_mib", AllocatedMemory(gr.milli, gr.memory_mib, g.memory_mib)},
                         {"memory_used_mib", measured["memory_used_mib"]},
                         {"utilization", measured["utilization"]},
-                        {"tasks", it == granted.end() ? json::array() : it->second.second}});
+                        {"tasks", gr.tasks}});
       }
     }
     return Status::Ok();

@@ -157,12 +157,20 @@ Result<PreviewRequest> ParsePreviewRequest(const json& j) {
         tasks.push_back(std::move(t));
       }
       req.tasks = std::move(tasks);
+    } else if (key == "workload") {
+      if (value != "pending" && value != "cluster") {
+        return InvalidArgument("workload must be \"pending\" or \"cluster\"");
+      }
+      req.workload = value.get<std::string>();
     } else if (key == "explain") {
       if (!value.is_boolean()) return InvalidArgument("explain must be a boolean");
       req.explain = value.get<bool>();
     } else {
       return InvalidArgument("unknown field \"" + key + "\"");
     }
+  }
+  if (req.tasks && j.contains("workload")) {
+    return InvalidArgument("give either tasks or workload, not both");
   }
   return req;
 }
@@ -171,10 +179,22 @@ Result<json> RunPreview(const PreviewRequest& req, const ClusterSnapshot& snap,
                         const framework::Registry& registry, const Clock* clock) {
   HF_ASSIGN_OR_RETURN(auto current, framework::Framework::Create(registry, snap.policy, clock));
   HF_ASSIGN_OR_RETURN(auto candidate, CandidateFramework(req, snap.policy, registry, clock));
-  const std::vector<Task>& all = req.tasks ? *req.tasks : snap.pending;
+  ClusterState base = snap.cluster;
+  std::vector<Task> everything;
+  if (!req.tasks && req.workload == "cluster") {
+    for (const Task& t : snap.placed) HF_RETURN_IF_ERROR(base.Release(t.key));
+    everything = snap.placed;
+    everything.insert(everything.end(), snap.pending.begin(), snap.pending.end());
+    std::stable_sort(everything.begin(), everything.end(), [](const Task& a, const Task& b) {
+      return a.priority != b.priority ? a.priority > b.priority : a.key < b.key;
+    });
+  }
+  const std::vector<Task>& all = req.tasks                      ? *req.tasks
+                                 : req.workload == "cluster" ? everything
+                                                             : snap.pending;
   const size_t count = std::min(all.size(), kMaxPreviewTasks);
-  ClusterState cur_cluster = snap.cluster;
-  ClusterState cand_cluster = snap.cluster;
+  ClusterState cur_cluster = base;
+  ClusterState cand_cluster = base;
   json tasks = json::array();
   int cur_ok = 0, cand_ok = 0, moved = 0;
   for (size_t i = 0; i < count; ++i) {

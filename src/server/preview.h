@@ -35,11 +35,16 @@ inline constexpr size_t kMaxExplainedTasks = 50;
 struct PreviewRequest {
   std::map<std::string, framework::PluginPatch> plugins;
   std::optional<SchedulerConfigPatch> scheduler;
-  std::optional<std::vector<Task>> tasks;  // default: the pending tasks
+  std::optional<std::vector<Task>> tasks;  // default: the workload below
+  // Without `tasks`: "pending" places the waiting tasks on the cluster as it
+  // is; "cluster" places every task (placed ones and waiting ones, by
+  // priority then age) on an empty copy of the cluster, which shows how the
+  // whole cluster would be laid out under each policy.
+  std::string workload = "pending";
   bool explain = true;
 };
 
-// {"plugins"?, "scheduler"?, "tasks"?, "explain"?}; strict like every parser
+// {"plugins"?, "scheduler"?, "tasks"? | "workload"?, "explain"?}; strict like every parser
 // of the API, errors naming the field ("plugins.binpack.weight",
 // "tasks[2].requests.gpu").
 Result<PreviewRequest> ParsePreviewRequest(const nlohmann::json& j);

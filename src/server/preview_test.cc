@@ -98,6 +98,10 @@ TEST(PreviewParseTest, ErrorsNameTheField) {
       {"tasks not an array", {{"tasks", json::object()}}, {"tasks must be an array"}},
       {"too many tasks", {{"tasks", too_many}}, {"tasks", "at most 1000"}},
       {"explain wrong type", {{"explain", "yes"}}, {"explain must be a boolean"}},
+      {"unknown workload", {{"workload", "all"}}, {"workload must be \"pending\" or \"cluster\""}},
+      {"workload not a string", {{"workload", 1}}, {"workload must be"}},
+      {"tasks and workload", {{"tasks", {GpuTaskJson("a", 1)}}, {"workload", "cluster"}},
+       {"either tasks or workload"}},
       {"threshold out of range", {{"scheduler", {{"load_threshold", 2}}}},
        {"scheduler", "load_threshold"}},
   };
@@ -310,6 +314,55 @@ TEST(PreviewTest, DefaultsToThePendingTasksAndTruncates) {
   EXPECT_EQ(j["current"]["unschedulable"], 1);
   EXPECT_EQ(j["current"]["scheduled"], int(kMaxPreviewTasks) - 1);
   EXPECT_EQ(j["candidate"]["scheduled"], int(kMaxPreviewTasks) - 1);
+}
+
+// The "cluster" workload re-places every task, placed and waiting, on an
+// empty copy: a whole-cluster what-if, where binpack and spread differ even
+// when nothing waits. The live snapshot is untouched.
+TEST(PreviewTest, ClusterWorkloadReplacesEveryTaskFromEmpty) {
+  ClusterSnapshot snap = ThreeNodes();
+  // The placed tasks as the scheduler lists them: by priority, then age.
+  Task a = MakeTask(1, 1000, 1024, 2);
+  a.name = "a";
+  Task b = MakeTask(2, 1000, 1024, 1);
+  b.name = "b";
+  snap.placed = {a, b};
+  Task waiting = MakeTask(3, 1000, 1024, 1);
+  waiting.name = "waiting";
+  waiting.priority = 5;
+  snap.pending = {waiting};
+
+  auto out = Preview({{"plugins", kSwitchToSpread}, {"workload", "cluster"}}, snap);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const json& j = *out;
+  ASSERT_EQ(j["tasks"].size(), 3u);
+  // By priority: the waiting task (5) first, then a and b (0) by age.
+  EXPECT_EQ(j["tasks"][0]["name"], "waiting");
+  EXPECT_EQ(j["tasks"][1]["name"], "a");
+  EXPECT_EQ(j["tasks"][2]["name"], "b");
+  EXPECT_EQ(j["tasks"][1]["id"], 1);
+  // binpack stacks all three on one node; spread uses three nodes.
+  std::set<std::string> cur_nodes, cand_nodes;
+  for (const json& t : j["tasks"]) {
+    cur_nodes.insert(t["current"]["node"].get<std::string>());
+    cand_nodes.insert(t["candidate"]["node"].get<std::string>());
+  }
+  EXPECT_EQ(cur_nodes.size(), 1u) << j.dump();
+  EXPECT_EQ(cand_nodes.size(), 3u) << j.dump();
+  EXPECT_GE(j["moved"].get<int>(), 2);
+  EXPECT_EQ(j["current"]["scheduled"], 3);
+  // 4 of 12 GPUs either way.
+  EXPECT_NEAR(j["current"]["gpu_allocation"].get<double>(), 4.0 / 12, 1e-9);
+  EXPECT_NEAR(j["candidate"]["gpu_allocation"].get<double>(), 4.0 / 12, 1e-9);
+  // The snapshot still holds its placements.
+  EXPECT_EQ(snap.cluster.placed_count(), 2u);
+  EXPECT_NE(snap.cluster.FindPlaced(1), nullptr);
+
+  // The default workload places only the waiting task, on the live layout.
+  auto pending = Preview({{"plugins", kSwitchToSpread}}, snap);
+  ASSERT_TRUE(pending.ok());
+  ASSERT_EQ((*pending)["tasks"].size(), 1u);
+  EXPECT_EQ((*pending)["tasks"][0]["name"], "waiting");
 }
 
 }  // namespace

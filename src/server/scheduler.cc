@@ -429,12 +429,18 @@ void Scheduler::PolicyChanged() {
 
 ClusterSnapshot Scheduler::Snapshot() const {
   std::lock_guard lock(*mu_);
-  ClusterSnapshot snap{cluster_, fw_->CurrentPolicy(), {}};
+  ClusterSnapshot snap{cluster_, fw_->CurrentPolicy(), {}, {}};
   // Every waiting task, active or unschedulable, in queue order.
   std::vector<std::pair<int64_t, TaskKey>> order(active_.begin(), active_.end());
   for (TaskKey key : unschedulable_) order.emplace_back(-int64_t{tasks_.at(key).priority}, key);
   std::sort(order.begin(), order.end());
   for (const auto& [np, key] : order) snap.pending.push_back(tasks_.at(key));
+  order.clear();
+  for (const auto& [key, task] : tasks_) {
+    if (cluster_.FindPlaced(key)) order.emplace_back(-int64_t{task.priority}, key);
+  }
+  std::sort(order.begin(), order.end());
+  for (const auto& [np, key] : order) snap.placed.push_back(tasks_.at(key));
   return snap;
 }
 

@@ -97,6 +97,7 @@ struct ClusterSnapshot {
   ClusterState cluster;
   framework::Policy policy;
   std::vector<Task> pending;  // by priority, then age
+  std::vector<Task> placed;   // scheduled or running, by priority, then age
 };
 
 class Scheduler {

@@ -17,7 +17,8 @@ import sys
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hfapi import (API, Checks, Server, expect, expect_error, fail, main_guard)  # noqa: E402
+from hfapi import (API, Checks, Server, expect, expect_error, fail, main_guard,
+                   wait_until)  # noqa: E402
 
 # Verbatim from the vision (the lines of each command joined; the vision's
 # line breaks lost their backslashes in the rendering).
@@ -184,6 +185,23 @@ def main(binary, tmp):
                 fail("panel gpu of an idle node: %r" % g)
             if g["memory_used_mib"] is not None or g["utilization"] is not None:
                 fail("panel gpu: measured values must be null until measured: %r" % g)
+        # A shared GPU holds what its tasks asked for; a whole GPU all its memory.
+        share = expect(srv.call("POST", API + "/tasks", {"name": "panel-share", "requests": {
+            "gpu": 1, "gpu_milli": 500, "gpu_memory_mib": 20480}}), 201)
+        whole = expect(srv.call("POST", API + "/tasks", {"name": "panel-whole",
+                                                         "requests": {"gpu": 1}}), 201)
+        wait_until(lambda: all(expect(srv.get(API + "/tasks/%d" % t["id"]), 200)["state"] ==
+                               "scheduled" for t in (share, whole)), 5, "both placed")
+        gpus = sorted(expect(srv.get(API + "/inference/panel"), 200)["gpus"],
+                      key=lambda g: g["memory_allocated_mib"])
+        if [(g["memory_allocated_mib"], g["tasks"]) for g in gpus] != \
+                [(20480, [share["id"]]), (81920, [whole["id"]])]:
+            fail("panel memory for a shared and a whole GPU: %r" % gpus)
+        node = expect(srv.get(API + "/nodes/panel-n1"), 200)
+        if sorted(g["allocated_memory_mib"] for g in node["gpus"]) != [20480, 81920]:
+            fail("node GPU memory allocated: %r" % node["gpus"])
+        for t in (share, whole):
+            expect(srv.call("POST", API + "/tasks/%d/cancel" % t["id"]), 200)
 
     def no_token_401():
         for method, path in (("GET", "/plugins"), ("PUT", "/plugins/binpack"),
