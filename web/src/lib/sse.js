@@ -1,0 +1,78 @@
+// An incremental parser of the text/event-stream format (the subset the
+// server sends: "event:", "data:", "id:" lines, ":" comments, blank line
+// ends an event). Feed it decoded chunks as they arrive; lines may be split
+// across chunks and end in \n, \r\n or \r.
+
+export class SseParser {
+  constructor() {
+    this.buffer = '';
+    this.reset();
+  }
+
+  reset() {
+    this.event = '';
+    this.data = [];
+    this.id = null;
+  }
+
+  // Returns the events completed by this chunk: [{event, data, id}], where
+  // data is the raw text (several data lines joined by "\n").
+  feed(chunk) {
+    this.buffer += chunk;
+    const out = [];
+    for (;;) {
+      const m = this.buffer.match(/\r\n|\n|\r/);
+      if (!m) break;
+      // A lone \r at the very end may be the first half of \r\n.
+      if (m[0] === '\r' && m.index === this.buffer.length - 1) break;
+      const line = this.buffer.slice(0, m.index);
+      this.buffer = this.buffer.slice(m.index + m[0].length);
+      const ev = this.line(line);
+      if (ev) out.push(ev);
+    }
+    return out;
+  }
+
+  line(line) {
+    if (line === '') {
+      if (!this.data.length && !this.event) return null;
+      const ev = { event: this.event || 'message', data: this.data.join('\n'), id: this.id };
+      this.reset();
+      return ev;
+    }
+    if (line.startsWith(':')) return null;
+    const i = line.indexOf(':');
+    const field = i < 0 ? line : line.slice(0, i);
+    let value = i < 0 ? '' : line.slice(i + 1);
+    if (value.startsWith(' ')) value = value.slice(1);
+    if (field === 'event') this.event = value;
+    else if (field === 'data') this.data.push(value);
+    else if (field === 'id') this.id = value;
+    return null;
+  }
+}
+
+// The JSON payload of an event, or null when it is not JSON.
+export function parseEventData(ev) {
+  try {
+    return JSON.parse(ev.data);
+  } catch {
+    return null;
+  }
+}
+
+// What a page should reload when an event of this type arrives.
+export function affectedResources(type) {
+  switch (type) {
+    case 'task':
+      return ['tasks', 'nodes', 'gpus'];
+    case 'node':
+      return ['nodes', 'gpus'];
+    case 'plugin':
+      return ['plugins', 'config'];
+    case 'config':
+      return ['config', 'plugins'];
+    default:
+      return [];
+  }
+}
