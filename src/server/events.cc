@@ -28,6 +28,18 @@ void EventHub::Publish(const std::string& type, nlohmann::json data, int64_t now
   std::lock_guard lock(mu_);
   for (const auto& s : streams_) s->Send(type, line);
   DropClosedLocked();
+  recent_.emplace_back(type, std::move(data));
+  if (recent_.size() > kRecentEvents) recent_.pop_front();
+}
+
+nlohmann::json EventHub::Recent(size_t limit) const {
+  std::lock_guard lock(mu_);
+  nlohmann::json out = nlohmann::json::array();
+  const size_t skip = recent_.size() > limit ? recent_.size() - limit : 0;
+  for (size_t i = skip; i < recent_.size(); ++i) {
+    out.push_back({{"type", recent_[i].first}, {"data", recent_[i].second}});
+  }
+  return out;
 }
 
 void EventHub::Ping() {

@@ -13,6 +13,7 @@
 #define HF_SERVER_EVENTS_H_
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -35,12 +36,18 @@ class EventHub {
   // Sends a keep-alive comment so proxies and clients see the stream alive.
   void Ping();
   size_t subscribers() const;
+  // The last `limit` events published (at most kRecentEvents are kept),
+  // oldest first, as {"type", "data"}: what a page opened now has missed.
+  nlohmann::json Recent(size_t limit) const;
+
+  static constexpr size_t kRecentEvents = 200;
 
  private:
   void DropClosedLocked();
 
   mutable std::mutex mu_;
   std::vector<std::shared_ptr<SseStream>> streams_;
+  std::deque<std::pair<std::string, nlohmann::json>> recent_;  // type, data
 };
 
 }  // namespace hf::server

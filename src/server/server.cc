@@ -517,6 +517,20 @@ void ControlPlane::AddRoutes() {
 
   Route("GET", "/api/v1/events", A::kRead, "server-sent events: task, node, plugin, config",
         [this](const Request&, const Caller&) { return Events(); });
+  Route("GET", "/api/v1/events/recent", A::kRead,
+        "the last events (limit 1..200, default 50), oldest first",
+        [this](const Request& r, const Caller&) {
+          int64_t limit = 50;
+          for (const auto& [key, value] : r.query) {
+            if (key != "limit") {
+              return StatusError(InvalidArgument("unknown query parameter '" + key + "'"));
+            }
+            Result<int64_t> v = ParseIntParam("limit", value, 1, int64_t{EventHub::kRecentEvents});
+            if (!v.ok()) return StatusError(v.status());
+            limit = *v;
+          }
+          return JsonResponse(200, json{{"events", events_.Recent(static_cast<size_t>(limit))}});
+        });
   Route("GET", "/api/v1/inference/panel", A::kRead, "models, endpoints and GPU memory per GPU",
         [this](const Request&, const Caller&) { return InferencePanel(); });
 }

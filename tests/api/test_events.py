@@ -124,7 +124,24 @@ def main(binary, tmp):
                 if not public and r.status != 401:
                     fail("%s %s without a token: %d, want 401" % (method, path, r.status))
 
+    def recent():
+        # What a page opened now has missed: the stream's events, oldest first.
+        got = expect(srv.get(API + "/events/recent?limit=200", token=viewer), 200)["events"]
+        types = [e["type"] for e in got]
+        if types[0] != "node" or types[-1] != "config" or "task" not in types:
+            fail("recent event types: %s" % types)
+        if got[0]["data"]["name"] != "ev-n1" or "time" not in got[0]["data"]:
+            fail("first recent event: %s" % got[0])
+        last2 = expect(srv.get(API + "/events/recent?limit=2", token=viewer), 200)["events"]
+        if last2 != got[-2:]:
+            fail("limit=2 is not the last two: %s" % last2)
+        for bad in ("limit=0", "limit=201", "limit=x", "since=1"):
+            r = srv.get(API + "/events/recent?" + bad)
+            if r.status != 400:
+                fail("GET /events/recent?%s: %s" % (bad, r.short()))
+
     c.run("event stream", stream)
+    c.run("recent events", recent)
     c.run("openapi describes routes that exist", openapi)
     srv.stop()
     c.finish()
