@@ -1,5 +1,6 @@
 #include "server/static_files.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -14,10 +15,10 @@ namespace fs = std::filesystem;
 
 constexpr uintmax_t kMaxTotalBytes = 64ull << 20;
 
-bool HasExtension(std::string_view path) {
-  const size_t slash = path.rfind('/');
-  const std::string_view last = slash == std::string_view::npos ? path : path.substr(slash + 1);
-  return last.find('.') != std::string_view::npos;
+// "/tasks/17" -> "tasks".
+std::string_view FirstSegment(std::string_view path) {
+  path.remove_prefix(std::min<size_t>(1, path.size()));
+  return path.substr(0, path.find('/'));
 }
 
 }  // namespace
@@ -102,11 +103,12 @@ Response StaticFiles::Answer(const File& f, const Request& req) const {
 Response StaticFiles::Serve(const Request& req) const {
   const std::string path = req.path == "/" ? "/index.html" : req.path;
   if (auto it = files_.find(path); it != files_.end()) return Answer(it->second, req);
-  if (path.rfind("/assets/", 0) == 0 || HasExtension(path)) {
-    return JsonError(404, "not_found", "no file " + req.path + " in the UI");
+  const std::string_view first = FirstSegment(path);
+  for (const char* route : kAppRoutes) {
+    // One of the app's own routes: the app decides what to show.
+    if (first == route) return Answer(files_.at("/index.html"), req);
   }
-  // One of the app's own routes: the app decides what to show.
-  return Answer(files_.at("/index.html"), req);
+  return JsonError(404, "not_found", "no route or UI file " + req.path);
 }
 
 }  // namespace hf::server

@@ -9,10 +9,11 @@
 //     strong ETag (If-None-Match → 304). Files under assets/ have hashed
 //     names, so they are cached for a year (immutable); everything else,
 //     index.html first, is revalidated on every load (no-cache);
-//   - a GET for any other path outside the API: index.html, so that the
-//     app's own routes (/plugins, /tasks/17) survive a reload; except paths
-//     under assets/ or with a file extension, which are 404 (a missing
-//     script must not come back as HTML).
+//   - a GET for one of the app's own routes (first segment in
+//     kAppRoutes: /plugins, /tasks/17...): index.html, so that a reload or a
+//     bookmark works;
+//   - anything else (a missing script, a typo, /livez/extra): 404, as JSON
+//     like every other error, never HTML that would hide the mistake.
 // No token is needed: the files hold no data; the app asks for a token and
 // sends it with every API call.
 //
@@ -37,6 +38,10 @@ class StaticFiles {
 
   // The answer for a GET of `req.path` (see the header comment).
   Response Serve(const Request& req) const;
+
+  // The first path segments of the app's router (web/src/router.js).
+  static constexpr const char* kAppRoutes[] = {"login", "overview", "plugins", "config",
+                                               "inference", "nodes", "tasks"};
 
   size_t file_count() const { return files_.size(); }
   const std::string& dir() const { return dir_; }

@@ -64,12 +64,13 @@ TEST_F(StaticFilesTest, ServesFilesWithTypesAndCaching) {
 TEST_F(StaticFilesTest, AppRoutesGetIndexButMissingFilesAre404) {
   auto ui = StaticFiles::Load(dir_.string());
   ASSERT_TRUE(ui.ok());
-  for (const char* route : {"/plugins", "/tasks/17", "/overview/"}) {
+  for (const char* route : {"/plugins", "/tasks/17", "/overview/", "/login"}) {
     Response r = ui->Serve(Get(route));
     EXPECT_EQ(r.status, 200) << route;
     EXPECT_EQ(r.body, "<!doctype html><div id=app></div>") << route;
   }
-  for (const char* missing : {"/assets/gone.js", "/assets/x", "/robots.txt", "/a/b.png"}) {
+  for (const char* missing : {"/assets/gone.js", "/assets/x", "/robots.txt", "/a/b.png", "/nope",
+                              "/API/V1/PLUGINS", "/livez/extra", "/pluginsx"}) {
     Response r = ui->Serve(Get(missing));
     EXPECT_EQ(r.status, 404) << missing;
     EXPECT_EQ(r.content_type, "application/json") << missing;

@@ -44,8 +44,10 @@ def main(binary, tmp):
                         headers={"If-None-Match": js.header("ETag")})
         if again.status != 304:
             fail("If-None-Match: %s" % again.status)
-        if srv.get("/assets/gone-0000.js", token=None).status != 404:
-            fail("a missing asset is not 404")
+        for path in ("/assets/gone-0000.js", "/nope", "/livez/extra", "/API/V1/PLUGINS"):
+            r = srv.get(path, token=None)
+            if r.status != 404 or r.body is None or "error" not in r.body:
+                fail("GET %s: want a JSON 404, got %s" % (path, r.short()))
 
     def api_not_shadowed():
         if srv.get(API + "/plugins", token=None).status != 401:

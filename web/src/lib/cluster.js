@@ -26,7 +26,8 @@ export function gpusByModel(gpus) {
     m.count++;
     m.allocated_milli += Number(g.allocated_milli) || 0;
     m.memory_total_mib += Number(g.memory_total_mib) || 0;
-    m.memory_allocated_mib += effectiveAllocatedMiB(g);
+    // The server counts a whole GPU's memory for a task holding it whole.
+    m.memory_allocated_mib += Number(g.memory_allocated_mib) || 0;
     if (typeof g.memory_used_mib === 'number') {
       m.memory_used_mib += g.memory_used_mib;
       m.measured++;
@@ -49,6 +50,42 @@ export function gpusByModel(gpus) {
       utilization: m.util_n ? m.util_sum / m.util_n : null,
     }))
     .sort((a, b) => (a.model < b.model ? -1 : a.model > b.model ? 1 : 0));
+}
+
+// The GPUs of the node list in the inference panel's shape, for
+// gpusByModel: a node's GPUs carry the allocation (allocated_milli,
+// allocated_memory_mib) and what the agent measured (utilization,
+// memory_used_mib: null until measured).
+export function nodeGpus(nodes) {
+  const out = [];
+  for (const n of nodes || []) {
+    (n.gpus || []).forEach((g, i) => out.push({
+      node: n.name,
+      index: g.index ?? i,
+      model: g.model,
+      memory_total_mib: g.memory_mib,
+      allocated_milli: g.allocated_milli || 0,
+      memory_allocated_mib: g.allocated_memory_mib || 0,
+      memory_used_mib: typeof g.memory_used_mib === 'number' ? g.memory_used_mib : null,
+      utilization: typeof g.utilization === 'number' ? g.utilization : null,
+    }));
+  }
+  return out;
+}
+
+// Measured usage of one node's GPUs: the mean utilisation and the memory
+// used, over the GPUs its agent measured; null when none was measured.
+export function measuredGpus(node) {
+  let util = 0;
+  let utilN = 0;
+  let used = 0;
+  let usedN = 0;
+  for (const g of (node && node.gpus) || []) {
+    if (typeof g.utilization === 'number') { util += g.utilization; utilN++; }
+    if (typeof g.memory_used_mib === 'number') { used += g.memory_used_mib; usedN++; }
+  }
+  if (!utilN && !usedN) return null;
+  return { utilization: utilN ? util / utilN : null, memory_used_mib: usedN ? used : null };
 }
 
 // Joins node GPUs (allocation) with the inference panel's GPUs (which carry
@@ -91,14 +128,4 @@ export function requestSummary(task, fmtMiB = (v) => `${v} MiB`) {
   if (r.memory_mib) parts.push(fmtMiB(r.memory_mib));
   if (task && task.rdma_required) parts.push('RDMA');
   return parts.join(' · ') || '—';
-}
-
-// The GPU memory a GPU's allocations hold. The API counts only memory that
-// tasks request explicitly (gpu_memory_mib); a task that holds a whole GPU
-// (or a share of one without a memory request) holds that share of its
-// memory too, so the larger of the two is shown.
-export function effectiveAllocatedMiB(g) {
-  const explicit = Number(g && g.memory_allocated_mib) || 0;
-  const share = ((Number(g && g.allocated_milli) || 0) / 1000) * (Number(g && g.memory_total_mib) || 0);
-  return Math.max(explicit, Math.round(share));
 }

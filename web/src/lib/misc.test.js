@@ -64,7 +64,7 @@ describe('cluster aggregations', () => {
     ];
     const nodes = [{ name: 'a', gpus: [{ index: 0, allocated_milli: 1000 }, { index: 1, allocated_milli: 500 }] }];
     const rows = gpusByModel(withAllocatedMilli(gpus, nodes));
-    expect(rows[0]).toMatchObject({ model: 'A100', count: 2, allocated: 0.75, memory_allocated: 0.75, memory_used_mib: 20000, utilization: 0.5 });
+    expect(rows[0]).toMatchObject({ model: 'A100', count: 2, allocated: 0.75, memory_allocated: 0.25, memory_used_mib: 20000, utilization: 0.5 });
     expect(rows[1]).toMatchObject({ model: 'T4', count: 1, allocated: 0, memory_used: null, utilization: null });
   });
   it('describes events', () => {
@@ -84,12 +84,40 @@ describe('requestSummary', () => {
   });
 });
 
-import { effectiveAllocatedMiB } from './cluster.js';
-describe('effectiveAllocatedMiB', () => {
-  it('counts a held GPU share as held memory', () => {
-    expect(effectiveAllocatedMiB({ memory_total_mib: 81920, memory_allocated_mib: 0, allocated_milli: 1000 })).toBe(81920);
-    expect(effectiveAllocatedMiB({ memory_total_mib: 16000, memory_allocated_mib: 7168, allocated_milli: 500 })).toBe(8000);
-    expect(effectiveAllocatedMiB({ memory_total_mib: 16000, memory_allocated_mib: 14336, allocated_milli: 500 })).toBe(14336);
-    expect(effectiveAllocatedMiB({ memory_total_mib: 16000 })).toBe(0);
+import { measuredGpus, nodeGpus } from './cluster.js';
+describe('node GPUs', () => {
+  const nodes = [
+    { name: 'a', gpus: [
+      { index: 0, model: 'A100', memory_mib: 81920, allocated_milli: 1000, allocated_memory_mib: 81920, utilization: 0.9, memory_used_mib: 60000 },
+      { index: 1, model: 'A100', memory_mib: 81920, allocated_milli: 0, allocated_memory_mib: 0, utilization: null, memory_used_mib: null },
+    ] },
+    { name: 'c', gpus: [] },
+  ];
+  it('takes the allocated memory as the server gives it (a whole GPU counts whole)', () => {
+    const rows = gpusByModel(nodeGpus(nodes));
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({
+      model: 'A100', count: 2, allocated: 0.5, memory_total_mib: 163840, memory_allocated_mib: 81920,
+      memory_allocated: 0.5, memory_used_mib: 60000, utilization: 0.9,
+    });
+  });
+  it('sums what was measured, null when nothing was', () => {
+    expect(measuredGpus(nodes[0])).toEqual({ utilization: 0.9, memory_used_mib: 60000 });
+    expect(measuredGpus(nodes[1])).toBe(null);
+    expect(measuredGpus({ gpus: [{ utilization: null, memory_used_mib: null }] })).toBe(null);
+  });
+});
+
+import { roleLabel } from './session.js';
+import zhMessages from '../i18n/zh-CN.js';
+import enMessages from '../i18n/en.js';
+describe('roleLabel', () => {
+  const translator = (msgs) => (k) => k.split('.').reduce((o, p) => (o ? o[p] : undefined), msgs) ?? k;
+  it('translates the known roles, keeps an unknown one raw', () => {
+    const t = translator(zhMessages);
+    expect(['admin', 'operator', 'viewer', 'agent'].map((r) => roleLabel(r, translator(enMessages)))).toEqual(['admin', 'operator', 'viewer', 'agent']);
+    expect(['admin', 'operator', 'viewer', 'agent'].map((r) => roleLabel(r, t))).toEqual(['管理员', '操作员', '只读', '代理']);
+    expect(roleLabel('auditor', t)).toBe('auditor');
+    expect(roleLabel(undefined, t)).toBe('');
   });
 });

@@ -41,11 +41,20 @@ export function policyDiff(plugins, candidate) {
   return diff;
 }
 
-// The preview request for a diff (explain on: per-node breakdowns).
-export function previewBody(diff, tasks) {
-  const body = { explain: true };
+// The workloads the server can preview (docs/API.md, Scheduler preview):
+// "cluster" re-places every task, placed and pending, on an empty copy of the
+// cluster under both policies (the whole-cluster what-if); "pending" places
+// the pending queue on the cluster as it is. Pending tasks are pending because
+// they fit nowhere, so "pending" rarely moves anything: "cluster" is the
+// default.
+export const WORKLOADS = ['cluster', 'pending'];
+export const DEFAULT_WORKLOAD = 'cluster';
+
+// The preview request for a diff and a workload (explain on: per-node
+// breakdowns). An unknown workload falls back to the default.
+export function previewBody(diff, workload = DEFAULT_WORKLOAD) {
+  const body = { explain: true, workload: WORKLOADS.includes(workload) ? workload : DEFAULT_WORKLOAD };
   if (diff && Object.keys(diff).length) body.plugins = diff;
-  if (Array.isArray(tasks)) body.tasks = tasks;
   return body;
 }
 
@@ -164,21 +173,4 @@ export function conflictPair(self, message, names) {
   const other = (names || []).find((n) => n !== self && new RegExp(`\\b${n}\\b`).test(m));
   if (!other) return null;
   return [self, other].sort();
-}
-
-// A sample workload for the preview: the requests of the given tasks (the
-// running and scheduled ones), submitted again on top of the live cluster —
-// "how would the candidate place work like what runs now". Only fields of a
-// submission are copied (the API refuses unknown ones).
-export function sampleWorkload(tasks, max = 200) {
-  const out = [];
-  for (const t of tasks || []) {
-    if (out.length >= max) break;
-    const s = { name: `${t.name}`, kind: t.kind || 'batch', priority: t.priority ?? 0 };
-    if (t.group) s.group = t.group;
-    if (t.requests) s.requests = { ...t.requests };
-    if (t.rdma_required) s.rdma_required = true;
-    out.push(s);
-  }
-  return out;
 }

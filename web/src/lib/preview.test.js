@@ -1,7 +1,7 @@
 import { describe, it, expect } from 'vitest';
 import {
   conflictPair, extensionPoints, sortPlugins,
-  applySteps, candidateFromPlugins, isMoved, movedTasks, nodeBreakdown, policyDiff, previewBody, summarize, totalScore,
+  applySteps, candidateFromPlugins, isMoved, movedTasks, nodeBreakdown, policyDiff, previewBody, summarize, totalScore, DEFAULT_WORKLOAD,
 } from './preview.js';
 
 const plugins = [
@@ -31,9 +31,14 @@ describe('candidate and diff', () => {
       preempt: { mode: 'running' },
     });
   });
-  it('builds the preview body', () => {
-    expect(previewBody({})).toEqual({ explain: true });
-    expect(previewBody({ rdma: { weight: 3 } })).toEqual({ explain: true, plugins: { rdma: { weight: 3 } } });
+  it('builds the preview body with the workload', () => {
+    expect(DEFAULT_WORKLOAD).toBe('cluster');
+    expect(previewBody({})).toEqual({ explain: true, workload: 'cluster' });
+    expect(previewBody({}, 'pending')).toEqual({ explain: true, workload: 'pending' });
+    expect(previewBody({ rdma: { weight: 3 } }, 'cluster')).toEqual({ explain: true, workload: 'cluster', plugins: { rdma: { weight: 3 } } });
+    // The removed client-side sample, or anything unknown, is not sent.
+    expect(previewBody({}, 'sample')).toEqual({ explain: true, workload: 'cluster' });
+    expect(previewBody({}, 'sample')).not.toHaveProperty('tasks');
   });
   it('applies disables first, then enables', () => {
     const steps = applySteps({ spread: { enabled: true }, preempt: { mode: 'running' }, binpack: { enabled: false } });
@@ -95,21 +100,6 @@ describe('plugin helpers', () => {
     expect(conflictPair('spread', 'cannot enable spread while binpack is enabled', ['binpack', 'spread', 'rdma'])).toEqual(['binpack', 'spread']);
     expect(conflictPair('binpack', 'spread is enabled', ['binpack', 'spread'])).toEqual(['binpack', 'spread']);
     expect(conflictPair('rdma', 'nothing', ['binpack', 'spread'])).toBe(null);
-  });
-});
-
-import { sampleWorkload } from './preview.js';
-describe('sampleWorkload', () => {
-  it('copies only submission fields, up to max', () => {
-    const tasks = [
-      { id: 1, name: 'a', state: 'running', node: 'n1', group: 'g', priority: 5, kind: 'batch', requests: { gpu: 2 }, rdma_required: true, allocation: {} },
-      { id: 2, name: 'b', state: 'scheduled', priority: 0, kind: 'inference', group: '', requests: { gpu_milli: 500 } },
-    ];
-    expect(sampleWorkload(tasks)).toEqual([
-      { name: 'a', kind: 'batch', priority: 5, group: 'g', requests: { gpu: 2 }, rdma_required: true },
-      { name: 'b', kind: 'inference', priority: 0, requests: { gpu_milli: 500 } },
-    ]);
-    expect(sampleWorkload(tasks, 1)).toHaveLength(1);
   });
 });
 

@@ -14,3 +14,12 @@ export function permissionsFor(role) {
     cordonNodes: admin || operator,
   };
 }
+
+export const ROLES = ['admin', 'operator', 'viewer', 'agent'];
+
+// The role as the UI shows it: the translation of a known role (roles.<role>),
+// the raw role for one the UI does not know. `t` is vue-i18n's translate.
+export function roleLabel(role, t) {
+  if (!role) return '';
+  return ROLES.includes(role) ? t(`roles.${role}`) : String(role);
+}
