@@ -3,7 +3,7 @@
 // ReadableStream reader, parsed by SseParser, and fanned out to the pages
 // that subscribed. It reconnects with backoff while a session is open.
 import { reactive } from 'vue';
-import { SseParser, parseEventData } from './lib/sse.js';
+import { LISTED_TYPES, SseParser, mergeBackfill, parseEventData } from './lib/sse.js';
 import { session } from './store.js';
 
 export const live = reactive({
@@ -23,7 +23,7 @@ export function onEvent(fn) {
 }
 
 function dispatch(type, data) {
-  if (['task', 'node', 'plugin', 'config'].includes(type)) {
+  if (LISTED_TYPES.includes(type)) {
     live.recent.unshift({ type, data, at: Date.now() });
     if (live.recent.length > MAX_RECENT) live.recent.length = MAX_RECENT;
   }
@@ -33,6 +33,22 @@ function dispatch(type, data) {
     } catch (e) {
       console.error('event listener failed', e);
     }
+  }
+}
+
+// What happened before this page subscribed (GET /api/v1/events/recent).
+async function backfill(signal) {
+  try {
+    const res = await fetch(`/api/v1/events/recent?limit=${MAX_RECENT}`, {
+      headers: { Authorization: `Bearer ${session.token}` },
+      signal,
+      cache: 'no-store',
+    });
+    if (!res.ok) return;
+    const body = await res.json();
+    live.recent = mergeBackfill(live.recent, body.events || [], MAX_RECENT);
+  } catch {
+    // Recent activity is a convenience; the stream goes on without it.
   }
 }
 
@@ -50,6 +66,7 @@ async function connect() {
     if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
     live.state = 'live';
     retry = 0;
+    backfill(ctl.signal);
     const reader = res.body.getReader();
     const decoder = new TextDecoder();
     const parser = new SseParser();

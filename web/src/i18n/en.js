@@ -73,7 +73,7 @@ export default {
     memUsed: '{v} used',
     noGpus: 'No GPUs registered yet',
     events: 'Recent events',
-    noEvents: 'No events since this page opened. Task, node, plugin and config changes appear here as they happen.',
+    noEvents: 'No recent events. Task, node, plugin and config changes appear here as they happen.',
   },
   plugins: {
     sub: 'Scheduling plugins, their status and settings. Changes apply to the next scheduling cycle.',

@@ -76,3 +76,23 @@ export function affectedResources(type) {
       return [];
   }
 }
+
+// The event types the UI lists as recent activity.
+export const LISTED_TYPES = ['task', 'node', 'plugin', 'config'];
+
+// Adds the events of GET /api/v1/events/recent (oldest first) behind the ones
+// the stream already delivered (`recent`, newest first): an event both gave
+// is kept once. Returns a new list, newest first, of at most `max` entries.
+export function mergeBackfill(recent, fetched, max) {
+  const key = (type, data) => `${type}\u0000${JSON.stringify(data)}`;
+  const seen = new Set(recent.map((e) => key(e.type, e.data)));
+  const older = [];
+  for (let i = fetched.length - 1; i >= 0; i--) {
+    const e = fetched[i];
+    if (!LISTED_TYPES.includes(e.type) || seen.has(key(e.type, e.data))) continue;
+    seen.add(key(e.type, e.data));
+    const at = Date.parse(e.data && e.data.time);
+    older.push({ type: e.type, data: e.data, at: Number.isNaN(at) ? Date.now() : at });
+  }
+  return [...recent, ...older].slice(0, max);
+}

@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest';
-import { SseParser, affectedResources, parseEventData } from './sse.js';
+import { SseParser, affectedResources, mergeBackfill, parseEventData } from './sse.js';
 
 describe('SseParser', () => {
   it('parses complete events', () => {
@@ -34,5 +34,25 @@ describe('affectedResources', () => {
     expect(affectedResources('node')).toContain('nodes');
     expect(affectedResources('plugin')).toContain('plugins');
     expect(affectedResources('ping')).toEqual([]);
+  });
+});
+
+describe('mergeBackfill', () => {
+  const ev = (type, id, time) => ({ type, data: { action: 'submitted', id, time } });
+  it('puts the fetched events behind the streamed ones, newest first, once each', () => {
+    const streamed = [{ ...ev('task', 3, '2026-12-02T10:00:03.000Z'), at: 3 }];
+    const fetched = [
+      ev('task', 1, '2026-12-02T10:00:01.000Z'),
+      ev('ping', 0, '2026-12-02T10:00:01.500Z'),
+      ev('task', 2, '2026-12-02T10:00:02.000Z'),
+      ev('task', 3, '2026-12-02T10:00:03.000Z'),
+    ];
+    const out = mergeBackfill(streamed, fetched, 10);
+    expect(out.map((e) => e.data.id)).toEqual([3, 2, 1]);
+    expect(out[1].at).toBe(Date.parse('2026-12-02T10:00:02.000Z'));
+  });
+  it('keeps at most max entries', () => {
+    const fetched = [1, 2, 3, 4].map((i) => ev('node', i, `2026-12-02T10:00:0${i}.000Z`));
+    expect(mergeBackfill([], fetched, 2).map((e) => e.data.id)).toEqual([4, 3]);
   });
 });
