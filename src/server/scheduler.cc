@@ -618,7 +618,13 @@ Result<store::TaskRecord> Scheduler::ReportTask(const std::string& node, TaskKey
       std::string how = exit.signal      ? "killed by signal " + std::to_string(*exit.signal)
                         : exit.exit_code ? "exit code " + std::to_string(*exit.exit_code)
                                          : "";
-      if (!exit.message.empty()) how += (how.empty() ? "" : ": ") + exit.message;
+      // Agents often say the same ("exit code 7", "killed by signal 9
+      // (SIGKILL)"); say it once, in the agent's fuller words.
+      if (exit.message == how || exit.message.rfind(how + " ", 0) == 0 || how.empty()) {
+        how = exit.message;
+      } else if (!exit.message.empty()) {
+        how += ": " + exit.message;
+      }
       if (how.empty()) how = "ended";
       HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
         HF_RETURN_IF_ERROR(tx.DeleteAllocation(id));

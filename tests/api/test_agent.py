@@ -175,6 +175,8 @@ def main(binary, tmp):
                               for e in end.get("events", []))
         if "7" not in messages or "exit" not in messages.lower():
             fail("the events do not mention exit code 7: %s" % messages)
+        if messages.count("exit code 7") != 1:
+            fail("the exit code is not said exactly once: %s" % messages)
 
     def no_command_fails():
         t = expect(srv.call("POST", API + "/tasks", {"name": "no-command",
