@@ -320,21 +320,24 @@ void Agent::ReaperLoop() {
           ended.emplace_back(e.id, json());
           continue;
         }
+        // `message` carries only what the exit code or signal does not say:
+        // the server words the report from those fields.
         json body = {{"node", node}, {"id", e.id}};
+        std::string how;
         if (e.unknown) {
           body["state"] = "failed";
-          body["message"] = "exit status unknown: the agent restarted";
+          body["message"] = how = "exit status unknown: the agent restarted";
         } else if (e.signal != 0) {
           body["state"] = "failed";
           body["signal"] = e.signal;
-          body["message"] =
-              "killed by signal " + std::to_string(e.signal) + " (" + SignalName(e.signal) + ")";
+          body["message"] = SignalName(e.signal);
+          how = "killed by signal " + std::to_string(e.signal) + " (" + SignalName(e.signal) + ")";
         } else {
           body["state"] = e.exit_code == 0 ? "succeeded" : "failed";
           body["exit_code"] = e.exit_code;
-          body["message"] = "exit code " + std::to_string(e.exit_code);
+          how = "exit code " + std::to_string(e.exit_code);
         }
-        Log("task " + std::to_string(e.id) + " ended: " + body["message"].get<std::string>());
+        Log("task " + std::to_string(e.id) + " ended: " + how);
         finished_[e.id] = body;
         final_pending_.insert(e.id);
         ended.emplace_back(e.id, std::move(body));

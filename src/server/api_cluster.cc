@@ -39,6 +39,12 @@ json GpuMeasured(const NodeUsage* usage, int32_t index) {
   return {{"utilization", nullptr}, {"memory_used_mib", nullptr}};
 }
 
+// The node's entry in Scheduler::MeasuredUsage(), or null.
+const NodeUsage* UsageOf(const std::map<std::string, NodeUsage>& usage, const std::string& node) {
+  auto it = usage.find(node);
+  return it == usage.end() ? nullptr : &it->second;
+}
+
 // A node: its inventory plus condition, what is allocated on it (per GPU),
 // and what its agent last measured (`usage`: null without an agent).
 json NodeJson(const store::NodeRecord& rec, const std::vector<store::StoredAllocation>& allocs,
@@ -121,8 +127,7 @@ Response ControlPlane::ListNodes() const {
     std::map<std::string, std::vector<store::StoredAllocation>> by_node;
     for (auto& a : allocs) by_node[a.node].push_back(std::move(a));
     for (const auto& n : nodes) {
-      auto u = usage.find(n.spec.name);
-      out.push_back(NodeJson(n, by_node[n.spec.name], u == usage.end() ? nullptr : &u->second));
+      out.push_back(NodeJson(n, by_node[n.spec.name], UsageOf(usage, n.spec.name)));
     }
     return Status::Ok();
   });
@@ -137,8 +142,7 @@ Response ControlPlane::GetNode(const Request& req) const {
   Status s = store_->Read([&](const store::ReadTx& tx) -> Status {
     HF_ASSIGN_OR_RETURN(store::NodeRecord n, tx.GetNode(name));
     HF_ASSIGN_OR_RETURN(std::vector<store::StoredAllocation> allocs, tx.ListAllocations(name));
-    auto u = usage.find(name);
-    out = NodeJson(n, allocs, u == usage.end() ? nullptr : &u->second);
+    out = NodeJson(n, allocs, UsageOf(usage, name));
     return Status::Ok();
   });
   if (!s.ok()) return StatusError(s);
@@ -292,7 +296,8 @@ Response ControlPlane::Preview(const Request& req) const {
   if (!body.ok()) return StatusError(body.status());
   Result<PreviewRequest> preq = ParsePreviewRequest(*body);
   if (!preq.ok()) return StatusError(preq.status());
-  ClusterSnapshot snap = scheduler_->Snapshot();
+  // Only the whole-cluster workload needs the placed tasks' specs.
+  ClusterSnapshot snap = scheduler_->Snapshot(!preq->tasks && preq->workload == "cluster");
   Result<json> out = RunPreview(*preq, snap, plugins::InTreeRegistry(), &clock_);
   if (!out.ok()) return StatusError(out.status());
   return JsonResponse(200, *out);
@@ -329,12 +334,12 @@ Response ControlPlane::InferencePanel() const {
       }
     }
     for (const auto& n : nodes) {
-      auto u = usage.find(n.spec.name);
+      const NodeUsage* u = UsageOf(usage, n.spec.name);
       for (const GpuDevice& g : n.spec.gpus) {
         auto it = granted.find({n.spec.name, g.index});
         const Granted none;
         const Granted& gr = it == granted.end() ? none : it->second;
-        const json measured = GpuMeasured(u == usage.end() ? nullptr : &u->second, g.index);
+        const json measured = GpuMeasured(u, g.index);
         gpus.push_back({{"node", n.spec.name},
                         {"index", g.index},
                         {"model", g.model},

@@ -427,7 +427,7 @@ void Scheduler::PolicyChanged() {
   cv_.notify_all();
 }
 
-ClusterSnapshot Scheduler::Snapshot() const {
+ClusterSnapshot Scheduler::Snapshot(bool with_placed) const {
   std::lock_guard lock(*mu_);
   ClusterSnapshot snap{cluster_, fw_->CurrentPolicy(), {}, {}};
   // Every waiting task, active or unschedulable, in queue order.
@@ -435,6 +435,7 @@ ClusterSnapshot Scheduler::Snapshot() const {
   for (TaskKey key : unschedulable_) order.emplace_back(-int64_t{tasks_.at(key).priority}, key);
   std::sort(order.begin(), order.end());
   for (const auto& [np, key] : order) snap.pending.push_back(tasks_.at(key));
+  if (!with_placed) return snap;
   order.clear();
   for (const auto& [key, task] : tasks_) {
     if (cluster_.FindPlaced(key)) order.emplace_back(-int64_t{task.priority}, key);
@@ -514,6 +515,11 @@ Status Scheduler::Heartbeat(const std::string& node, const std::optional<NodeUsa
   return Status::Ok();
 }
 
+uint64_t Scheduler::NodeVersionLocked(const std::string& node) const {
+  auto it = node_version_.find(node);
+  return it == node_version_.end() ? 0 : it->second;
+}
+
 Result<Scheduler::AssignmentList> Scheduler::AssignmentsLocked(const std::string& node) const {
   const NodeId n = cluster_.FindNode(node);
   if (n == kNoNode) return NotFound("node " + node + " is not registered");
@@ -524,8 +530,7 @@ Result<Scheduler::AssignmentList> Scheduler::AssignmentsLocked(const std::string
   }
   std::sort(out.begin(), out.end(),
             [](const NodeAssignment& a, const NodeAssignment& b) { return a.task.key < b.task.key; });
-  auto it = node_version_.find(node);
-  return AssignmentList(it == node_version_.end() ? 0 : it->second, std::move(out));
+  return AssignmentList(NodeVersionLocked(node), std::move(out));
 }
 
 void Scheduler::WatchAssignments(const std::string& node, uint64_t since,
@@ -533,9 +538,8 @@ void Scheduler::WatchAssignments(const std::string& node, uint64_t since,
   Result<AssignmentList> now = NotFound("");
   {
     std::lock_guard lock(*mu_);
-    auto it = node_version_.find(node);
-    const uint64_t version = it == node_version_.end() ? 0 : it->second;
-    const bool answer_now = stop_ || version != since || cluster_.FindNode(node) == kNoNode;
+    const bool answer_now =
+        stop_ || NodeVersionLocked(node) != since || cluster_.FindNode(node) == kNoNode;
     if (!answer_now) {
       watches_.push_back({node, since, Clock::now() + wait, std::move(done)});
       watches_dirty_ = true;
@@ -571,9 +575,7 @@ void Scheduler::WatchLoop() {
     // Swap-and-pop keeps the scan linear; watches have no order to keep.
     for (size_t i = 0; i < watches_.size();) {
       Watch& w = watches_[i];
-      auto it = node_version_.find(w.node);
-      const uint64_t version = it == node_version_.end() ? 0 : it->second;
-      if (stop_ || version != w.since || w.deadline <= now) {
+      if (stop_ || NodeVersionLocked(w.node) != w.since || w.deadline <= now) {
         due.emplace_back(std::move(w.done), AssignmentsLocked(w.node));
         if (i + 1 != watches_.size()) w = std::move(watches_.back());
         watches_.pop_back();
@@ -618,13 +620,7 @@ Result<store::TaskRecord> Scheduler::ReportTask(const std::string& node, TaskKey
       std::string how = exit.signal      ? "killed by signal " + std::to_string(*exit.signal)
                         : exit.exit_code ? "exit code " + std::to_string(*exit.exit_code)
                                          : "";
-      // Agents often say the same ("exit code 7", "killed by signal 9
-      // (SIGKILL)"); say it once, in the agent's fuller words.
-      if (exit.message == how || exit.message.rfind(how + " ", 0) == 0 || how.empty()) {
-        how = exit.message;
-      } else if (!exit.message.empty()) {
-        how += ": " + exit.message;
-      }
+      if (!exit.message.empty()) how += (how.empty() ? "" : ": ") + exit.message;
       if (how.empty()) how = "ended";
       HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
         HF_RETURN_IF_ERROR(tx.DeleteAllocation(id));

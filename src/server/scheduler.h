@@ -97,7 +97,7 @@ struct ClusterSnapshot {
   ClusterState cluster;
   framework::Policy policy;
   std::vector<Task> pending;  // by priority, then age
-  std::vector<Task> placed;   // scheduled or running, by priority, then age
+  std::vector<Task> placed;   // scheduled or running, by priority, then age; when asked for
 };
 
 class Scheduler {
@@ -167,7 +167,8 @@ class Scheduler {
   // waiting task is retried under the new policy.
   void PolicyChanged();
 
-  ClusterSnapshot Snapshot() const;
+  // `with_placed`: also copy the placed tasks (ClusterSnapshot::placed).
+  ClusterSnapshot Snapshot(bool with_placed = false) const;
 
   // Tasks waiting to be tried, and tasks tried and found unschedulable.
   size_t active_count() const;
@@ -196,6 +197,8 @@ class Scheduler {
   // Answers watches whose node's list changed or whose wait ran out.
   void WatchLoop();
   Result<AssignmentList> AssignmentsLocked(const std::string& node) const;
+  // The node's task-list version; 0 before its list first changed.
+  uint64_t NodeVersionLocked(const std::string& node) const;
   void CycleLocked();
   // Rebuilds cluster_, tasks_ and the queue from the store.
   Status RebuildLocked();

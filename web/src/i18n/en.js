@@ -210,7 +210,6 @@ export default {
     none: 'No nodes registered yet. Start an agent or POST /api/v1/nodes.',
     name: 'Name',
     condition: 'Condition',
-    location: 'Location',
     rack: 'rack',
     cpu: 'CPU (cores)',
     memory: 'Memory',

@@ -210,7 +210,6 @@ export default {
     none: '尚未注册节点。请启动节点代理或调用 POST /api/v1/nodes。',
     name: '名称',
     condition: '状态',
-    location: '位置',
     rack: '机架',
     cpu: 'CPU（核）',
     memory: '内存',

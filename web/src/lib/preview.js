@@ -90,10 +90,6 @@ export function gpusText(side) {
   return side.gpus.map(gpuLabel).join(',');
 }
 
-function gpusKey(side) {
-  return gpusText(side);
-}
-
 // A task is moved when the two policies place it on different nodes (or on
 // different GPUs of the same node), or place it under one policy only.
 export function isMoved(task) {
@@ -104,7 +100,7 @@ export function isMoved(task) {
   const na = a.node ?? null;
   const nb = b.node ?? null;
   if (na !== nb) return true;
-  return na !== null && gpusKey(a) !== gpusKey(b);
+  return na !== null && gpusText(a) !== gpusText(b);
 }
 
 export function movedTasks(tasks) {

@@ -61,22 +61,6 @@ export function parseEventData(ev) {
   }
 }
 
-// What a page should reload when an event of this type arrives.
-export function affectedResources(type) {
-  switch (type) {
-    case 'task':
-      return ['tasks', 'nodes', 'gpus'];
-    case 'node':
-      return ['nodes', 'gpus'];
-    case 'plugin':
-      return ['plugins', 'config'];
-    case 'config':
-      return ['config', 'plugins'];
-    default:
-      return [];
-  }
-}
-
 // The event types the UI lists as recent activity.
 export const LISTED_TYPES = ['task', 'node', 'plugin', 'config'];
 

@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest';
-import { SseParser, affectedResources, mergeBackfill, parseEventData } from './sse.js';
+import { SseParser, mergeBackfill, parseEventData } from './sse.js';
 
 describe('SseParser', () => {
   it('parses complete events', () => {
@@ -25,15 +25,6 @@ describe('SseParser', () => {
   });
   it('gives null for non-JSON data', () => {
     expect(parseEventData({ data: 'nope' })).toBe(null);
-  });
-});
-
-describe('affectedResources', () => {
-  it('maps event types to what to reload', () => {
-    expect(affectedResources('task')).toContain('tasks');
-    expect(affectedResources('node')).toContain('nodes');
-    expect(affectedResources('plugin')).toContain('plugins');
-    expect(affectedResources('ping')).toEqual([]);
   });
 });
 
