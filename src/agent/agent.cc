@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "core/model_json.h"
@@ -98,6 +99,15 @@ std::string ToUtf8(const std::string& raw, bool final, size_t& consumed) {
   return out;
 }
 
+// The port in a task's `port` file (written by Launch); nullopt when the
+// file is missing or does not hold a port.
+std::optional<uint16_t> ReadPortFile(const std::filesystem::path& path) {
+  std::ifstream f(path);
+  long port = 0;
+  if (!f || !(f >> port) || port < 1 || port > 65535) return std::nullopt;
+  return static_cast<uint16_t>(port);
+}
+
 }  // namespace
 
 Agent::Agent(AgentOptions options) : opt_(std::move(options)), base_env_(ProcessEnv()) {}
@@ -178,8 +188,16 @@ void Agent::AdoptLeftovers() {
     if (pid > 0 && start != 0 && kill(static_cast<pid_t>(pid), 0) == 0 &&
         ProcStartTime(static_cast<pid_t>(pid)) == start &&
         supervisor_.Adopt(id, static_cast<pid_t>(pid), start).ok()) {
+      std::string with_port;
+      if (std::optional<uint16_t> port = ReadPortFile(entry.path() / "port")) {
+        ports_[id] = *port;
+        with_port = " (port " + std::to_string(*port) + ")";
+        // The server may have lost the service's address (it restarted, or
+        // the earlier report never arrived): say it again.
+        outbox_.push_back(Report{id, RunningReport(id)});
+      }
       Log("task " + std::to_string(id) + ": adopted its process " + std::to_string(pid) +
-          ", left running by an earlier agent");
+          with_port + ", left running by an earlier agent");
       continue;
     }
     Log("task " + std::to_string(id) + ": its process died while the agent was down");
@@ -188,6 +206,7 @@ void Agent::AdoptLeftovers() {
                          {"state", "failed"},
                          {"message", "died while the agent was down"}};
     std::filesystem::remove(pid_file, rm);
+    std::filesystem::remove(entry.path() / "port", rm);
   }
 }
 
@@ -315,6 +334,7 @@ void Agent::ReaperLoop() {
         // Both tests run: a stopped task must leave unreported_, or a later
         // copy of it here would never be stopped.
         const bool unreported = unreported_.erase(e.id) > 0;
+        ports_.erase(e.id);
         if (e.stopped || unreported) {
           Log("task " + std::to_string(e.id) + " stopped");
           ended.emplace_back(e.id, json());
@@ -350,6 +370,7 @@ void Agent::ReaperLoop() {
       ships_.erase(id);
       std::error_code ec;
       std::filesystem::remove(std::filesystem::path(TaskDir(id)) / "pid", ec);
+      std::filesystem::remove(std::filesystem::path(TaskDir(id)) / "port", ec);
     }
     if (!ended.empty()) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -520,9 +541,7 @@ void Agent::Reconcile(const AssignmentList& list) {
       const bool queued = std::any_of(outbox_.begin(), outbox_.end(),
                                       [&](const Report& r) { return r.id == a.id; });
       if (a.state == "scheduled" && !queued && unreported_.count(a.id) == 0) {
-        outbox_.push_back(Report{a.id, json{{"node", opt_.inventory.spec.name},
-                                            {"id", a.id},
-                                            {"state", "running"}}});
+        outbox_.push_back(Report{a.id, RunningReport(a.id)});
       }
       continue;
     }
@@ -567,23 +586,55 @@ void Agent::Launch(const Assignment& a) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return failed("cannot create " + dir.string() + ": " + ec.message());
+  // A service task gets a port, kept in its folder for a restarted agent
+  // before the process starts (a pid file always has its port file).
+  std::optional<uint16_t> port;
+  const std::filesystem::path port_file = dir / "port";
+  std::filesystem::remove(port_file, ec);
+  if (NeedsPort(a.task.command)) {
+    // Not one a live task here was given, should the kernel repeat itself.
+    for (int attempt = 0; attempt < 8 && !port.has_value(); ++attempt) {
+      Result<uint16_t> p = PickFreePort();
+      if (!p.ok()) return failed(p.status().message());
+      const bool taken = std::any_of(ports_.begin(), ports_.end(),
+                                     [&](const auto& kv) { return kv.second == *p; });
+      if (!taken) port = *p;
+    }
+    if (!port.has_value()) return failed("cannot find a free port");
+    std::ofstream pf(port_file, std::ios::trunc);
+    pf << *port << "\n";
+    pf.close();
+    if (!pf) return failed("cannot write " + port_file.string());
+  }
   LaunchSpec spec{.id = a.id,
-                  .argv = a.task.command,
-                  .env = EnvStrings(BuildTaskEnv(base_env_, a.id, a.task, a.allocation)),
+                  .argv = port ? SubstitutePort(a.task.command, *port) : a.task.command,
+                  .env = EnvStrings(BuildTaskEnv(base_env_, a.id, a.task, a.allocation, port)),
                   .cwd = dir.string(),
                   .log_path = (dir / "output.log").string()};
   Result<pid_t> pid = supervisor_.Launch(spec);
-  if (!pid.ok()) return failed(pid.status().message());
+  if (!pid.ok()) {
+    std::filesystem::remove(port_file, ec);
+    return failed(pid.status().message());
+  }
+  if (port) ports_[a.id] = *port;
   Log("task " + std::to_string(a.id) + " (" + a.task.name + ") started, pid " +
-      std::to_string(*pid));
+      std::to_string(*pid) + (port ? ", port " + std::to_string(*port) : ""));
   {
     // For a restarted agent: "<pid> <start time>" (AdoptLeftovers).
     std::ofstream pf(dir / "pid", std::ios::trunc);
     pf << *pid << " " << ProcStartTime(*pid) << "\n";
     if (!pf) Log("task " + std::to_string(a.id) + ": cannot write " + (dir / "pid").string());
   }
-  json body = {{"node", node}, {"id", a.id}, {"state", "running"}};
-  outbox_.push_back(Report{a.id, std::move(body)});
+  outbox_.push_back(Report{a.id, RunningReport(a.id)});
+}
+
+json Agent::RunningReport(uint64_t id) const {
+  json body = {{"node", opt_.inventory.spec.name}, {"id", id}, {"state", "running"}};
+  if (auto it = ports_.find(id); it != ports_.end()) {
+    body["port"] = it->second;
+    if (!opt_.advertise_address.empty()) body["host"] = opt_.advertise_address;
+  }
+  return body;
 }
 
 }  // namespace hf::agent

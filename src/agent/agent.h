@@ -20,6 +20,12 @@
 // (AdoptLeftovers, from WORK_DIR/tasks/<id>/pid) instead of launching them
 // again.
 //
+// Service tasks: a task whose command contains "{port}" gets a free TCP port
+// (docs/AGENT.md, "Services"): "{port}" is replaced by it, PORT and
+// HETEROFLOW_PORT carry it, WORK_DIR/tasks/<id>/port keeps it for a
+// restarted agent, and every "running" report carries "port" (and "host",
+// when advertise_address is set).
+//
 // The reaper thread also ships each task's output.log to the server
 // (POST /api/v1/agent/logs) every second and once more after the process
 // ended, before the final report; see docs/AGENT.md, "Shipping the output".
@@ -57,6 +63,10 @@ struct AgentOptions {
   // Per-request timeout for everything but the long poll (which waits
   // wait_s + this).
   std::chrono::milliseconds request_timeout{10000};
+  // The IP literal the server should use to reach this node's services
+  // (sent as "host" in the running reports of tasks with a port); empty: the
+  // server uses the address the reports come from.
+  std::string advertise_address;
 };
 
 class Agent {
@@ -91,6 +101,9 @@ class Agent {
   void Reconcile(const AssignmentList& list);
   void Launch(const Assignment& a);
   void Enqueue(uint64_t id, nlohmann::json body);
+  // The "running" report of task `id`, with its port (and host) when it has
+  // one. Caller holds mu_.
+  nlohmann::json RunningReport(uint64_t id) const;
   void FlushReports(const cli::HttpClient& client);
   // Sleeps up to `d`; false when a stop was requested meanwhile.
   bool SleepFor(std::chrono::milliseconds d);
@@ -118,6 +131,8 @@ class Agent {
   // Ended tasks whose final report waits for their last output to be
   // shipped (Reconcile treats them as queued). Guarded by mu_.
   std::set<uint64_t> final_pending_;
+  // The ports given to the live service tasks here. Guarded by mu_.
+  std::map<uint64_t, uint16_t> ports_;
   // Log shipping, per task: bytes of the local file consumed, bytes the
   // server holds. Reaper thread only.
   struct LogShip {

@@ -1,5 +1,7 @@
 #include "agent/agent_command.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -24,6 +26,7 @@ int RunAgentCommand(int argc, char** argv) {
   std::string inventory_path;
   std::string work_dir = "heteroflow-agent";
   int grace_period_s = 10;
+  std::string advertise_address;
   app.add_option("--server", server, "server URL http://HOST:PORT[/PREFIX]")->required();
   app.add_option("--token", token, "agent token (role agent or admin); else $HETEROFLOW_TOKEN");
   app.add_option("--node-name", node_name,
@@ -38,6 +41,10 @@ int RunAgentCommand(int argc, char** argv) {
                  "seconds between SIGTERM and SIGKILL when a task is stopped")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--advertise-address", advertise_address,
+                 "IP address (v4 or v6 literal) the server should use to reach the services "
+                 "this node runs (tasks whose command holds {port}); default: the address the "
+                 "agent's requests come from");
   app.footer(
       "On SIGINT or SIGTERM the agent stops heartbeats and polling and exits 0; the tasks it "
       "started keep running (they are not adopted by a restarted agent yet).");
@@ -52,6 +59,17 @@ int RunAgentCommand(int argc, char** argv) {
   if (token.empty()) {
     std::fprintf(stderr, "heteroflow agent: no token: pass --token or set HETEROFLOW_TOKEN\n");
     return 2;
+  }
+  if (!advertise_address.empty()) {
+    in6_addr buf{};
+    if (inet_pton(AF_INET, advertise_address.c_str(), &buf) != 1 &&
+        inet_pton(AF_INET6, advertise_address.c_str(), &buf) != 1) {
+      std::fprintf(stderr,
+                   "heteroflow agent: --advertise-address '%s' is not an IPv4 or IPv6 address "
+                   "(a host name is not accepted)\n",
+                   advertise_address.c_str());
+      return 2;
+    }
   }
   Result<cli::ServerUrl> url = cli::ParseServerUrl(server);
   if (!url.ok()) {
@@ -107,7 +125,8 @@ int RunAgentCommand(int argc, char** argv) {
                            .token = token,
                            .inventory = inventory,
                            .work_dir = abs_work.lexically_normal().string(),
-                           .grace_period = std::chrono::seconds(grace_period_s)});
+                           .grace_period = std::chrono::seconds(grace_period_s),
+                           .advertise_address = advertise_address});
   std::atomic<bool> done{false};
   std::thread signals([&] {
     int sig = 0;

@@ -1,8 +1,13 @@
 #include "agent/assignment.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "core/model_json.h"
 
@@ -94,7 +99,8 @@ Result<AssignmentList> ParseAssignments(const json& body) {
 
 std::map<std::string, std::string> BuildTaskEnv(const std::map<std::string, std::string>& base,
                                                 uint64_t id, const Task& task,
-                                                const Allocation& allocation) {
+                                                const Allocation& allocation,
+                                                std::optional<uint16_t> port) {
   std::map<std::string, std::string> env = base;
   for (const auto& [k, v] : task.env) env[k] = v;
   std::string devices;
@@ -111,7 +117,49 @@ std::map<std::string, std::string> BuildTaskEnv(const std::map<std::string, std:
     env["HETEROFLOW_GPU_MILLI"] = std::to_string(share);
   }
   if (!allocation.rdma_device.empty()) env["NCCL_IB_HCA"] = allocation.rdma_device;
+  env.erase("HETEROFLOW_PORT");
+  if (port.has_value()) {
+    env["PORT"] = std::to_string(*port);
+    env["HETEROFLOW_PORT"] = std::to_string(*port);
+  }
   return env;
+}
+
+bool NeedsPort(const std::vector<std::string>& argv) {
+  return std::any_of(argv.begin(), argv.end(), [](const std::string& a) {
+    return a.find(kPortPlaceholder) != std::string::npos;
+  });
+}
+
+std::vector<std::string> SubstitutePort(const std::vector<std::string>& argv, uint16_t port) {
+  const std::string placeholder = kPortPlaceholder;
+  const std::string value = std::to_string(port);
+  std::vector<std::string> out = argv;
+  for (std::string& a : out) {
+    for (size_t at = a.find(placeholder); at != std::string::npos;
+         at = a.find(placeholder, at + value.size())) {
+      a.replace(at, placeholder.size(), value);
+    }
+  }
+  return out;
+}
+
+Result<uint16_t> PickFreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Unavailable(std::string("cannot open a socket: ") + std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const int err = errno;
+    close(fd);
+    return Unavailable(std::string("cannot find a free port: ") + std::strerror(err));
+  }
+  close(fd);
+  return static_cast<uint16_t>(ntohs(addr.sin_port));
 }
 
 std::map<std::string, std::string> ProcessEnv() {

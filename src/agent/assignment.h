@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,10 +45,33 @@ Result<AssignmentList> ParseAssignments(const nlohmann::json& body);
 //   HETEROFLOW_TASK_ID    the id;
 //   HETEROFLOW_GPU_MILLI  the share, only when a grant is below 1000 (the
 //                         smallest, should grants ever differ);
-//   NCCL_IB_HCA           the RDMA device, only when one was allocated.
+//   NCCL_IB_HCA           the RDMA device, only when one was allocated;
+//   PORT, HETEROFLOW_PORT the port the agent gave the task, only when
+//                         `port` is set (a service task, see NeedsPort).
+//                         Without it HETEROFLOW_PORT is removed and PORT is
+//                         left as `base` and the task's env have it.
 std::map<std::string, std::string> BuildTaskEnv(const std::map<std::string, std::string>& base,
                                                 uint64_t id, const Task& task,
-                                                const Allocation& allocation);
+                                                const Allocation& allocation,
+                                                std::optional<uint16_t> port = std::nullopt);
+
+// The placeholder a service task (an inference replica) puts in its command
+// where its listening port goes, e.g. ["python3", "server.py", "--port",
+// "{port}"]. The agent gives such a task a free port and reports it.
+inline constexpr const char kPortPlaceholder[] = "{port}";
+
+// True when some element of `argv` contains kPortPlaceholder.
+bool NeedsPort(const std::vector<std::string>& argv);
+
+// `argv` with every kPortPlaceholder in every element replaced by `port`.
+std::vector<std::string> SubstitutePort(const std::vector<std::string>& argv, uint16_t port);
+
+// A TCP port that is free on this host now: binds an IPv4 socket to port 0
+// on every address, reads the port the kernel chose and closes the socket.
+// The port may be taken by someone else before the task binds it; the
+// kernel rarely hands the same one out again soon. Unavailable when no
+// socket can be bound.
+Result<uint16_t> PickFreePort();
 
 // The process's environment (environ) as a map.
 std::map<std::string, std::string> ProcessEnv();

@@ -1,6 +1,10 @@
 #include "agent/assignment.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 namespace hf::agent {
 namespace {
@@ -48,6 +52,50 @@ TEST(TaskEnvTest, NcclIbHcaWhenRdmaAllocated) {
   const auto env = BuildTaskEnv({}, 1, Task{}, Alloc({{.index = 0, .milli = 1000}}, "mlx5_1"));
   EXPECT_EQ(env.at("NCCL_IB_HCA"), "mlx5_1");
   EXPECT_EQ(EnvStrings({{"A", "1"}, {"B", ""}}), (std::vector<std::string>{"A=1", "B="}));
+}
+
+TEST(TaskEnvTest, PortOnlyForServiceTasks) {
+  Task t;
+  t.env = {{"PORT", "8000"}};  // the task's own PORT stays when it gets no port
+  const auto plain = BuildTaskEnv({{"HETEROFLOW_PORT", "1"}}, 1, t, Alloc({}));
+  EXPECT_EQ(plain.at("PORT"), "8000");
+  EXPECT_EQ(plain.count("HETEROFLOW_PORT"), 0u);
+  const auto service = BuildTaskEnv({}, 1, t, Alloc({}), uint16_t{40123});
+  EXPECT_EQ(service.at("PORT"), "40123");  // the agent's port wins
+  EXPECT_EQ(service.at("HETEROFLOW_PORT"), "40123");
+}
+
+TEST(PortTest, NeedsPortLooksInEveryElement) {
+  EXPECT_FALSE(NeedsPort({}));
+  EXPECT_FALSE(NeedsPort({"python3", "train.py", "--port", "8000", "{por}", "port}"}));
+  EXPECT_TRUE(NeedsPort({"python3", "server.py", "--port", "{port}"}));
+  EXPECT_TRUE(NeedsPort({"sh", "-c", "exec server --listen=:{port}"}));
+}
+
+TEST(PortTest, SubstitutesEveryPlaceholder) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(SubstitutePort({"python3", "server.py", "--port", "{port}"}, 8123),
+            (V{"python3", "server.py", "--port", "8123"}));
+  EXPECT_EQ(SubstitutePort({"sh", "-c", "a={port} b={port}{port}", "--x={port}/{port"}, 1),
+            (V{"sh", "-c", "a=1 b=11", "--x=1/{port"}));
+  // A value that itself holds the placeholder text cannot loop: it is a number.
+  EXPECT_EQ(SubstitutePort({"{{port}}"}, 65535), (V{"{65535}"}));
+  EXPECT_EQ(SubstitutePort({"plain"}, 5), (V{"plain"}));
+}
+
+TEST(PortTest, PickFreePortGivesABindablePort) {
+  Result<uint16_t> port = PickFreePort();
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  EXPECT_GT(*port, 0);
+  // The port is released: a server can bind it now.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(*port);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  close(fd);
 }
 
 TEST(AssignmentsTest, ParsesTheProtocolsAnswer) {

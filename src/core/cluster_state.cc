@@ -59,6 +59,7 @@ Result<NodeId> ClusterState::AddNode(const NodeSpec& spec) {
   for (const GpuDevice& g : spec.gpus) {
     gpu_free_milli_.push_back(kWholeGpuMilli);
     gpu_free_mem_.push_back(g.memory_mib);
+    gpu_outside_mem_.push_back(0);
     const auto it = std::find(model_names_.begin(), model_names_.end(), g.model);
     const ModelMask bit = ModelMask{1} << (it - model_names_.begin());
     gpu_model_bit_.push_back(bit);
@@ -111,6 +112,21 @@ void ClusterState::ReportUsage(NodeId n, const NodeUsage& usage) {
   inflight_cpu_[n] = inflight_mem_[n] = inflight_gpu_milli_[n] = 0;
   ++reports_[n];
   UpdateEstimates(n);
+  // GPU memory measured in use beyond what is granted belongs to processes
+  // outside HeteroFlow: it is not handed out again until it is freed. A GPU
+  // held whole counts all its memory as granted.
+  for (const GpuUsage& g : usage.gpus) {
+    const int32_t slot = GpuSlot(n, g.index);
+    if (slot < 0) continue;
+    const size_t flat = gpu_begin_[n] + size_t(slot);
+    const int64_t capacity = specs_[n].gpus[size_t(slot)].memory_mib;
+    const int64_t granted = gpu_free_milli_[flat] == 0
+                                ? capacity
+                                : capacity - gpu_free_mem_[flat] - gpu_outside_mem_[flat];
+    const int64_t outside = std::clamp<int64_t>(g.memory_used_mib - granted, 0, capacity);
+    gpu_free_mem_[flat] += gpu_outside_mem_[flat] - outside;
+    gpu_outside_mem_[flat] = outside;
+  }
 }
 
 int32_t ClusterState::GpuSlot(NodeId n, int32_t gpu_index) const {

@@ -135,8 +135,13 @@ class ClusterState {
   std::span<const int32_t> gpu_free_milli(NodeId n) const {
     return {gpu_free_milli_.data() + gpu_begin_[n], size_t(gpu_count_[n])};
   }
+  // Free memory is what is neither granted nor measured in use by processes
+  // outside HeteroFlow (ReportUsage).
   std::span<const int64_t> gpu_free_memory(NodeId n) const {
     return {gpu_free_mem_.data() + gpu_begin_[n], size_t(gpu_count_[n])};
+  }
+  std::span<const int64_t> gpu_outside_memory(NodeId n) const {
+    return {gpu_outside_mem_.data() + gpu_begin_[n], size_t(gpu_count_[n])};
   }
   std::span<const ModelMask> gpu_model_bits(NodeId n) const {
     return {gpu_model_bit_.data() + gpu_begin_[n], size_t(gpu_count_[n])};
@@ -247,7 +252,8 @@ class ClusterState {
 
   // Flat per-GPU arrays; node n owns [gpu_begin_[n], gpu_begin_[n] + gpu_count_[n]).
   std::vector<int32_t> gpu_free_milli_;
-  std::vector<int64_t> gpu_free_mem_;
+  std::vector<int64_t> gpu_free_mem_;  // less what is used outside HeteroFlow
+  std::vector<int64_t> gpu_outside_mem_;  // measured use beyond the grants
   std::vector<ModelMask> gpu_model_bit_;
 
   std::unordered_map<TaskKey, PlacedTask> placed_;

@@ -148,6 +148,39 @@ TEST(ClusterStateTest, ReleaseReturnsEverythingAndUpdatesIndexes) {
   EXPECT_EQ(c.Release(1).code(), StatusCode::kNotFound);
 }
 
+TEST(ClusterStateTest, GpuMemoryUsedOutsideIsNotHandedOut) {
+  ClusterState c;
+  NodeId n = *c.AddNode(GpuNode("a", 2));
+  auto report = [&](int64_t gpu0_used, int64_t gpu1_used) {
+    NodeUsage u;
+    u.gpus = {{0, 0.1, gpu0_used}, {1, 0.1, gpu1_used}};
+    c.ReportUsage(n, u);
+  };
+  // 30 GiB used on GPU 0 by a process HeteroFlow did not start.
+  report(30720, 0);
+  EXPECT_EQ(c.gpu_outside_memory(n)[0], 30720);
+  EXPECT_EQ(c.gpu_free_memory(n)[0], 81920 - 30720);
+  // A 60 GiB replica no longer fits there; a 20 GiB one does.
+  EXPECT_EQ(c.Bind(MakeTask(1, 1, 1, 61440), Alloc(n, {{0, 1, 61440}})).code(),
+            StatusCode::kResourceExhausted);
+  ASSERT_TRUE(c.Bind(MakeTask(2, 1, 1, 20480), Alloc(n, {{0, 1, 20480}})).ok());
+  EXPECT_EQ(c.gpu_free_memory(n)[0], 81920 - 30720 - 20480);
+  // The replica's own use is not counted outside.
+  report(30720 + 20480, 0);
+  EXPECT_EQ(c.gpu_outside_memory(n)[0], 30720);
+  EXPECT_EQ(c.gpu_free_memory(n)[0], 81920 - 30720 - 20480);
+  // The outside process exits: its memory is free again.
+  report(20480, 0);
+  EXPECT_EQ(c.gpu_outside_memory(n)[0], 0);
+  EXPECT_EQ(c.gpu_free_memory(n)[0], 81920 - 20480);
+  // A GPU held whole counts all its memory as granted: nothing is outside.
+  ASSERT_TRUE(c.Bind(MakeTask(3, 1, 1000), Alloc(n, {{1, 1000, 0}})).ok());
+  report(20480, 70000);
+  EXPECT_EQ(c.gpu_outside_memory(n)[1], 0);
+  ASSERT_TRUE(c.Release(3).ok());
+  EXPECT_EQ(c.gpu_free_memory(n)[1], 81920);
+}
+
 TEST(ClusterStateTest, InflightEstimateClearsOnReport) {
   ClusterState c;
   NodeId n = *c.AddNode(GpuNode("a", 2));

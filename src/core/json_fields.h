@@ -59,6 +59,10 @@ template <typename T>
 Status ReadInt(const json& v, const std::string& path, T lo, T hi, T& out) {
   if (v.is_number_unsigned()) {
     uint64_t u = v.get<uint64_t>();
+    // nlohmann reads a literal 0 (any non-negative literal) as unsigned.
+    if (static_cast<int64_t>(lo) > 0 && u < static_cast<uint64_t>(lo)) {
+      return InvalidArgument(path + " must be >= " + std::to_string(lo));
+    }
     if (u > static_cast<uint64_t>(hi)) {
       return InvalidArgument(path + " must be <= " + std::to_string(hi));
     }

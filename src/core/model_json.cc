@@ -7,8 +7,6 @@ namespace hf {
 using nlohmann::json;
 using namespace json_fields;  // NOLINT: the field readers are this file's vocabulary
 
-namespace {
-
 Status ParseRequests(const json& j, const std::string& path, Requests& r) {
   HF_RETURN_IF_ERROR(RequireObject(j, path));
   HF_RETURN_IF_ERROR(CheckKeys(
@@ -31,6 +29,14 @@ Status ParseRequests(const json& j, const std::string& path, Requests& r) {
   }
   return Status::Ok();
 }
+
+json RequestsToJson(const Requests& r) {
+  return {{"cpu_milli", r.cpu_milli},     {"memory_mib", r.memory_mib},
+          {"gpu", r.gpu},                 {"gpu_milli", r.gpu_milli},
+          {"gpu_memory_mib", r.gpu_memory_mib}, {"gpu_models", r.gpu_models}};
+}
+
+namespace {
 
 Status ParseGpu(const json& j, const std::string& path, GpuDevice& g) {
   HF_RETURN_IF_ERROR(RequireObject(j, path));
@@ -155,18 +161,11 @@ Result<Task> TaskFromJson(const json& j, const std::string& prefix) {
 const char* TaskKindName(TaskKind kind) { return kind == TaskKind::kInference ? "inference" : "batch"; }
 
 json TaskToJson(const Task& t) {
-  const Requests& r = t.requests;
   return {{"name", t.name},
           {"group", t.group},
           {"priority", t.priority},
           {"kind", TaskKindName(t.kind)},
-          {"requests",
-           {{"cpu_milli", r.cpu_milli},
-            {"memory_mib", r.memory_mib},
-            {"gpu", r.gpu},
-            {"gpu_milli", r.gpu_milli},
-            {"gpu_memory_mib", r.gpu_memory_mib},
-            {"gpu_models", r.gpu_models}}},
+          {"requests", RequestsToJson(t.requests)},
           {"rdma_required", t.rdma_required},
           {"depends_on", t.depends_on},
           {"preemptible", t.preemptible},

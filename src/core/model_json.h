@@ -15,6 +15,11 @@
 
 namespace hf {
 
+// A task's "requests" object, strictly (unknown keys refused); `path` names
+// the fields in errors. Ranges are checked by Requests::Validate.
+Status ParseRequests(const nlohmann::json& j, const std::string& path, Requests& r);
+nlohmann::json RequestsToJson(const Requests& r);
+
 // A task submission: name required; group, priority, kind, requests,
 // rdma_required, depends_on, preemptible, requeue_on_node_loss, command, env
 // optional. `prefix`

@@ -1,5 +1,6 @@
 // The agent half of the REST API (docs/AGENT.md): registration, heartbeats
 // with measured usage, the long poll of a node's tasks, and task status.
+#include <boost/asio/ip/address.hpp>
 #include <charconv>
 #include <algorithm>
 #include <cmath>
@@ -164,7 +165,8 @@ Response ControlPlane::AgentAssignments(const Request& req) {
 Response ControlPlane::AgentStatus(const Request& req) {
   Result<json> body = ParseJsonBody(req.body);
   if (!body.ok()) return StatusError(body.status());
-  Status s = json_fields::CheckKeys(*body, "", {"node", "id", "state", "exit_code", "signal", "message"});
+  Status s = json_fields::CheckKeys(
+      *body, "", {"node", "id", "state", "exit_code", "signal", "message", "port", "host"});
   if (!s.ok()) return StatusError(s);
   Result<std::string> node = NodeName(*body);
   if (!node.ok()) return StatusError(node.status());
@@ -200,11 +202,33 @@ Response ControlPlane::AgentStatus(const Request& req) {
     }
     exit.message = (*body)["message"].get<std::string>();
   }
+  // Where a service task listens: checked always, used only while running.
+  if (body->contains("port")) {
+    int v = 0;
+    s = json_fields::ReadInt((*body)["port"], "port", 1, 65535, v);
+    if (!s.ok()) return StatusError(s);
+    // ReadInt checks only the upper bound of a JSON unsigned value, and
+    // nlohmann reads a literal 0 as unsigned.
+    if (v < 1) return StatusError(InvalidArgument("port must be >= 1"));
+    if (exit.state == TaskState::kRunning) exit.port = static_cast<uint16_t>(v);
+  }
+  std::string host = req.remote_address;
+  if (body->contains("host")) {
+    const json& h = (*body)["host"];
+    boost::system::error_code ec;
+    if (h.is_string()) boost::asio::ip::make_address(h.get<std::string>(), ec);
+    if (!h.is_string() || ec) {
+      return StatusError(InvalidArgument("host must be an IPv4 or IPv6 address"));
+    }
+    host = h.get<std::string>();
+  }
+  if (exit.state == TaskState::kRunning) exit.host = host;
   if (exit.state == TaskState::kSucceeded && exit.exit_code.value_or(0) != 0) {
     return StatusError(InvalidArgument("a succeeded task has exit code 0"));
   }
   Result<store::TaskRecord> rec = scheduler_->ReportTask(*node, static_cast<TaskKey>(id), exit);
   if (!rec.ok()) return StatusError(rec.status());
+  if (exit.port) inference_->ReplicaStarted(static_cast<TaskKey>(id), exit.host, *exit.port);
   return JsonResponse(200, json{{"id", id}, {"state", TaskStateName(rec->state)}});
 }
 

@@ -317,20 +317,28 @@ Response ControlPlane::Events() {
 Response ControlPlane::InferencePanel() const {
   json gpus = json::array();
   const std::map<std::string, NodeUsage> usage = scheduler_->MeasuredUsage();
+  const std::map<TaskKey, std::string> replica_models = inference_->ReplicaModels();
   Status s = store_->Read([&](const store::ReadTx& tx) -> Status {
     HF_ASSIGN_OR_RETURN(std::vector<store::NodeRecord> nodes, tx.ListNodes());
     HF_ASSIGN_OR_RETURN(std::vector<store::StoredAllocation> allocs, tx.ListAllocations());
     struct Granted {
       int64_t milli = 0, memory_mib = 0;
       json tasks = json::array();
+      json replicas = json::array();
     };
     std::map<std::pair<std::string, int32_t>, Granted> granted;
     for (const auto& a : allocs) {
+      auto model = replica_models.find(a.task);
       for (const GpuGrant& g : a.gpus) {
         Granted& gr = granted[{a.node, g.index}];
         gr.milli += g.milli;
         gr.memory_mib += g.memory_mib;
         gr.tasks.push_back(a.task);
+        if (model != replica_models.end()) {
+          gr.replicas.push_back({{"task", a.task},
+                                 {"model", model->second},
+                                 {"memory_mib", g.memory_mib}});
+        }
       }
     }
     for (const auto& n : nodes) {
@@ -340,20 +348,29 @@ Response ControlPlane::InferencePanel() const {
         const Granted none;
         const Granted& gr = it == granted.end() ? none : it->second;
         const json measured = GpuMeasured(u, g.index);
+        const int64_t allocated = AllocatedMemory(gr.milli, gr.memory_mib, g.memory_mib);
+        // Memory in use beyond what HeteroFlow granted: other processes.
+        json outside = nullptr;
+        if (measured["memory_used_mib"].is_number()) {
+          outside = std::max<int64_t>(0, measured["memory_used_mib"].get<int64_t>() - allocated);
+        }
         gpus.push_back({{"node", n.spec.name},
                         {"index", g.index},
                         {"model", g.model},
                         {"memory_total_mib", g.memory_mib},
-                        {"memory_allocated_mib", AllocatedMemory(gr.milli, gr.memory_mib, g.memory_mib)},
+                        {"memory_allocated_mib", allocated},
                         {"memory_used_mib", measured["memory_used_mib"]},
+                        {"memory_outside_mib", outside},
                         {"utilization", measured["utilization"]},
-                        {"tasks", gr.tasks}});
+                        {"tasks", gr.tasks},
+                        {"replicas", gr.replicas}});
       }
     }
     return Status::Ok();
   });
   if (!s.ok()) return StatusError(s);
-  return JsonResponse(200, json{{"models", json::array()}, {"endpoints", json::array()},
+  return JsonResponse(200, json{{"models", inference_->PanelModels()},
+                                {"endpoints", inference_->PanelEndpoints()},
                                 {"gpus", std::move(gpus)}});
 }
 

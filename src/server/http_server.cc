@@ -232,6 +232,7 @@ class HttpServer::Impl {
 };
 
 class SseStreamImpl;
+class BodyStreamImpl;
 
 // One accepted socket. Everything it does runs on its strand, so its members
 // need no lock; the handler runs on that strand too, which is what lets Stop()
@@ -251,7 +252,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Shutdown() {
     stopping_ = true;
     if (phase_ == Phase::kReading || phase_ == Phase::kIdle || phase_ == Phase::kStreaming ||
-        phase_ == Phase::kDeferred) {
+        phase_ == Phase::kBodyStreaming || phase_ == Phase::kDeferred) {
       CloseSocket();
     }
   }
@@ -266,9 +267,30 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void PostClose() {
     asio::post(socket_.get_executor(), [self = shared_from_this()] { self->CloseSocket(); });
   }
+  // Called by BodyStreamImpl (from any thread). The stream identity check
+  // keeps a stray call from an earlier response off the next one.
+  void PostFlushBody(const BodyStreamImpl* stream) {
+    asio::post(socket_.get_executor(), [self = shared_from_this(), stream] {
+      if (self->body_.get() == stream) self->FlushBody();
+    });
+  }
+  void PostCloseBody(const BodyStreamImpl* stream) {
+    asio::post(socket_.get_executor(), [self = shared_from_this(), stream] {
+      if (self->body_.get() == stream) self->CloseSocket();
+    });
+  }
 
  private:
-  enum class Phase { kIdle, kReading, kHandling, kDeferred, kWriting, kStreaming, kClosed };
+  enum class Phase {
+    kIdle,
+    kReading,
+    kHandling,
+    kDeferred,
+    kWriting,
+    kStreaming,
+    kBodyStreaming,
+    kClosed
+  };
 
   const HttpServerOptions& opts() const { return server_->options; }
 
@@ -388,8 +410,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
                    req.path.c_str());
       res = JsonError(500, "internal", "internal error while handling the request");
     }
+    if (!res.stream && !res.body_stream && res.defer) {
+      return StartDeferred(std::move(res.defer), keep_alive, version);
+    }
+    Respond(std::move(res), keep_alive, version);
+  }
+
+  // Sends a final answer, whichever kind it is (a deferred one included).
+  void Respond(Response res, bool keep_alive, int version) {
     if (res.stream) return StartStream(std::move(res));
-    if (res.defer) return StartDeferred(std::move(res.defer), keep_alive, version);
+    if (res.body_stream) return StartBodyStream(std::move(res), keep_alive, version);
     Write(std::move(res), keep_alive && !ShouldStop(), version);
   }
 
@@ -409,7 +439,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
                  [self, res = std::move(res), keep_alive, version]() mutable {
                    if (self->phase_ != Phase::kDeferred) return;
                    self->hold_.reset();
-                   self->Write(std::move(res), keep_alive && !self->ShouldStop(), version);
+                   self->Respond(std::move(res), keep_alive, version);
                  });
     };
     try {
@@ -452,6 +482,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void StartStream(Response res);
   void DiscardInput();
   void Flush();
+  void StartBodyStream(Response res, bool keep_alive, int version);
+  void MonitorInput();
+  void FlushBody();
+  void EndBodyStream();
 
   // Starts the deadline for the operation about to begin; a later Arm or
   // Disarm supersedes it (the generation check drops a stale expiry that was
@@ -498,9 +532,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Phase phase_ = Phase::kReading;
   bool stopping_ = false;
   std::shared_ptr<SseStreamImpl> sse_;
+  std::shared_ptr<BodyStreamImpl> body_;  // the body stream being sent, if any
+  bool body_keep_alive_ = false;          // serve another request after it
+  bool monitor_pending_ = false;          // MonitorInput's read is outstanding
   std::shared_ptr<Connection> hold_;  // set while a deferred answer is awaited
-  std::string sse_writing_;  // the event being written now
-  bool sse_write_pending_ = false;
+  std::string stream_writing_;  // the event (or body chunks) being written now
+  bool stream_write_pending_ = false;
   char discard_[512];
 };
 
@@ -595,11 +632,11 @@ void Connection::StartStream(Response res) {
   // Streams live until the client or the server ends them, so no timeouts;
   // a client that stops reading is cut off by the backlog limit instead.
   Disarm();
-  sse_writing_ = std::move(head);
-  sse_write_pending_ = true;
-  asio::async_write(socket_, asio::buffer(sse_writing_),
+  stream_writing_ = std::move(head);
+  stream_write_pending_ = true;
+  asio::async_write(socket_, asio::buffer(stream_writing_),
                     [self = shared_from_this()](beast::error_code ec, size_t) {
-                      self->sse_write_pending_ = false;
+                      self->stream_write_pending_ = false;
                       if (ec) return self->CloseSocket();
                       self->Flush();
                     });
@@ -625,23 +662,235 @@ void Connection::DiscardInput() {
 }
 
 void Connection::Flush() {
-  if (phase_ != Phase::kStreaming || sse_write_pending_ || !sse_) return;
-  if (!sse_->Pop(sse_writing_)) {
+  if (phase_ != Phase::kStreaming || stream_write_pending_ || !sse_) return;
+  if (!sse_->Pop(stream_writing_)) {
     if (sse_->closed()) CloseSocket();
     return;
   }
-  sse_write_pending_ = true;
-  asio::async_write(socket_, asio::buffer(sse_writing_),
+  stream_write_pending_ = true;
+  asio::async_write(socket_, asio::buffer(stream_writing_),
                     [self = shared_from_this()](beast::error_code ec, size_t n) {
-                      self->sse_write_pending_ = false;
+                      self->stream_write_pending_ = false;
                       self->sse_->Written(n);
                       if (ec) return self->CloseSocket();
                       self->Flush();
                     });
 }
 
+class BodyStreamImpl : public BodyStream {
+ public:
+  // `chunked` is false for an HTTP/1.0 client, whose body ends with the
+  // connection instead.
+  BodyStreamImpl(std::weak_ptr<Connection> conn, size_t max_backlog, bool chunked)
+      : conn_(std::move(conn)), max_backlog_(max_backlog), chunked_(chunked) {}
+
+  bool Write(std::string_view bytes) override {
+    bool cut_off = false;
+    {
+      std::lock_guard lock(mu_);
+      if (state_ != State::kOpen) return false;
+      if (bytes.empty()) return true;
+      std::string framed;
+      if (chunked_) {
+        char size_line[24];
+        int n = std::snprintf(size_line, sizeof size_line, "%zx\r\n", bytes.size());
+        framed.reserve(bytes.size() + n + 2);
+        framed.append(size_line, n).append(bytes).append("\r\n");
+      } else {
+        framed.assign(bytes);
+      }
+      if (backlog_ + framed.size() > max_backlog_) {
+        state_ = State::kClosed;
+        queue_.clear();
+        cut_off = true;
+      } else {
+        backlog_ += framed.size();
+        queue_.push_back(std::move(framed));
+      }
+    }
+    auto conn = conn_.lock();
+    if (!conn) {
+      MarkClosed();
+      return false;
+    }
+    if (cut_off) {
+      conn->PostCloseBody(this);
+      return false;
+    }
+    conn->PostFlushBody(this);
+    return true;
+  }
+
+  void Finish() override {
+    {
+      std::lock_guard lock(mu_);
+      if (state_ != State::kOpen) return;
+      state_ = State::kFinishing;
+      if (chunked_) queue_.emplace_back("0\r\n\r\n");
+    }
+    if (auto conn = conn_.lock()) conn->PostFlushBody(this);
+  }
+
+  void Abort() override {
+    {
+      std::lock_guard lock(mu_);
+      if (state_ != State::kOpen) return;
+      state_ = State::kClosed;
+      queue_.clear();
+    }
+    if (auto conn = conn_.lock()) conn->PostCloseBody(this);
+  }
+
+  bool closed() const override {
+    std::lock_guard lock(mu_);
+    return state_ != State::kOpen;
+  }
+
+  void MarkClosed() {
+    std::lock_guard lock(mu_);
+    state_ = State::kClosed;
+    queue_.clear();
+  }
+
+  enum class Next { kWrite, kWait, kFinished, kClosed };
+  // Moves everything queued into `out`, so that chunks produced while the
+  // previous write was in flight go out in one write.
+  Next Pop(std::string& out) {
+    std::lock_guard lock(mu_);
+    if (state_ == State::kClosed) return Next::kClosed;
+    if (queue_.empty()) return state_ == State::kFinishing ? Next::kFinished : Next::kWait;
+    out.clear();
+    for (auto& q : queue_) out.append(q);
+    queue_.clear();
+    return Next::kWrite;
+  }
+
+  void Written(size_t n) {
+    std::lock_guard lock(mu_);
+    backlog_ -= std::min(backlog_, n);
+  }
+
+ private:
+  // kFinishing: Finish was called; the queue may still hold the terminator.
+  enum class State { kOpen, kFinishing, kClosed };
+  const std::weak_ptr<Connection> conn_;
+  const size_t max_backlog_;
+  const bool chunked_;
+  mutable std::mutex mu_;
+  State state_ = State::kOpen;     // guarded by mu_
+  std::deque<std::string> queue_;  // guarded by mu_
+  size_t backlog_ = 0;             // bytes queued or being written; guarded by mu_
+};
+
+void Connection::StartBodyStream(Response res, bool keep_alive, int version) {
+  phase_ = Phase::kBodyStreaming;
+  hold_.reset();
+  bool chunked = version >= 11;
+  body_keep_alive_ = chunked && keep_alive && !ShouldStop();
+  std::string head = "HTTP/1.1 " + std::to_string(res.status) + " " +
+                     std::string(SV(http::obsolete_reason(static_cast<http::status>(res.status)))) +
+                     "\r\n";
+  bool have_type = !res.content_type.empty();
+  if (have_type) head.append("Content-Type: ").append(res.content_type).append("\r\n");
+  for (const auto& [k, v] : res.headers) {
+    if ((have_type && IEquals(k, "Content-Type")) || IEquals(k, "Content-Length") ||
+        IEquals(k, "Transfer-Encoding") || IEquals(k, "Connection") || k.empty() ||
+        k.find_first_of("\r\n: ") != std::string::npos ||
+        v.find_first_of("\r\n") != std::string::npos) {
+      continue;
+    }
+    head.append(k).append(": ").append(v).append("\r\n");
+  }
+  if (chunked) head.append("Transfer-Encoding: chunked\r\n");
+  head.append(body_keep_alive_ ? "Connection: keep-alive\r\n" : "Connection: close\r\n");
+  head.append("\r\n");
+  body_ = std::make_shared<BodyStreamImpl>(weak_from_this(), opts().max_stream_backlog_bytes,
+                                           chunked);
+  // Like event streams: no timeouts while the producer works; a client that
+  // stops reading is cut off by the backlog limit.
+  Disarm();
+  stream_writing_ = std::move(head);
+  stream_write_pending_ = true;
+  asio::async_write(socket_, asio::buffer(stream_writing_),
+                    [self = shared_from_this()](beast::error_code ec, size_t) {
+                      self->stream_write_pending_ = false;
+                      if (ec) return self->CloseSocket();
+                      self->FlushBody();
+                    });
+  if (!monitor_pending_) MonitorInput();
+  auto stream = body_;
+  try {
+    res.body_stream(stream);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "http: body stream producer threw: %s\n", e.what());
+    CloseSocket();
+  } catch (...) {
+    CloseSocket();
+  }
+}
+
+// Reading while the body streams is how a vanished client is noticed. What
+// arrives is kept in buffer_ (a pipelined next request) up to the header
+// limit; past that, reading pauses and only write errors notice a client
+// that left.
+void Connection::MonitorInput() {
+  monitor_pending_ = true;
+  socket_.async_read_some(buffer_.prepare(4096),
+                          [self = shared_from_this()](beast::error_code ec, size_t n) {
+                            self->monitor_pending_ = false;
+                            if (ec) return self->CloseSocket();
+                            self->buffer_.commit(n);
+                            if (self->phase_ == Phase::kBodyStreaming) {
+                              if (self->buffer_.size() < self->opts().max_header_bytes) {
+                                self->MonitorInput();
+                              }
+                            } else if (self->phase_ == Phase::kIdle) {
+                              // The stream ended meanwhile: a next request began.
+                              self->ReadHeader();
+                            }
+                          });
+}
+
+void Connection::FlushBody() {
+  if (phase_ != Phase::kBodyStreaming || stream_write_pending_ || !body_) return;
+  switch (body_->Pop(stream_writing_)) {
+    case BodyStreamImpl::Next::kWait:
+      return;
+    case BodyStreamImpl::Next::kClosed:
+      return CloseSocket();
+    case BodyStreamImpl::Next::kFinished:
+      return EndBodyStream();
+    case BodyStreamImpl::Next::kWrite:
+      break;
+  }
+  stream_write_pending_ = true;
+  asio::async_write(socket_, asio::buffer(stream_writing_),
+                    [self = shared_from_this()](beast::error_code ec, size_t n) {
+                      self->stream_write_pending_ = false;
+                      if (self->body_) self->body_->Written(n);
+                      if (ec) return self->CloseSocket();
+                      self->FlushBody();
+                    });
+}
+
+// The terminating chunk is out: the response is complete.
+void Connection::EndBodyStream() {
+  body_.reset();
+  if (!body_keep_alive_ || ShouldStop()) return CloseSocket();
+  if (monitor_pending_) {
+    // MonitorInput's read becomes the wait for the next request; the idle
+    // timer cancels it (and so closes) when none comes.
+    phase_ = Phase::kIdle;
+    Arm(opts().idle_timeout);
+    return;
+  }
+  if (buffer_.size() > 0) return ReadHeader();
+  WaitIdle();
+}
+
 void Connection::MarkStreamClosed() {
   if (sse_) sse_->MarkClosed();
+  if (body_) body_->MarkClosed();
 }
 
 void HttpServer::Impl::Register(Connection* c, const std::shared_ptr<Connection>& sp) {

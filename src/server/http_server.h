@@ -63,6 +63,7 @@ struct Request {
 };
 
 class SseStream;
+class BodyStream;
 struct Response;
 
 // Completes a deferred response (see Response::defer). May be called from any
@@ -83,9 +84,24 @@ struct Response {
   // block for long: keep the stream (e.g. in a subscriber list) and send from
   // elsewhere, or start a thread of your own.
   std::function<void(std::shared_ptr<SseStream>)> stream;
-  // When set (and `stream` is not), the answer comes later: the server calls
-  // `defer` once, on a server thread, with a Reply, and sends the Response
-  // the Reply is given. The handler thread is free meanwhile, which is what
+  // When set (and `stream` is not), the body is sent as it is produced, with
+  // chunked transfer encoding (close-delimited for an HTTP/1.0 client). The
+  // server writes the status line, `content_type` (when not empty; otherwise a
+  // Content-Type in `headers` is used) and `headers`, without Content-Length,
+  // Transfer-Encoding or Connection from `headers` (hop-by-hop: the server
+  // frames the body itself), then calls `body_stream` once, on a server
+  // thread, with the open stream. It must not block: keep the stream and
+  // write from elsewhere. After BodyStream::Finish the connection serves the
+  // client's next request (keep-alive); after Abort it is closed. There are
+  // no read or write timeouts while the body streams; a client that stops
+  // reading is cut off by max_stream_backlog_bytes.
+  std::function<void(std::shared_ptr<BodyStream>)> body_stream;
+  // When set (and neither `stream` nor `body_stream` is), the answer comes
+  // later: the server calls `defer` once, on a server thread, with a Reply,
+  // and sends the Response the Reply is given. That Response may itself carry
+  // `stream` or `body_stream` (its `defer` is ignored), which is how a proxy
+  // relays an upstream's status and headers once they are known and then
+  // its body as it arrives. The handler thread is free meanwhile, which is what
   // long polls want. Whoever holds the Reply should call it within
   // HttpServerOptions::deferred_timeout; after that the connection is closed
   // without an answer. Until then the connection reads nothing more (a
@@ -112,6 +128,28 @@ class SseStream {
   virtual bool Send(std::string_view event, std::string_view data) = 0;
   // Ends the stream and closes the connection. Idempotent.
   virtual void Close() = 0;
+  virtual bool closed() const = 0;
+};
+
+// A response body sent as it is produced (chunked transfer encoding), e.g. a
+// proxied model server's token stream. Thread-safe like SseStream: Write,
+// Finish and Abort may be called from any thread, concurrently.
+class BodyStream {
+ public:
+  virtual ~BodyStream() = default;
+  // Queues bytes to be written as one chunk, sent promptly (no waiting for
+  // more). Returns false, and drops them, once the stream is closed (client
+  // gone, server stopping, Abort/Finish called, or more than
+  // max_stream_backlog_bytes waiting: the client is then cut off). An empty
+  // write is ignored and returns !closed().
+  virtual bool Write(std::string_view bytes) = 0;
+  // Ends the body properly (terminating chunk); the connection may then be
+  // kept alive for the client's next request. Idempotent.
+  virtual void Finish() = 0;
+  // Ends the response abnormally: closes the connection without the
+  // terminating chunk, so the client sees a truncated body. Idempotent; does
+  // nothing after Finish.
+  virtual void Abort() = 0;
   virtual bool closed() const = 0;
 };
 
@@ -149,7 +187,8 @@ struct HttpServerOptions {
   // accepted, answered 503 unavailable with Connection: close, and closed, so
   // clients get a reason rather than a hanging SYN queue.
   int max_connections = 1024;
-  // Events waiting to be written to one stream before it is cut off.
+  // Bytes (events, or body chunks) waiting to be written to one stream
+  // before it is cut off.
   size_t max_stream_backlog_bytes = 1 << 20;
   // Longest wait for a deferred response (Response::defer).
   std::chrono::milliseconds deferred_timeout = std::chrono::minutes(5);

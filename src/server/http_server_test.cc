@@ -11,10 +11,13 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "server/router.h"
 
@@ -126,6 +129,7 @@ class Client {
   }
 
   const std::string& buffered() const { return buf_; }
+  void ClearBuffered() { buf_.clear(); }
   void Close() {
     boost::system::error_code ec;
     socket_.close(ec);
@@ -639,6 +643,242 @@ TEST_F(HttpServerTest, DeferredAnswerNeverGivenTimesOutAndStopEndsWaiters) {
   EXPECT_TRUE(waiter.ClosedWithin(1s));
   std::lock_guard lock(mu);
   kept.back()(JsonResponse(200, {}));  // after Stop: ignored, no crash
+}
+
+// Hands a BodyStream from the server thread to the test thread.
+class StreamCatcher {
+ public:
+  void Put(std::shared_ptr<BodyStream> s) {
+    std::lock_guard lock(mu_);
+    stream_ = std::move(s);
+    cv_.notify_all();
+  }
+  std::shared_ptr<BodyStream> Get(std::chrono::milliseconds timeout = 5s) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, timeout, [&] { return stream_ != nullptr; });
+    return std::exchange(stream_, nullptr);
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::shared_ptr<BodyStream> stream_;
+};
+
+Response BodyStreamResponse(StreamCatcher& catcher) {
+  Response r;
+  r.content_type = "text/plain";
+  r.headers.emplace_back("X-Upstream", "r1");
+  // Hop-by-hop headers the server must not pass on: it frames the body.
+  r.headers.emplace_back("Content-Length", "99");
+  r.headers.emplace_back("Connection", "close");
+  r.headers.emplace_back("Transfer-Encoding", "identity");
+  r.body_stream = [&catcher](std::shared_ptr<BodyStream> s) { catcher.Put(std::move(s)); };
+  return r;
+}
+
+TEST_F(HttpServerTest, BodyStreamChunksArriveOneByOne) {
+  StreamCatcher catcher;
+  StartServer([&](const Request&) { return BodyStreamResponse(catcher); });
+  Client c(port_);
+  c.Send(Get("/stream"));
+  RawResponse head = c.ReadResponse();
+  ASSERT_EQ(head.status, 200);
+  EXPECT_EQ(head.headers["transfer-encoding"], "chunked");
+  EXPECT_EQ(head.headers.count("content-length"), 0u);
+  EXPECT_EQ(head.headers["content-type"], "text/plain");
+  EXPECT_EQ(head.headers["x-upstream"], "r1");
+  EXPECT_EQ(head.headers["connection"], "keep-alive");
+  auto s = catcher.Get();
+  ASSERT_TRUE(s);
+  // Each chunk reaches the client before the next one is written.
+  EXPECT_TRUE(s->Write("a"));
+  ASSERT_TRUE(c.ReadUntil("1\r\na\r\n"));
+  EXPECT_TRUE(s->Write(""));  // ignored
+  EXPECT_TRUE(s->Write("0123456789abcdefX"));
+  ASSERT_TRUE(c.ReadUntil("11\r\n0123456789abcdefX\r\n"));
+  EXPECT_EQ(c.buffered(), "1\r\na\r\n11\r\n0123456789abcdefX\r\n");
+  s->Finish();
+  s->Finish();
+  EXPECT_TRUE(s->closed());
+  EXPECT_FALSE(s->Write("late"));
+  ASSERT_TRUE(c.ReadUntil("0\r\n\r\n"));
+  EXPECT_EQ(c.buffered(), "1\r\na\r\n11\r\n0123456789abcdefX\r\n0\r\n\r\n");
+}
+
+TEST_F(HttpServerTest, BodyStreamFinishKeepsConnectionAlive) {
+  StreamCatcher catcher;
+  ASSERT_TRUE(router_
+                  .Add("GET", "/stream", [&](const Request&) { return BodyStreamResponse(catcher); })
+                  .ok());
+  StartServer();
+  Client c(port_);
+  for (int round = 0; round < 2; ++round) {
+    c.Send(Get("/stream"));
+    ASSERT_EQ(c.ReadResponse().status, 200) << round;
+    auto s = catcher.Get();
+    ASSERT_TRUE(s);
+    EXPECT_TRUE(s->Write("hi"));
+    s->Finish();
+    s->Abort();  // after Finish: nothing to abort
+    ASSERT_TRUE(c.ReadUntil("2\r\nhi\r\n0\r\n\r\n")) << round;
+    c.ClearBuffered();
+  }
+  c.Send(Get("/ok"));
+  RawResponse r = c.ReadResponse();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.Json()["ok"], true);
+}
+
+TEST_F(HttpServerTest, BodyStreamAbortTruncatesTheBody) {
+  StreamCatcher catcher;
+  ASSERT_TRUE(router_
+                  .Add("GET", "/stream", [&](const Request&) { return BodyStreamResponse(catcher); })
+                  .ok());
+  StartServer();
+  Client c(port_);
+  c.Send(Get("/stream"));
+  ASSERT_EQ(c.ReadResponse().status, 200);
+  auto s = catcher.Get();
+  ASSERT_TRUE(s);
+  EXPECT_TRUE(s->Write("part"));
+  ASSERT_TRUE(c.ReadUntil("4\r\npart\r\n"));
+  s->Abort();
+  s->Abort();
+  EXPECT_TRUE(s->closed());
+  EXPECT_FALSE(s->Write("more"));
+  EXPECT_TRUE(c.ClosedWithin(2s));
+  EXPECT_EQ(c.buffered().find("0\r\n\r\n"), std::string::npos) << "no terminating chunk";
+  ExpectStillServing();
+}
+
+TEST_F(HttpServerTest, BodyStreamWriteFailsAfterClientLeaves) {
+  StreamCatcher catcher;
+  StartServer([&](const Request&) { return BodyStreamResponse(catcher); });
+  Client c(port_);
+  c.Send(Get("/stream"));
+  ASSERT_EQ(c.ReadResponse().status, 200);
+  auto s = catcher.Get();
+  ASSERT_TRUE(s);
+  c.Close();
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    gone = !s->Write("tick");
+    if (!gone) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(gone) << "Write kept returning true after the client left";
+  EXPECT_TRUE(s->closed());
+}
+
+// A proxy learns the upstream's status only later: the deferred Reply carries
+// the body stream (or an event stream).
+TEST_F(HttpServerTest, StreamsThroughDeferredReply) {
+  StreamCatcher catcher;
+  std::mutex mu;
+  std::vector<Reply> replies;
+  ASSERT_TRUE(router_
+                  .Add("GET", "/proxy",
+                       [&](const Request&) {
+                         Response r;
+                         r.defer = [&](Reply reply) {
+                           std::lock_guard lock(mu);
+                           replies.push_back(std::move(reply));
+                         };
+                         return r;
+                       })
+                  .ok());
+  StartServer();
+  auto take_reply = [&]() -> Reply {
+    for (int i = 0; i < 500; ++i) {
+      {
+        std::lock_guard lock(mu);
+        if (!replies.empty()) {
+          Reply r = std::move(replies.back());
+          replies.pop_back();
+          return r;
+        }
+      }
+      std::this_thread::sleep_for(2ms);
+    }
+    return nullptr;
+  };
+
+  Client c(port_);
+  c.Send(Get("/proxy"));
+  Reply reply = take_reply();
+  ASSERT_TRUE(reply);
+  std::thread([&] {
+    Response r = BodyStreamResponse(catcher);
+    r.status = 201;
+    reply(std::move(r));
+  }).join();
+  RawResponse head = c.ReadResponse();
+  ASSERT_EQ(head.status, 201);
+  EXPECT_EQ(head.headers["transfer-encoding"], "chunked");
+  auto s = catcher.Get();
+  ASSERT_TRUE(s);
+  EXPECT_TRUE(s->Write("hello"));
+  ASSERT_TRUE(c.ReadUntil("5\r\nhello\r\n"));
+  s->Finish();
+  ASSERT_TRUE(c.ReadUntil("0\r\n\r\n"));
+  c.ClearBuffered();
+
+  // The same connection, now with an event stream given to the Reply.
+  c.Send(Get("/proxy"));
+  reply = take_reply();
+  ASSERT_TRUE(reply);
+  std::shared_ptr<SseStream> sse;
+  std::atomic<bool> ready{false};
+  Response r;
+  r.stream = [&](std::shared_ptr<SseStream> st) {
+    sse = std::move(st);
+    ready = true;
+  };
+  reply(std::move(r));
+  head = c.ReadResponse();
+  ASSERT_EQ(head.status, 200);
+  EXPECT_EQ(head.headers["content-type"], "text/event-stream");
+  for (int i = 0; i < 500 && !ready; ++i) std::this_thread::sleep_for(2ms);
+  ASSERT_TRUE(ready);
+  EXPECT_TRUE(sse->Send("e", "x"));
+  EXPECT_TRUE(c.ReadUntil("event: e\ndata: x\n\n"));
+  sse->Close();
+  EXPECT_TRUE(c.ClosedWithin(2s));
+}
+
+TEST_F(HttpServerTest, BodyStreamBacklogCutsOffSlowClient) {
+  options_.max_stream_backlog_bytes = 64 << 10;
+  StreamCatcher catcher;
+  StartServer([&](const Request&) { return BodyStreamResponse(catcher); });
+  Client c(port_);
+  c.Send(Get("/stream"));
+  ASSERT_EQ(c.ReadResponse().status, 200);
+  auto s = catcher.Get();
+  ASSERT_TRUE(s);
+  // The client reads nothing more: socket buffers fill, then the backlog.
+  std::string piece(16 << 10, 'x');
+  bool cut = false;
+  for (int i = 0; i < 20000 && !cut; ++i) cut = !s->Write(piece);
+  EXPECT_TRUE(cut) << "a client that never reads was never cut off";
+  EXPECT_TRUE(s->closed());
+  EXPECT_TRUE(c.ClosedWithin(5s));
+}
+
+TEST_F(HttpServerTest, BodyStreamToHttp10ClientIsCloseDelimited) {
+  StreamCatcher catcher;
+  StartServer([&](const Request&) { return BodyStreamResponse(catcher); });
+  Client c(port_);
+  c.Send("GET /stream HTTP/1.0\r\n\r\n");
+  RawResponse head = c.ReadResponse();
+  ASSERT_EQ(head.status, 200);
+  EXPECT_EQ(head.headers.count("transfer-encoding"), 0u);
+  EXPECT_EQ(head.headers["connection"], "close");
+  auto s = catcher.Get();
+  ASSERT_TRUE(s);
+  EXPECT_TRUE(s->Write("raw"));
+  s->Finish();
+  EXPECT_TRUE(c.ClosedWithin(2s));
+  EXPECT_EQ(c.buffered(), "raw");
 }
 
 TEST_F(HttpServerTest, StartFailsOnBadAddressAndBusyPort) {

@@ -90,6 +90,10 @@ struct TaskExit {
   std::optional<int> exit_code;
   std::optional<int> signal;
   std::string message;
+  // Where a started service listens (a task whose command holds "{port}"):
+  // the port its agent gave it, and the address the agent is reached at.
+  std::optional<uint16_t> port;
+  std::string host;
 };
 
 // What the preview needs, copied under the lock.

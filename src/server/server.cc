@@ -127,6 +127,8 @@ Status ControlPlane::Init() {
       static_cast<int64_t>(options_.node_grace_period_s * 1000)));
   HF_RETURN_IF_ERROR(RegisterDeclaredNodes());
   HF_RETURN_IF_ERROR(scheduler_->Recover());
+  inference_ = std::make_unique<InferenceService>(store_.get(), scheduler_.get(), &events_, &clock_);
+  HF_RETURN_IF_ERROR(inference_->Recover());
   AddRoutes();
   return Status::Ok();
 }
@@ -533,6 +535,7 @@ void ControlPlane::AddRoutes() {
         });
   Route("GET", "/api/v1/inference/panel", A::kRead, "models, endpoints and GPU memory per GPU",
         [this](const Request&, const Caller&) { return InferencePanel(); });
+  AddInferenceRoutes();
 }
 
 void ControlPlane::RefreshViewsLocked() {
@@ -669,7 +672,9 @@ Status ControlPlane::Start() {
   RaiseOpenFileLimit(static_cast<rlim_t>(options_.max_connections) + 256);
   http_ = std::make_unique<HttpServer>(o, [this](const Request& req) {
     const auto t0 = std::chrono::steady_clock::now();
-    Response r = IsUiPath(req) ? ServeUi(req) : router_.Dispatch(req);
+    Response r = InferenceService::IsGatewayPath(req.path) ? inference_->Gateway(req)
+                 : IsUiPath(req)                               ? ServeUi(req)
+                                                               : router_.Dispatch(req);
     // Methods outside the API's set are counted together, so a hostile
     // client cannot grow the label set without bound.
     static const std::set<std::string, std::less<>> kMethods = {"GET", "PUT", "POST", "DELETE"};
@@ -692,6 +697,7 @@ Status ControlPlane::Start() {
   });
   HF_RETURN_IF_ERROR(http_->Start());
   scheduler_->Start();
+  inference_->Start();
   pinger_ = std::jthread([this](std::stop_token stop) {
     std::mutex m;
     std::condition_variable_any cv;
@@ -707,8 +713,10 @@ Status ControlPlane::Start() {
 
 void ControlPlane::Stop() {
   ready_ = false;
-  // The scheduler first: that ends agents' long polls, so the transport's
-  // graceful stop does not wait for them.
+  // Inference first (it answers the requests it holds and ends forwarded
+  // ones), then the scheduler: that ends agents' long polls, so the
+  // transport's graceful stop does not wait for them.
+  if (inference_) inference_->Stop();
   if (scheduler_) scheduler_->Stop();
   if (http_) http_->Stop();
   if (pinger_.joinable()) {

@@ -34,6 +34,7 @@
 #include "server/auth.h"
 #include "server/events.h"
 #include "server/http_server.h"
+#include "server/inference.h"
 #include "server/metrics.h"
 #include "server/router.h"
 #include "server/scheduler.h"
@@ -147,6 +148,7 @@ class ControlPlane {
 
   Response Events();
   Response InferencePanel() const;
+  void AddInferenceRoutes();
   Response OpenApi() const;
   Response Metrics() const;
 
@@ -166,6 +168,7 @@ class ControlPlane {
     Family<Histogram>* http_duration = nullptr;
   } m_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<InferenceService> inference_;
   std::atomic<bool> ready_{false};
   std::mutex logs_mu_;  // appends to DATA_DIR/logs/<task>.log
   mutable std::mutex view_mu_;

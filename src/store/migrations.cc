@@ -147,10 +147,23 @@ CREATE TABLE audit_log (
 CREATE INDEX audit_log_by_key ON audit_log(key, id);
 )sql";
 
+// Inference deployments, endpoints and where replicas listen: JSON bodies
+// keyed by kind and name (docs/INFERENCE.md).
+constexpr char kV4Inference[] = R"sql(
+CREATE TABLE inference_objects (
+  kind TEXT NOT NULL CHECK (kind IN ('model', 'endpoint', 'replica')),
+  name TEXT NOT NULL,
+  body TEXT NOT NULL,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (kind, name)
+);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "nodes, gpus, tasks, events, allocations, gpu grants with capacity triggers", kV1Core},
     {2, "plugin and scheduler config", kV2Config},
     {3, "tokens and audit log", kV3Auth},
+    {4, "inference models, endpoints and replica addresses", kV4Inference},
 };
 
 Status EnsureVersionTable(Db& db) {

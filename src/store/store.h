@@ -160,6 +160,9 @@ class ReadTx {
   // Newest first, at most `limit` (0 = all).
   Result<std::vector<AuditEntry>> ListAudit(int limit = 100) const;
 
+  // Inference objects (kind "model", "endpoint" or "replica"), by name.
+  Result<std::map<std::string, nlohmann::json>> ListInferenceObjects(const std::string& kind) const;
+
  protected:
   friend class Store;
   ReadTx(Db* db, int64_t now_ms) : db_(db), now_ms_(now_ms) {}
@@ -216,6 +219,13 @@ class Tx : public ReadTx {
 
   Status AppendAudit(const std::string& actor, const std::string& key,
                      const nlohmann::json& old_value, const nlohmann::json& new_value);
+
+  // Creates or replaces one inference object; InvalidArgument for an unknown
+  // kind or an empty name.
+  Status PutInferenceObject(const std::string& kind, const std::string& name,
+                            const nlohmann::json& body);
+  // OK when there was none.
+  Status DeleteInferenceObject(const std::string& kind, const std::string& name);
 
  private:
   friend class Store;

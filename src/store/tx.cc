@@ -486,6 +486,38 @@ Status Tx::PutPluginConfig(const std::string& name, const json& config) {
   return stmt.Bind(1, name).Bind(2, config.dump()).Bind(3, now_ms_).Run();
 }
 
+Result<std::map<std::string, json>> ReadTx::ListInferenceObjects(const std::string& kind) const {
+  HF_ASSIGN_STMT(stmt,
+                 db_->Prepare("SELECT name, body FROM inference_objects WHERE kind = ? ORDER BY name"));
+  stmt.Bind(1, kind);
+  std::map<std::string, json> out;
+  for (;;) {
+    Result<bool> row = stmt.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    Result<json> j = ParseStored(stmt.Text(1), kind + " " + stmt.Text(0));
+    if (!j.ok()) return j.status();
+    out[stmt.Text(0)] = std::move(*j);
+  }
+  return out;
+}
+
+Status Tx::PutInferenceObject(const std::string& kind, const std::string& name, const json& body) {
+  if (kind != "model" && kind != "endpoint" && kind != "replica") {
+    return InvalidArgument("unknown inference object kind '" + kind + "'");
+  }
+  if (name.empty()) return InvalidArgument("inference object name must not be empty");
+  HF_ASSIGN_STMT(stmt, db_->Prepare("INSERT INTO inference_objects (kind, name, body, updated_at)"
+                                    " VALUES (?, ?, ?, ?) ON CONFLICT(kind, name) DO UPDATE SET"
+                                    " body = excluded.body, updated_at = excluded.updated_at"));
+  return stmt.Bind(1, kind).Bind(2, name).Bind(3, body.dump()).Bind(4, now_ms_).Run();
+}
+
+Status Tx::DeleteInferenceObject(const std::string& kind, const std::string& name) {
+  HF_ASSIGN_STMT(stmt, db_->Prepare("DELETE FROM inference_objects WHERE kind = ? AND name = ?"));
+  return stmt.Bind(1, kind).Bind(2, name).Run();
+}
+
 Result<json> ReadTx::GetSchedulerConfig() const {
   HF_ASSIGN_STMT(stmt, db_->Prepare("SELECT config FROM scheduler_config WHERE id = 1"));
   Result<bool> row = stmt.Step();

@@ -57,7 +57,9 @@ def main(binary, tmp):
             fail("allocation: %s" % a["allocation"])
         if a["task"]["command"] != ["sh", "-c", "true"]:
             fail("task spec: %s" % a["task"])
-        expect(call("POST", "/agent/status", {"node": "ag-1", "id": t["id"], "state": "running"}), 200)
+        # A service task's report carries where it listens (docs/AGENT.md, "Services").
+        expect(call("POST", "/agent/status", {"node": "ag-1", "id": t["id"], "state": "running",
+                                              "port": 40123, "host": "10.1.2.3"}), 200)
         if task(t["id"])["state"] != "running":
             fail("not running after the report")
         # Output shipped by the agent, read back through the API.
@@ -162,6 +164,12 @@ def main(binary, tmp):
                      400, "invalid_argument", mentions=["usage.cpu_load"])
         expect_error(call("POST", "/agent/status", {"node": "ag-1", "id": 1, "state": "done"}),
                      400, "invalid_argument")
+        for bad in ({"port": 0}, {"port": 65536}, {"port": "80"}):
+            expect_error(call("POST", "/agent/status", dict({"node": "ag-1", "id": 1, "state": "running"}, **bad)),
+                         400, "invalid_argument", mentions=["port"])
+        for bad in ({"host": "example.com"}, {"host": 10}, {"host": ""}):
+            expect_error(call("POST", "/agent/status", dict({"node": "ag-1", "id": 1, "state": "running"}, **bad)),
+                         400, "invalid_argument", mentions=["host"])
         expect_error(call("GET", "/agent/assignments?node=ag-1&wait_s=999"), 400, "invalid_argument")
         if expect(srv.get(API + "/nodes"), 200) != before:
             fail("refused agent input changed the nodes")
