@@ -5,8 +5,10 @@
 # make the demo cluster: two 8-GPU A100 nodes with RDMA, a 4-GPU T4 node, a
 # CPU-only node. Tasks run as real processes under DATA_DIR/agents/<node>/.
 # On a fresh data dir it submits the demo tasks, then a high-priority task
-# that preempts a running low-priority one, so there is something to look at
-# at once. Ctrl-C stops the agents, their task processes and the server; the
+# that preempts a running low-priority one, and deploys a chat model
+# (examples/demo/model.json; its replicas run the small OpenAI-compatible
+# stand-in model server of tests/inference/) behind an endpoint named "chat",
+# so there is something to look at at once. Ctrl-C stops the agents, their task processes and the server; the
 # data dir keeps everything for the next run.
 #
 # Environment: HETEROFLOW_LISTEN (default 0.0.0.0:3333), HETEROFLOW_DATA_DIR
@@ -74,7 +76,11 @@ if [ "$fresh" = 1 ] && [ -n "$token" ]; then
   api -X POST "$base/api/v1/tasks/batch" --data-binary @examples/demo/tasks.json >/dev/null
   sleep 2
   api -X POST "$base/api/v1/tasks" --data-binary @examples/demo/urgent-task.json >/dev/null
-  echo "submitted the demo tasks"
+  sed "s|@MODEL_SERVER@|$PWD/tests/inference/fake_model.py|" examples/demo/model.json |
+    api -X POST "$base/api/v1/inference/models" --data-binary @- >/dev/null
+  (umask 077 && api -X POST "$base/api/v1/inference/endpoints" -d '{"name":"chat","model":"qwen-7b-chat"}' |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["key"]["secret"])' > "$data/chat.key")
+  echo "submitted the demo tasks and deployed qwen-7b-chat behind the endpoint \"chat\""
 fi
 
 cat <<MSG
@@ -86,6 +92,8 @@ The admin token is in $data/admin.token (or HETEROFLOW_ADMIN_TOKEN if you set it
   build/heteroflow get tasks
   build/heteroflow logs 1
   curl -H "Authorization: Bearer \$HETEROFLOW_TOKEN" $base/api/v1/plugins
+  curl $base/inference/v1/chat/completions -H "Authorization: Bearer \$(cat $data/chat.key)" \\
+       -d '{"model": "chat", "messages": [{"role": "user", "content": "hello"}], "stream": true}'
 Ctrl-C stops it.
 MSG
 wait $server

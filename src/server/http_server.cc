@@ -830,9 +830,9 @@ void Connection::StartBodyStream(Response res, bool keep_alive, int version) {
 }
 
 // Reading while the body streams is how a vanished client is noticed. What
-// arrives is kept in buffer_ (a pipelined next request) up to the header
-// limit; past that, reading pauses and only write errors notice a client
-// that left.
+// arrives is kept in buffer_ (a pipelined next request, read once the body
+// ends); after the first bytes of it, reading pauses and only write errors
+// notice a client that left.
 void Connection::MonitorInput() {
   monitor_pending_ = true;
   socket_.async_read_some(buffer_.prepare(4096),
@@ -841,9 +841,11 @@ void Connection::MonitorInput() {
                             if (ec) return self->CloseSocket();
                             self->buffer_.commit(n);
                             if (self->phase_ == Phase::kBodyStreaming) {
-                              if (self->buffer_.size() < self->opts().max_header_bytes) {
-                                self->MonitorInput();
-                              }
+                              // Once a pipelined request has begun to arrive
+                              // it waits in buffer_ for EndBodyStream; a read
+                              // still pending then would wait for bytes that
+                              // never come.
+                              if (self->buffer_.size() == 0) self->MonitorInput();
                             } else if (self->phase_ == Phase::kIdle) {
                               // The stream ended meanwhile: a next request began.
                               self->ReadHeader();

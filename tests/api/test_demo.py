@@ -7,8 +7,10 @@ both A100 nodes of rack-a, one RDMA NIC each, the inference replicas sharing a
 T4 GPU, the H100 task pending with its reason) and run as real processes; the
 urgent fine-tune preempts one of the two running low-priority sweep trials,
 whose process is stopped and which is pending again with "preempted by task
-..." in its events. At the end every task is cancelled and
-no task process is left behind.
+..." in its events. The demo's chat model (examples/demo/model.json) gets its
+replica on a T4 and answers through the "chat" endpoint with its key. At the
+end the model is deleted, every task is cancelled and no task process is left
+behind.
 
 usage: test_demo.py HETEROFLOW_BINARY
 """
@@ -151,7 +153,30 @@ def main(binary, tmp):
             fail("the sweep never ran in an agent's work dir")
         wait_until(lambda: not task_processes(sweep_dir[0]), 10, "the sweep's process stopped")
 
+    def chat_model():
+        with open(os.path.join(DEMO, "model.json")) as f:
+            spec = json.loads(f.read().replace(
+                "@MODEL_SERVER@", os.path.join(REPO, "tests", "inference", "fake_model.py")))
+        expect(srv.call("POST", API + "/inference/models", spec), 201)
+        key = expect(srv.call("POST", API + "/inference/endpoints",
+                              {"name": "chat", "model": spec["name"]}), 201)["key"]["secret"]
+
+        def ready():
+            m = expect(srv.get(API + "/inference/models/" + spec["name"]), 200)
+            return m if m["status"] == "running" else None
+        m = wait_until(ready, 20, "qwen-7b-chat running") and ready()
+        if [r["node"] for r in m["replicas"]] != ["t4-1"]:
+            fail("the chat replica is not on the T4 node: %s" % m["replicas"])
+        r = expect(srv.call("POST", "/inference/v1/chat/completions", token=key, body={
+            "model": "chat", "messages": [{"role": "user", "content": "hello"}]}), 200)
+        if r["model"] != "Qwen/Qwen2-7B-Instruct":
+            fail("the replica answered for %r" % r["model"])
+
     def cleanup():
+        expect(srv.call("DELETE", API + "/inference/endpoints/chat"), 200)
+        expect(srv.call("DELETE", API + "/inference/models/qwen-7b-chat"), 200)
+        wait_until(lambda: srv.get(API + "/inference/models/qwen-7b-chat").status == 404, 15,
+                   "the chat model deleted")
         for t in srv.tasks_full():
             if t["state"] in ("pending", "scheduled", "running"):
                 expect(srv.call("POST", API + "/tasks/%d/cancel" % t["id"]), 200)
@@ -174,6 +199,7 @@ def main(binary, tmp):
     c.run("declared nodes and policy from the file", nodes_and_policy)
     c.run("demo tasks placed", demo_tasks)
     c.run("urgent task preempts the sweep", preemption)
+    c.run("the demo's chat model answers through its endpoint", chat_model)
     c.run("cancelled tasks leave no process behind", cleanup)
     c.run("the store wins over the file, and the drift is logged", store_wins_over_file)
     srv.stop()
