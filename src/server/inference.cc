@@ -21,6 +21,7 @@ constexpr size_t kLatencyWindow = 1024;
 constexpr int64_t kRateWindowMs = 10'000;
 constexpr int kMaxAttempts = 3;
 constexpr size_t kMaxEarlyBody = 8 << 20;
+constexpr size_t kMaxUnclaimed = 1024;
 
 bool IsLive(TaskState s) {
   return s == TaskState::kPending || s == TaskState::kScheduled || s == TaskState::kRunning;
@@ -228,10 +229,15 @@ void InferenceService::Loop() {
 }
 
 void InferenceService::RefreshReplicaStates(int64_t now) {
-  std::vector<TaskKey> ids;
+  std::vector<std::pair<TaskKey, TaskState>> ids;  // with the state last seen
   {
     std::lock_guard lock(mu_);
-    for (const auto& [id, model] : replica_model_) ids.push_back(id);
+    for (const auto& [id, model] : replica_model_) {
+      auto mi = models_.find(model);
+      if (mi == models_.end()) continue;
+      auto ri = mi->second.replicas.find(id);
+      if (ri != mi->second.replicas.end()) ids.emplace_back(id, ri->second.state);
+    }
   }
   if (ids.empty()) return;
   struct Seen {
@@ -240,12 +246,15 @@ void InferenceService::RefreshReplicaStates(int64_t now) {
   };
   std::vector<Seen> seen;
   Status s = store_->Read([&](const store::ReadTx& tx) -> Status {
-    for (TaskKey id : ids) {
+    for (const auto& [id, before] : ids) {
       Result<store::TaskRecord> rec = tx.GetTask(id);
       if (!rec.ok()) continue;
       Seen v{std::move(*rec), ""};
-      Result<std::vector<store::TaskEvent>> ev = tx.ListTaskEvents(id);
-      if (ev.ok() && !ev->empty()) v.last_event = ev->back().kind + ": " + ev->back().message;
+      // Why it ended or stopped running: its last event.
+      if (!IsLive(v.rec.state) || (before == TaskState::kRunning && v.rec.state != TaskState::kRunning)) {
+        Result<std::vector<store::TaskEvent>> ev = tx.ListTaskEvents(id);
+        if (ev.ok() && !ev->empty()) v.last_event = ev->back().kind + ": " + ev->back().message;
+      }
       seen.push_back(std::move(v));
     }
     return Status::Ok();
@@ -256,8 +265,8 @@ void InferenceService::RefreshReplicaStates(int64_t now) {
     std::lock_guard lock(mu_);
     for (Seen& v : seen) {
       auto mi = replica_model_.find(v.rec.task.key);
-      if (mi == replica_model_.end()) continue;
-      Model& m = models_[mi->second];
+      if (mi == replica_model_.end() || models_.count(mi->second) == 0) continue;
+      Model& m = models_.at(mi->second);
       auto ri = m.replicas.find(v.rec.task.key);
       if (ri == m.replicas.end()) continue;
       Replica& r = ri->second;
@@ -615,6 +624,12 @@ Task InferenceService::ReplicaTask(Model& m) {
 }
 
 void InferenceService::Execute(Actions& actions) {
+  struct Address {
+    TaskKey id;
+    std::string host;
+    uint16_t port;
+  };
+  std::vector<Address> persist_addresses;
   for (auto& [model, task] : actions.submit) {
     const int64_t revision = std::atoll(task.env[kRevisionEnv].c_str());
     Result<std::vector<store::TaskRecord>> recs = scheduler_->Submit({task}, kActor);
@@ -635,10 +650,27 @@ void InferenceService::Execute(Actions& actions) {
     r.id = id;
     r.name = task.name;
     r.revision = revision;
+    if (auto u = unclaimed_.find(id); u != unclaimed_.end()) {
+      r.state = TaskState::kRunning;
+      r.host = u->second.first;
+      r.port = u->second.second;
+      r.running_since_ms = clock_->NowMs();
+      unclaimed_.erase(u);
+      persist_addresses.push_back({id, r.host, r.port});
+    }
     replica_model_[id] = model;
     mi->second.replicas.emplace(id, std::move(r));
     Publish({{"action", "replica_created"}, {"model", model}, {"task", id}, {"name", task.name},
              {"revision", revision}});
+  }
+  if (!persist_addresses.empty()) {
+    (void)store_->Write([&](store::Tx& tx) -> Status {
+      for (const Address& a : persist_addresses) {
+        HF_RETURN_IF_ERROR(tx.PutInferenceObject("replica", std::to_string(a.id),
+                                                 {{"host", a.host}, {"port", a.port}}));
+      }
+      return Status::Ok();
+    });
   }
   for (auto& [model, id] : actions.cancel) {
     Result<store::TaskRecord> rec = scheduler_->Cancel(id, kActor);
@@ -701,8 +733,14 @@ void InferenceService::ReplicaStarted(TaskKey id, const std::string& host, uint1
   {
     std::lock_guard lock(mu_);
     auto mi = replica_model_.find(id);
-    if (mi == replica_model_.end()) return;
-    Model& m = models_[mi->second];
+    if (mi == replica_model_.end() || models_.count(mi->second) == 0) {
+      // Possibly a replica whose agent was quicker than the loop that
+      // submitted it (Execute records it once Submit returns).
+      if (unclaimed_.size() >= kMaxUnclaimed) unclaimed_.erase(unclaimed_.begin());
+      unclaimed_[id] = {host, port};
+      return;
+    }
+    Model& m = models_.at(mi->second);
     auto ri = m.replicas.find(id);
     if (ri == m.replicas.end()) return;
     Replica& r = ri->second;
@@ -1321,8 +1359,8 @@ void InferenceService::Forward(std::shared_ptr<Call> call, const std::string& ho
       {
         std::lock_guard lock(mu_);
         auto mi = replica_model_.find(replica);
-        if (mi != replica_model_.end()) {
-          Model& m = models_[mi->second];
+        if (mi != replica_model_.end() && models_.count(mi->second) != 0) {
+          Model& m = models_.at(mi->second);
           auto ri = m.replicas.find(replica);
           if (ri != m.replicas.end()) {
             ri->second.health_error = "connection failed: " + res.status.message();

@@ -214,6 +214,8 @@ class InferenceService {
   std::map<std::string, Model> models_;
   std::map<std::string, Endpoint> endpoints_;
   std::map<TaskKey, std::string> replica_model_;  // every tracked replica
+  // Ports reported for tasks not (yet) known as replicas: (host, port).
+  std::map<TaskKey, std::pair<std::string, uint16_t>> unclaimed_;
   int64_t next_key_id_ = 1;
   bool stop_ = false;
   bool started_ = false;
