@@ -1131,6 +1131,30 @@ Status InferenceService::RevokeKey(const std::string& endpoint, int64_t key_id) 
 json InferenceService::PanelModels() const { return ListModels(); }
 json InferenceService::PanelEndpoints() const { return ListEndpoints(); }
 
+std::vector<InferenceService::ModelCounts> InferenceService::ModelMetrics() const {
+  std::lock_guard lock(mu_);
+  std::vector<ModelCounts> out;
+  for (const auto& [name, m] : models_) {
+    if (m.deleted) continue;
+    ModelCounts c{name, 0, m.desired, 0, static_cast<int>(m.queue.size())};
+    for (const auto& [id, r] : m.replicas) {
+      c.ready += (r.ready && !r.draining) ? 1 : 0;
+      c.inflight += r.live->inflight.load();
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::vector<InferenceService::EndpointCounts> InferenceService::EndpointMetrics() const {
+  std::lock_guard lock(mu_);
+  std::vector<EndpointCounts> out;
+  for (const auto& [name, e] : endpoints_) {
+    out.push_back({name, e.stats->requests.load(), e.stats->errors.load()});
+  }
+  return out;
+}
+
 std::map<TaskKey, std::string> InferenceService::ReplicaModels() const {
   std::lock_guard lock(mu_);
   return replica_model_;

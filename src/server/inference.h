@@ -105,6 +105,18 @@ class InferenceService {
   nlohmann::json PanelEndpoints() const;
   std::map<TaskKey, std::string> ReplicaModels() const;
 
+  // For /metrics.
+  struct ModelCounts {
+    std::string model;
+    int ready = 0, desired = 0, inflight = 0, queued = 0;
+  };
+  struct EndpointCounts {
+    std::string endpoint;
+    uint64_t requests = 0, errors = 0;
+  };
+  std::vector<ModelCounts> ModelMetrics() const;
+  std::vector<EndpointCounts> EndpointMetrics() const;
+
   // The gateway: /inference/v1/... (OpenAI style, the endpoint named by the
   // body's "model") and /serve/<endpoint>/... (pass-through).
   static bool IsGatewayPath(const std::string& path);

@@ -179,6 +179,42 @@ void ControlPlane::RegisterMetrics() {
         }
         return rows;
       }).ok());
+  // Inference: one collector per figure, each reading the service's counts.
+  using Counts = InferenceService::ModelCounts;
+  struct ModelGauge {
+    const char* name;
+    const char* help;
+    int Counts::*field;
+  };
+  for (const ModelGauge& g : {
+           ModelGauge{"heteroflow_inference_replicas_ready", "Ready replicas of a model.", &Counts::ready},
+           ModelGauge{"heteroflow_inference_replicas_desired", "Replicas a model should have.",
+                      &Counts::desired},
+           ModelGauge{"heteroflow_inference_inflight_requests", "Requests a model's replicas are answering.",
+                      &Counts::inflight},
+           ModelGauge{"heteroflow_inference_queued_requests", "Requests waiting for a ready replica.",
+                      &Counts::queued}}) {
+    HF_CHECK(metrics_.AddCollector(g.name, g.help, MetricType::kGauge, {"model"}, [this, field = g.field] {
+      std::vector<CollectedSample> rows;
+      if (!inference_) return rows;
+      for (const Counts& c : inference_->ModelMetrics()) {
+        rows.push_back({{c.model}, static_cast<double>(c.*field)});
+      }
+      return rows;
+    }).ok());
+  }
+  HF_CHECK(metrics_.AddCollector(
+      "heteroflow_inference_endpoint_requests_total",
+      "Requests answered through an inference endpoint, by outcome (error: 5xx).",
+      MetricType::kCounter, {"endpoint", "outcome"}, [this] {
+        std::vector<CollectedSample> rows;
+        if (!inference_) return rows;
+        for (const auto& e : inference_->EndpointMetrics()) {
+          rows.push_back({{e.endpoint, "ok"}, static_cast<double>(e.requests - e.errors)});
+          rows.push_back({{e.endpoint, "error"}, static_cast<double>(e.errors)});
+        }
+        return rows;
+      }).ok());
   m_.http_requests = must(metrics_.AddCounter("heteroflow_http_requests_total",
                                               "HTTP requests answered, by method and status.",
                                               {"method", "code"}));

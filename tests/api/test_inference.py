@@ -204,6 +204,13 @@ def run(binary, tmp):
         if ep["requests"] < 42 or ep["latency_ms"]["p50"] <= 0 or ep["requests_per_s"] <= 0:
             fail("endpoint counts: %r" % ep)
         state["errors"] = ep["errors"]
+        metrics = srv.call("GET", "/metrics").raw.decode()
+        for line in ('heteroflow_inference_replicas_ready{model="echo"} 2',
+                     'heteroflow_inference_replicas_desired{model="echo"} 2',
+                     'heteroflow_inference_endpoint_requests_total{endpoint="chat",outcome="ok"} %d'
+                     % (ep["requests"] - ep["errors"])):
+            if line not in metrics.splitlines():
+                fail("/metrics lacks %r" % line)
 
     def streaming():
         # Five chunks 300 ms apart: the first must arrive long before the last.
