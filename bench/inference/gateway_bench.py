@@ -24,7 +24,7 @@ Prints the tables, then one line `INFERENCE_GATEWAY {json}`. Every process it
 started (server, agent, replicas) is stopped on exit, failure and Ctrl-C.
 
 Knobs (environment): N=2000 WARMUP=200 CONCURRENCY="1 8 32 64" DURATION=5
-STREAM_N=300 REPLICAS2=1 ECHO_THREADS=2.
+STREAM_N=200 REPLICAS2=1 ECHO_THREADS=2.
 """
 import argparse
 import http.client
@@ -48,7 +48,7 @@ N = int(os.environ.get("N", "2000"))
 WARMUP = int(os.environ.get("WARMUP", "200"))
 CONCURRENCY = [int(x) for x in os.environ.get("CONCURRENCY", "1 8 32 64").split()]
 DURATION = float(os.environ.get("DURATION", "5"))
-STREAM_N = int(os.environ.get("STREAM_N", "300"))
+STREAM_N = int(os.environ.get("STREAM_N", "200"))
 REPLICAS2 = os.environ.get("REPLICAS2", "1") == "1"
 ECHO_THREADS = int(os.environ.get("ECHO_THREADS", "2"))
 

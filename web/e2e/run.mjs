@@ -26,6 +26,7 @@ import { CheckFailure, notes } from './browser.mjs';
 import {
   checkChinese, checkConfig, checkExclusive, checkLogin, checkPreview, checkScreenshots, checkToggle, checkViewer,
 } from './checks.mjs';
+import { checkInference } from './inference.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, '..', '..');
@@ -38,6 +39,7 @@ const CHECKS = [
   ['live-preview', checkPreview],
   ['chinese', checkChinese],
   ['viewer-readonly', checkViewer],
+  ['inference', checkInference],
   ['screenshots', checkScreenshots],
 ];
 const CHECK_TIMEOUT_MS = 120000;
@@ -140,7 +142,7 @@ async function main() {
   onCleanup(() => browser.close());
   const t = {
     browser, base: server.base, api: server.api, adminToken: server.adminToken,
-    viewerToken: seeded.viewerToken, taskIds: seeded.taskIds, out: opts.out,
+    viewerToken: seeded.viewerToken, taskIds: seeded.taskIds, out: opts.out, repo, workDir,
   };
   const failed = [];
   let passed = 0;
