@@ -6,6 +6,7 @@
 
 #include "core/json_fields.h"
 #include "server/auth.h"
+#include "server/autoscaler.h"
 #include "server/upstream.h"
 
 namespace hf::server {
@@ -455,60 +456,20 @@ void InferenceService::Autoscale(Model& m, int64_t now, Actions& actions) {
   const AutoscalingSpec& a = spec.autoscaling;
   int inflight = 0;
   for (const auto& [id, r] : m.replicas) inflight += r.live->inflight.load();
-  const double load = inflight + static_cast<double>(m.queue.size());
-  m.samples.emplace_back(now, load);
-  while (!m.samples.empty() && m.samples.front().first < now - static_cast<int64_t>(a.window_s * 1000)) {
-    m.samples.pop_front();
-  }
-  double sum = 0;
-  for (const auto& s : m.samples) sum += s.second;
-  const double mean = sum / static_cast<double>(m.samples.size());
-  int32_t want = static_cast<int32_t>(std::ceil(mean / a.target_inflight_per_replica - 1e-9));
-  if (!m.queue.empty()) want = std::max(want, 1);
-  want = std::clamp(want, spec.min_replicas, spec.max_replicas);
-  std::string reason;
-  bool decide = false;
-  if (want > m.desired) {
-    m.below_since_ms = -1;
-    if (m.desired == 0 && !m.queue.empty()) {
-      decide = true;
-      reason = "scale from zero: " + std::to_string(m.queue.size()) + " request(s) waiting";
-    } else {
-      if (m.above_since_ms < 0) m.above_since_ms = now;
-      if (now - m.above_since_ms >= static_cast<int64_t>(a.upscale_delay_s * 1000)) {
-        decide = true;
-        reason = "load above target for " + Seconds(a.upscale_delay_s) + " s";
-      }
-    }
-  } else if (want < m.desired) {
-    m.above_since_ms = -1;
-    if (m.below_since_ms < 0) m.below_since_ms = now;
-    if (now - m.below_since_ms >= static_cast<int64_t>(a.downscale_delay_s * 1000)) {
-      decide = true;
-      reason = "load below target for " + Seconds(a.downscale_delay_s) + " s";
-    }
-  } else {
-    m.above_since_ms = m.below_since_ms = -1;
-  }
-  // A changed min/max moves desired at once.
-  if (m.desired < spec.min_replicas || m.desired > spec.max_replicas) {
-    decide = true;
-    want = std::clamp(m.desired, spec.min_replicas, spec.max_replicas);
-    reason = "min_replicas/max_replicas changed";
-  }
-  if (!decide) return;
-  const int32_t from = m.desired;
-  m.desired = want;
-  m.above_since_ms = m.below_since_ms = -1;
+  std::optional<Autoscaler::Decision> d =
+      m.autoscaler.Step(spec, m.desired, inflight + static_cast<double>(m.queue.size()),
+                        m.queue.size(), now);
+  if (!d) return;
+  m.desired = d->to;
   m.scaling = true;
   m.last_decision = {{"time_ms", now},
-                     {"from", from},
-                     {"to", want},
-                     {"reason", reason},
+                     {"from", d->from},
+                     {"to", d->to},
+                     {"reason", d->reason},
                      {"inputs",
                       {{"inflight", inflight},
                        {"queued", m.queue.size()},
-                       {"mean_inflight", std::round(mean * 100) / 100},
+                       {"mean_inflight", std::round(d->mean * 100) / 100},
                        {"window_s", a.window_s},
                        {"target_inflight_per_replica", a.target_inflight_per_replica},
                        {"min_replicas", spec.min_replicas},

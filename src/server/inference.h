@@ -37,6 +37,7 @@
 #include "core/clock.h"
 #include "core/model.h"
 #include "core/status.h"
+#include "server/autoscaler.h"
 #include "server/events.h"
 #include "server/http_server.h"
 #include "server/inference_spec.h"
@@ -154,10 +155,7 @@ class InferenceService {
     int64_t next_replica = 1;
     int64_t created_at_ms = 0;
     std::map<TaskKey, Replica> replicas;
-    // Autoscaler.
-    std::deque<std::pair<int64_t, double>> samples;  // (time, in-flight)
-    int64_t above_since_ms = -1;
-    int64_t below_since_ms = -1;
+    Autoscaler autoscaler;
     nlohmann::json last_decision;
     // Status.
     bool lost = false;  // a ready replica went away; cleared once all are ready
