@@ -24,6 +24,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include "core/text.h"
+
 namespace hf::server {
 
 namespace asio = boost::asio;
@@ -32,13 +34,6 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
 namespace {
-
-bool IEquals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
 
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/json_fields.h"
+#include "core/text.h"
 #include "server/auth.h"
 #include "server/autoscaler.h"
 #include "server/upstream.h"
@@ -33,14 +34,6 @@ std::string Address(const std::string& host, uint16_t port) {
   return host + ":" + std::to_string(port);
 }
 
-bool IEquals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 // Headers a proxy must not pass on (RFC 9110 §7.6.1), and our own key.
 bool DropRequestHeader(std::string_view name) {
   for (std::string_view h : {"connection", "keep-alive", "transfer-encoding", "te", "upgrade",
@@ -51,26 +44,11 @@ bool DropRequestHeader(std::string_view name) {
   return false;
 }
 
-std::string PercentEncode(std::string_view s) {
-  static const char* kHex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
 std::string QueryString(const Request& req) {
   std::string q;
   for (const auto& [k, v] : req.query) {
     q += q.empty() ? "?" : "&";
-    q += PercentEncode(k) + "=" + PercentEncode(v);
+    q += UrlEncode(k) + "=" + UrlEncode(v);
   }
   return q;
 }

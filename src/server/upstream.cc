@@ -29,6 +29,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/text.h"
+
 namespace hf::server {
 
 namespace asio = boost::asio;
@@ -38,13 +40,6 @@ using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-bool IEquals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
 
 bool IStartsWith(std::string_view s, std::string_view prefix) {
   return s.size() >= prefix.size() && IEquals(s.substr(0, prefix.size()), prefix);

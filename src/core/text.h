@@ -1,0 +1,19 @@
+// Small text helpers shared by the server, the gateway and the client.
+#ifndef HF_CORE_TEXT_H_
+#define HF_CORE_TEXT_H_
+
+#include <string>
+#include <string_view>
+
+namespace hf {
+
+// ASCII case-insensitive equality (HTTP header names, RFC 9110).
+bool IEquals(std::string_view a, std::string_view b);
+
+// Percent-encodes everything but RFC 3986's unreserved characters
+// (A-Z a-z 0-9 - . _ ~), for a path segment or a query key or value.
+std::string UrlEncode(std::string_view s);
+
+}  // namespace hf
+
+#endif  // HF_CORE_TEXT_H_
