@@ -13,8 +13,11 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.request
 
 TOKEN = "hf_client_e2e_token"
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def fail(msg):
@@ -160,7 +163,8 @@ def run_checks(binary, url, tmp):
                  ["plugins", "set", "binpack", "--enabled", "maybe"], ["get", "tasks", "abc"],
                  ["get", "nodes", "--state", "pending"], ["describe", "plugin", "binpack"],
                  ["apply"], ["apply", "-f", os.path.join(tmp, "missing.yaml")],
-                 ["get", "plugins", "--server", "https://127.0.0.1:1"]):
+                 ["get", "plugins", "--server", "https://127.0.0.1:1"],
+                 ["describe", "model"], ["describe", "plugin", "x"], ["delete", "pods", "x"]):
         c.run(args, 2)
 
     # Resolution: flags, then the environment, then the config file.
@@ -254,10 +258,126 @@ def run_checks(binary, url, tmp):
     if not re.search(r"^1\s+admin\s+admin\s+true\s", out, re.M):
         fail("tokens table:\n" + out)
 
+    check_inference(c, auth, url, tmp)
+
     # The token never appears in anything the client printed.
     for o in c.outputs:
         if TOKEN in o:
             fail("the token was printed:\n" + o)
+
+
+def api(url, method, path, body=None, want=200):
+    req = urllib.request.Request(url + path, method=method,
+                                 data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Authorization": "Bearer " + TOKEN})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            status, text = r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        status, text = e.code, e.read().decode()
+    if status != want:
+        fail("%s %s: want %d, got %d: %s" % (method, path, want, status, text))
+    return json.loads(text) if text else None
+
+
+def check_inference(c, auth, url, tmp):
+    """Models and endpoints: made through the REST API and through apply, then
+    shown by get / describe and removed by delete. No agent runs, so the
+    replica stays pending (gpu-a1 is cordoned so that it is not placed)."""
+    c.run(["cordon", "gpu-a1"] + auth, 0)
+    model = {"name": "e2e-model",
+             "command": ["python3", os.path.join(REPO, "tests", "inference", "fake_model.py"),
+                         "--port", "{port}"],
+             "requests": {"gpu_memory_mib": 1024}}
+    api(url, "POST", "/api/v1/inference/models", model, want=201)
+    made = api(url, "POST", "/api/v1/inference/endpoints",
+               {"name": "e2e-chat", "model": "e2e-model"}, want=201)
+    if not made.get("key", {}).get("secret", "").startswith("hfk_"):
+        fail("endpoint without a key secret: %s" % made)
+    # The controller makes the replica (a task) on its next pass.
+    deadline = time.time() + 15
+    while not api(url, "GET", "/api/v1/inference/models/e2e-model")["replicas"]:
+        if time.time() > deadline:
+            fail("no replica for e2e-model after 15 s")
+        time.sleep(0.2)
+
+    out, _ = c.run(["get", "models"] + auth, 0)
+    lines = out.splitlines()
+    if not re.match(r"NAME\s+MODEL\s+STATUS\s+READY\s+INFLIGHT\s+QUEUED\s+MIN-MAX\s+"
+                    r"AUTOSCALE\s+REVISION\s+AGE$", lines[0]):
+        fail("models table header: %r" % lines[0])
+    if not re.search(r"^e2e-model\s+e2e-model\s+deploying\s+0/1\s+0\s+0\s+1-1\s+-\s+1\s+\d+s$",
+                     out, re.M):
+        fail("models table:\n" + out)
+    out, _ = c.run(["get", "mo", "e2e-model", "-o", "json"] + auth, 0)
+    view = json.loads(out)
+    if view["name"] != "e2e-model" or len(view["replicas"]) != 1 or view["endpoints"] != ["e2e-chat"]:
+        fail("get model -o json: " + out)
+    out, _ = c.run(["get", "model", "e2e-model", "-o", "yaml"] + auth, 0)
+    expect_in("name: e2e-model\n", out, "get model -o yaml")
+    _, err = c.run(["get", "model", "nosuch"] + auth, 1)
+    expect_in("error: 404 not_found", err, "get an unknown model")
+
+    out, _ = c.run(["get", "endpoints"] + auth, 0)
+    if not re.match(r"NAME\s+MODEL\s+PUBLIC\s+KEYS\s+REQ/S\s+REQUESTS\s+ERRORS\s+P50\s+P99\s+"
+                    r"INFLIGHT$", out.splitlines()[0]):
+        fail("endpoints table header:\n" + out)
+    if not re.search(r"^e2e-chat\s+e2e-model\s+false\s+1\s+0\s+0\s+0\s+-\s+-\s+0$", out, re.M):
+        fail("endpoints table:\n" + out)
+    out, _ = c.run(["get", "ep", "e2e-chat", "-o", "json"] + auth, 0)
+    if json.loads(out)["model"] != "e2e-model" or "secret" in out:
+        fail("get endpoint -o json: " + out)
+
+    out, _ = c.run(["describe", "model", "e2e-model"] + auth, 0)
+    for needle in ("Name:", "e2e-model", "Status:", "deploying", "Reason:", "Replicas:",
+                   "0/1 ready (min 1, max 1)", "fake_model.py --port {port}",
+                   "Autoscaling:      off", "Endpoints:        e2e-chat", "Replica List:",
+                   "e2e-model-", "pending"):
+        expect_in(needle, out, "describe model")
+    out, _ = c.run(["describe", "endpoint", "e2e-chat"] + auth, 0)
+    for needle in ("Model:", "e2e-model", "Public:", "/serve/e2e-chat/", "Keys:", "default"):
+        expect_in(needle, out, "describe endpoint")
+
+    # apply: the model exists (PUT), the endpoint is new (its secret printed once).
+    manifest = os.path.join(tmp, "inference.yaml")
+    with open(manifest, "w") as f:
+        f.write("kind: Model\nname: e2e-model\n"
+                "command: [python3, %s, --port, '{port}']\n"
+                "requests: {gpu_memory_mib: 1024}\nmin_replicas: 1\nmax_replicas: 2\n"
+                "autoscaling: {target_inflight_per_replica: 4}\n"
+                "---\nkind: Endpoint\nname: e2e-chat2\nmodel: e2e-model\n"
+                % os.path.join(REPO, "tests", "inference", "fake_model.py"))
+    out, _ = c.run(["apply", "-f", manifest, "--dry-run"], 0)
+    expect_in("model/e2e-model checked (dry run)", out, "apply --dry-run model")
+    expect_in("endpoint/e2e-chat2 checked (dry run)", out, "apply --dry-run endpoint")
+    out, _ = c.run(["apply", "-f", manifest] + auth, 0)
+    expect_in("model/e2e-model configured", out, "apply an existing model")
+    expect_in("endpoint/e2e-chat2 created", out, "apply a new endpoint")
+    if not re.search(r"endpoint/e2e-chat2 key \d+ \(default\) secret: hfk_\w+", out):
+        fail("apply endpoint: no secret:\n" + out)
+    out, _ = c.run(["get", "models"] + auth, 0)
+    if not re.search(r"^e2e-model\s+e2e-model\s+\w+\s+0/1\s+0\s+0\s+1-2\s+4\s+1\s", out, re.M):
+        fail("models table after apply:\n" + out)
+    out, _ = c.run(["apply", "-f", manifest] + auth, 0)
+    expect_in("endpoint/e2e-chat2 unchanged", out, "apply again")
+    if "secret" in out:
+        fail("a second apply printed a secret:\n" + out)
+
+    # delete: refused while an endpoint routes to the model.
+    _, err = c.run(["delete", "model", "e2e-model"] + auth, 1)
+    expect_in("error: 422 failed_precondition", err, "delete a routed model")
+    out, _ = c.run(["delete", "endpoint", "e2e-chat"] + auth, 0)
+    expect_in("endpoint/e2e-chat deleted", out, "delete endpoint")
+    out, _ = c.run(["delete", "ep", "e2e-chat2"] + auth, 0)
+    expect_in("endpoint/e2e-chat2 deleted", out, "delete endpoint")
+    out, _ = c.run(["get", "endpoints", "-o", "json"] + auth, 0)
+    if json.loads(out)["endpoints"]:
+        fail("endpoints after delete: " + out)
+    out, _ = c.run(["delete", "model", "e2e-model"] + auth, 0)
+    expect_in("model/e2e-model deleted", out, "delete model")
+    _, err = c.run(["describe", "model", "e2e-model"] + auth, 1)
+    expect_in("error: 404 not_found", err, "describe a deleted model")
+    c.run(["uncordon", "gpu-a1"] + auth, 0)
 
 
 if __name__ == "__main__":

@@ -59,9 +59,26 @@ std::optional<json> ApiSession::Call(std::string_view method, std::string_view t
   return j;
 }
 
+std::optional<bool> ApiSession::Exists(std::string_view target) {
+  Result<HttpResponse> r = http_.Send("GET", target, std::string());
+  if (r.ok() && r->status == 404) return false;
+  if (r.ok() && r->status >= 200 && r->status <= 299) return true;
+  ReportFailure(r);
+  return std::nullopt;
+}
+
 std::optional<std::string> ApiSession::CallText(std::string_view method, std::string_view target,
                                                 const json* body, int* status) {
   Result<HttpResponse> r = http_.Send(method, target, body ? body->dump() : std::string());
+  if (!r.ok() || r->status < 200 || r->status > 299) {
+    ReportFailure(r);
+    return std::nullopt;
+  }
+  if (status) *status = r->status;
+  return std::move(r->body);
+}
+
+void ApiSession::ReportFailure(const Result<HttpResponse>& r) const {
   if (!r.ok()) {
     std::fprintf(stderr, "error: %s\n", r.status().message().c_str());
     const std::string from = settings_.server_source == "default"
@@ -71,23 +88,18 @@ std::optional<std::string> ApiSession::CallText(std::string_view method, std::st
                  "hint: the server URL %s; set it with --server, HETEROFLOW_SERVER or "
                  "server: in the config file\n",
                  from.c_str());
-    return std::nullopt;
+    return;
   }
-  if (r->status < 200 || r->status > 299) {
-    std::fprintf(stderr, "%s\n", ApiErrorText(r->status, r->body).c_str());
-    if (r->status == 401) {
-      if (settings_.token.empty()) {
-        std::fprintf(stderr,
-                     "hint: no token given; use --token, HETEROFLOW_TOKEN or token: in the "
-                     "config file\n");
-      } else {
-        std::fprintf(stderr, "hint: the token came from %s\n", settings_.token_source.c_str());
-      }
+  std::fprintf(stderr, "%s\n", ApiErrorText(r->status, r->body).c_str());
+  if (r->status == 401) {
+    if (settings_.token.empty()) {
+      std::fprintf(stderr,
+                   "hint: no token given; use --token, HETEROFLOW_TOKEN or token: in the "
+                   "config file\n");
+    } else {
+      std::fprintf(stderr, "hint: the token came from %s\n", settings_.token_source.c_str());
     }
-    return std::nullopt;
   }
-  if (status) *status = r->status;
-  return std::move(r->body);
 }
 
 }  // namespace hf::cli

@@ -47,9 +47,18 @@ class ApiSession {
   std::optional<std::string> CallText(std::string_view method, std::string_view target,
                                       const nlohmann::json* body = nullptr, int* status = nullptr);
 
+  // GET `target`: true on 2xx, false on 404 (nothing printed); otherwise
+  // prints the error as Call does and returns nullopt. `apply` uses it to
+  // choose between creating and replacing.
+  std::optional<bool> Exists(std::string_view target);
+
   OutputFormat format() const { return format_; }
 
  private:
+  // Prints a failed request (no answer, or a non-2xx one) to stderr, with
+  // the hints described at Call.
+  void ReportFailure(const Result<HttpResponse>& r) const;
+
   ApiSession(ClientSettings settings, HttpClient http, OutputFormat format)
       : settings_(std::move(settings)), http_(std::move(http)), format_(format) {}
 

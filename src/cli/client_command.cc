@@ -85,18 +85,38 @@ std::string Resource(const std::string& s) {
   if (s == "task" || s == "tasks") return "tasks";
   if (s == "plugin" || s == "plugins") return "plugins";
   if (s == "token" || s == "tokens") return "tokens";
+  if (s == "model" || s == "models" || s == "mo") return "models";
+  if (s == "endpoint" || s == "endpoints" || s == "ep") return "endpoints";
   return "";
+}
+
+bool IsInference(const std::string& resource) {
+  return resource == "models" || resource == "endpoints";
+}
+
+// The collection's path: /api/v1/nodes, /api/v1/inference/models.
+std::string CollectionPath(const std::string& resource) {
+  return std::string("/api/v1/") + (IsInference(resource) ? "inference/" : "") + resource;
+}
+
+// "models" -> "model".
+std::string Singular(const std::string& resource) {
+  return resource.substr(0, resource.size() - 1);
 }
 
 // `get` ----------------------------------------------------------------------
 
 int RunGet(int argc, char** argv) {
-  CLI::App app{"List or show nodes, tasks, plugins or tokens.", "heteroflow get"};
+  CLI::App app{"List or show nodes, tasks, plugins, tokens, models or endpoints.",
+               "heteroflow get"};
   GlobalFlags g;
   std::string resource_arg, name;
   TaskFilters f;
-  app.add_option("resource", resource_arg, "nodes, tasks, plugins or tokens")->required();
-  app.add_option("name", name, "one node name, task id, plugin name or token id");
+  app.add_option("resource", resource_arg,
+                 "nodes (no), tasks, plugins, tokens, models (mo) or endpoints (ep)")
+      ->required();
+  app.add_option("name", name,
+                 "one node name, task id, plugin name, token id, model or endpoint name");
   app.add_option("--state", f.state, "tasks: pending|scheduled|running|succeeded|failed|cancelled");
   app.add_option("--node", f.node, "tasks: on this node");
   app.add_option("--group", f.group, "tasks: of this group");
@@ -109,8 +129,8 @@ int RunGet(int argc, char** argv) {
 
   const std::string resource = Resource(resource_arg);
   if (resource.empty()) {
-    return UsageError(
-        "get", "unknown resource \"" + resource_arg + "\" (nodes, tasks, plugins or tokens)");
+    return UsageError("get", "unknown resource \"" + resource_arg +
+                                 "\" (nodes, tasks, plugins, tokens, models or endpoints)");
   }
   const bool filtered =
       !f.state.empty() || !f.node.empty() || !f.group.empty() || f.priority || f.limit || f.after;
@@ -126,17 +146,21 @@ int RunGet(int argc, char** argv) {
   if (!session.ok()) return UsageError("get", session.status().message());
   const int64_t now = Now();
 
-  if (resource == "nodes" || resource == "tasks") {
-    const std::string target = name.empty()
-                                   ? (resource == "nodes" ? "/api/v1/nodes" : TaskListTarget(f))
-                                   : "/api/v1/" + resource + "/" + UrlEncode(name);
+  if (resource == "nodes" || resource == "tasks" || IsInference(resource)) {
+    const std::string target =
+        name.empty() ? (resource == "tasks" ? TaskListTarget(f) : CollectionPath(resource))
+                     : CollectionPath(resource) + "/" + UrlEncode(name);
     std::optional<json> answer = session->Call("GET", target);
     if (!answer) return kApiError;
     const json list = name.empty()
                           ? (answer->contains(resource) ? (*answer)[resource] : json::array())
                           : json::array({*answer});
-    Print(*session, *answer,
-          [&] { return resource == "nodes" ? NodesTable(list) : TasksTable(list, now); });
+    Print(*session, *answer, [&] {
+      if (resource == "nodes") return NodesTable(list);
+      if (resource == "models") return ModelsTable(list, now);
+      if (resource == "endpoints") return EndpointsTable(list);
+      return TasksTable(list, now);
+    });
     if (resource == "tasks" && name.empty() && session->format() == OutputFormat::kTable &&
         answer->contains("next") && !(*answer)["next"].is_null()) {
       std::fprintf(stderr, "more tasks: heteroflow get tasks --after %s\n",
@@ -177,27 +201,36 @@ int RunGet(int argc, char** argv) {
 // `describe` -------------------------------------------------------------------
 
 int RunDescribe(int argc, char** argv) {
-  CLI::App app{"Show one task (state, node, allocation, pending reason, events) or node.",
-               "heteroflow describe"};
+  CLI::App app{
+      "Show one task (state, node, allocation, pending reason, events), node, model "
+      "deployment (status, replicas, autoscaling) or endpoint.",
+      "heteroflow describe"};
   GlobalFlags g;
   std::string resource_arg, name;
-  app.add_option("resource", resource_arg, "task or node")->required();
-  app.add_option("name", name, "the task's id or the node's name")->required();
+  app.add_option("resource", resource_arg, "task, node, model or endpoint")->required();
+  app.add_option("name", name, "the task's id or the node's, model's or endpoint's name")
+      ->required();
   AddGlobalFlags(app, g);
   if (std::optional<int> rc = Parse(app, argc, argv)) return *rc;
   const std::string resource = Resource(resource_arg);
-  if (resource != "tasks" && resource != "nodes") {
-    return UsageError("describe", "can describe a task or a node, not \"" + resource_arg + "\"");
+  if (resource != "tasks" && resource != "nodes" && !IsInference(resource)) {
+    return UsageError("describe",
+                      "can describe a task, node, model or endpoint, not \"" + resource_arg + "\"");
   }
   if (resource == "tasks" && !IsTaskId(name)) {
     return UsageError("describe", "a task id is a number, not \"" + name + "\"");
   }
   Result<ApiSession> session = ApiSession::Open(g);
   if (!session.ok()) return UsageError("describe", session.status().message());
-  std::optional<json> answer = session->Call("GET", "/api/v1/" + resource + "/" + UrlEncode(name));
+  std::optional<json> answer =
+      session->Call("GET", CollectionPath(resource) + "/" + UrlEncode(name));
   if (!answer) return kApiError;
-  Print(*session, *answer,
-        [&] { return resource == "tasks" ? DescribeTask(*answer, Now()) : DescribeNode(*answer); });
+  Print(*session, *answer, [&] {
+    if (resource == "tasks") return DescribeTask(*answer, Now());
+    if (resource == "models") return DescribeModel(*answer, Now());
+    if (resource == "endpoints") return DescribeEndpoint(*answer, Now());
+    return DescribeNode(*answer);
+  });
   return kOk;
 }
 
@@ -241,7 +274,8 @@ int RunLogs(int argc, char** argv) {
 // `apply` ----------------------------------------------------------------------
 
 constexpr char kApplyHelp[] =
-    "Submit tasks and register nodes from a YAML or JSON file.\n\n"
+    "Submit tasks, register nodes, deploy models and create endpoints from a YAML or\n"
+    "JSON file.\n\n"
     "FILE ('-' for stdin) is JSON when it starts with '{' or '[', else YAML (several\n"
     "documents may be separated by ---). Each document is one of:\n"
     "  - a mapping with only tasks: and/or nodes: lists;\n"
@@ -252,7 +286,12 @@ constexpr char kApplyHelp[] =
     "node or task is removed before sending. Everything is checked locally first;\n"
     "then nodes are registered (POST /api/v1/nodes, one by one), then tasks are\n"
     "submitted: one task with POST /api/v1/tasks, several in one all-or-nothing\n"
-    "POST /api/v1/tasks/batch (at most 1000).";
+    "POST /api/v1/tasks/batch (at most 1000).\n\n"
+    "An object with kind: model is a model deployment: created (POST\n"
+    "/api/v1/inference/models) or, when one of that name exists, replaced (PUT).\n"
+    "An object with kind: endpoint is an endpoint (POST /api/v1/inference/endpoints;\n"
+    "one that exists with the same model and public is left unchanged). A new\n"
+    "endpoint's key secret is printed once. Models, then endpoints, come after tasks.";
 
 int RunApply(int argc, char** argv) {
   CLI::App app{kApplyHelp, "heteroflow apply"};
@@ -289,8 +328,16 @@ int RunApply(int argc, char** argv) {
       for (const json& t : manifest->tasks) {
         std::printf("task %s checked (dry run)\n", t["name"].get<std::string>().c_str());
       }
+      for (const json& m : manifest->models) {
+        std::printf("model/%s checked (dry run)\n", m["name"].get<std::string>().c_str());
+      }
+      for (const json& e : manifest->endpoints) {
+        std::printf("endpoint/%s checked (dry run)\n", e["name"].get<std::string>().c_str());
+      }
     } else {
       json out = {{"nodes", manifest->nodes}, {"tasks", manifest->tasks}};
+      if (!manifest->models.empty()) out["models"] = manifest->models;
+      if (!manifest->endpoints.empty()) out["endpoints"] = manifest->endpoints;
       std::fputs(Serialize(out, *format).c_str(), stdout);
     }
     return kOk;
@@ -300,6 +347,8 @@ int RunApply(int argc, char** argv) {
   if (!session.ok()) return UsageError("apply", session.status().message());
   const bool table = session->format() == OutputFormat::kTable;
   json applied = {{"nodes", json::array()}, {"tasks", json::array()}};
+  if (!manifest->models.empty()) applied["models"] = json::array();
+  if (!manifest->endpoints.empty()) applied["endpoints"] = json::array();
   // A failure stops here; what was printed before it was applied.
   auto finish = [&](int rc) {
     if (!table) std::fputs(Serialize(applied, session->format()).c_str(), stdout);
@@ -334,23 +383,83 @@ int RunApply(int argc, char** argv) {
       applied["tasks"].push_back(t);
     }
   }
+  for (const json& model : manifest->models) {
+    const std::string name = model["name"].get<std::string>();
+    const std::string path = "/api/v1/inference/models/" + UrlEncode(name);
+    std::optional<bool> exists = session->Exists(path);
+    if (!exists) return finish(kApiError);
+    std::optional<json> answer = *exists
+                                     ? session->Call("PUT", path, &model)
+                                     : session->Call("POST", "/api/v1/inference/models", &model);
+    if (!answer) return finish(kApiError);
+    if (table) {
+      std::printf("model/%s %s (revision %s)\n", name.c_str(), *exists ? "configured" : "created",
+                  Text(*answer, "revision").c_str());
+    }
+    applied["models"].push_back(std::move(*answer));
+  }
+  for (const json& endpoint : manifest->endpoints) {
+    const std::string name = endpoint["name"].get<std::string>();
+    const std::string path = "/api/v1/inference/endpoints/" + UrlEncode(name);
+    std::optional<bool> exists = session->Exists(path);
+    if (!exists) return finish(kApiError);
+    if (*exists) {
+      // Endpoints have no PUT: one that already routes as asked is left alone,
+      // which keeps `apply` repeatable; any other difference needs a delete.
+      std::optional<json> current = session->Call("GET", path);
+      if (!current) return finish(kApiError);
+      const bool same = current->value("model", "") == endpoint["model"] &&
+                        current->value("public", false) == endpoint.value("public", false);
+      if (!same) {
+        std::fprintf(stderr,
+                     "error: endpoint %s exists with another model or public setting; "
+                     "delete it first (heteroflow delete endpoint %s)\n",
+                     name.c_str(), name.c_str());
+        return finish(kApiError);
+      }
+      if (table) std::printf("endpoint/%s unchanged\n", name.c_str());
+      applied["endpoints"].push_back(std::move(*current));
+      continue;
+    }
+    std::optional<json> answer = session->Call("POST", "/api/v1/inference/endpoints", &endpoint);
+    if (!answer) return finish(kApiError);
+    if (table) {
+      std::printf("endpoint/%s created\n", name.c_str());
+      if (answer->contains("key") && (*answer)["key"].is_object()) {
+        const json& key = (*answer)["key"];
+        std::printf(
+            "endpoint/%s key %s (%s) secret: %s\n"
+            "  (shown only once: save it now; clients send it as "
+            "\"Authorization: Bearer <secret>\")\n",
+            name.c_str(), Text(key, "id").c_str(), Text(key, "name").c_str(),
+            Text(key, "secret").c_str());
+      }
+    }
+    applied["endpoints"].push_back(std::move(*answer));
+  }
   return finish(kOk);
 }
 
 // `delete`, `cordon`, `uncordon`, `drain` ----------------------------------------
 
 int RunDelete(int argc, char** argv) {
-  CLI::App app{"Cancel a task, delete a node (it must have no tasks) or revoke a token.",
-               "heteroflow delete"};
+  CLI::App app{
+      "Cancel a task, delete a node (it must have no tasks), revoke a token, or "
+      "delete a model deployment (no endpoint may route to it) or an endpoint.",
+      "heteroflow delete"};
   GlobalFlags g;
   std::string resource_arg, name;
-  app.add_option("resource", resource_arg, "task, node or token")->required();
-  app.add_option("name", name, "the task's id, the node's name or the token's id")->required();
+  app.add_option("resource", resource_arg, "task, node, token, model or endpoint")->required();
+  app.add_option("name", name,
+                 "the task's or token's id, or the node's, model's or endpoint's name")
+      ->required();
   AddGlobalFlags(app, g);
   if (std::optional<int> rc = Parse(app, argc, argv)) return *rc;
   const std::string resource = Resource(resource_arg);
-  if (resource != "tasks" && resource != "nodes" && resource != "tokens") {
-    return UsageError("delete", "can delete a task, node or token, not \"" + resource_arg + "\"");
+  if (resource != "tasks" && resource != "nodes" && resource != "tokens" &&
+      !IsInference(resource)) {
+    return UsageError("delete", "can delete a task, node, token, model or endpoint, not \"" +
+                                    resource_arg + "\"");
   }
   if (resource == "tasks" && !IsTaskId(name)) {
     return UsageError("delete", "a task id is a number, not \"" + name + "\"");
@@ -358,13 +467,12 @@ int RunDelete(int argc, char** argv) {
   Result<ApiSession> session = ApiSession::Open(g);
   if (!session.ok()) return UsageError("delete", session.status().message());
   std::optional<json> answer =
-      session->Call("DELETE", "/api/v1/" + resource + "/" + UrlEncode(name));
+      session->Call("DELETE", CollectionPath(resource) + "/" + UrlEncode(name));
   if (!answer) return kApiError;
-  const char* done = resource == "tasks"   ? "cancelled"
-                     : resource == "nodes" ? "deleted"
-                                           : "revoked";
-  Print(*session, *answer,
-        [&] { return resource.substr(0, resource.size() - 1) + "/" + name + " " + done + "\n"; });
+  const char* done = resource == "tasks"    ? "cancelled"
+                     : resource == "tokens" ? "revoked"
+                                            : "deleted";
+  Print(*session, *answer, [&] { return Singular(resource) + "/" + name + " " + done + "\n"; });
   return kOk;
 }
 
@@ -482,11 +590,13 @@ int RunClientCommand(int argc, char** argv) {
 }
 
 const char* ClientUsage() {
-  return "  get        list or show nodes, tasks, plugins or tokens\n"
-         "  describe   show a task (state, allocation, pending reason, events) or a node\n"
+  return "  get        list or show nodes, tasks, plugins, tokens, models or endpoints\n"
+         "  describe   show a task (state, allocation, pending reason, events), a node,\n"
+         "             a model deployment (status, replicas, autoscaling) or an endpoint\n"
          "  logs       print a task's output (-f: until it ends)\n"
-         "  apply      submit tasks / register nodes from a YAML or JSON file (-f FILE)\n"
-         "  delete     cancel a task, delete a node, revoke a token\n"
+         "  apply      submit tasks, register nodes, deploy models, create endpoints from\n"
+         "             a YAML or JSON file (-f FILE)\n"
+         "  delete     cancel a task, delete a node, model or endpoint, revoke a token\n"
          "  cordon     stop placing new tasks on a node\n"
          "  uncordon   let a cordoned or drained node take tasks again\n"
          "  drain      cordon a node (and, once agents run tasks, move them off)\n"

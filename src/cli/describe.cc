@@ -126,7 +126,112 @@ std::string Percent(int64_t part, int64_t whole) {
   return " (" + std::to_string(part * 100 / whole) + "%)";
 }
 
+// A time in ms since the epoch with its age; "<none>" when missing.
+std::string TimeMsWithAge(const json& o, std::string_view key, int64_t now_s) {
+  std::optional<int64_t> ms = IntField(o, key);
+  if (!ms || *ms <= 0) return kNone;
+  const std::string age = AgeOfMs(o, key, now_s);
+  return FormatTimeMs(*ms) + (age.empty() ? "" : " (" + age + " ago)");
+}
+
+std::string AutoscalingText(const json& a) {
+  if (!a.is_object()) return "off (replicas = min_replicas)";
+  return "target " + Text(a, "target_inflight_per_replica") + " in flight per replica, window " +
+         Text(a, "window_s") + "s, upscale delay " + Text(a, "upscale_delay_s") +
+         "s, downscale delay " + Text(a, "downscale_delay_s") + "s, queue " +
+         Text(a, "queue_size") + ", cold start timeout " + Text(a, "cold_start_timeout_s") + "s";
+}
+
+std::string DecisionText(const json& d, int64_t now_s) {
+  if (!d.is_object()) return kNone;
+  std::string out = Text(d, "from") + " -> " + Text(d, "to") + " replicas";
+  if (std::string reason = Text(d, "reason"); reason != kNone) out += ": " + reason;
+  const std::string age = AgeOfMs(d, "time_ms", now_s);
+  if (!age.empty()) out += " (" + age + " ago)";
+  return out;
+}
+
 }  // namespace
+
+std::string DescribeModel(const json& m, int64_t now_s) {
+  Fields f;
+  f.Add("Name", Text(m, "name"));
+  f.Add("Model", Text(m, "model"));
+  f.Add("Status", Text(m, "status"));
+  f.Add("Reason", Text(m, "reason"));
+  f.Add("Revision", Text(m, "revision"));
+  f.Add("Replicas", Text(m, "ready_replicas") + "/" + Text(m, "desired_replicas") + " ready (min " +
+                        Text(m, "min_replicas") + ", max " + Text(m, "max_replicas") + ")");
+  f.Add("In Flight", Text(m, "inflight"));
+  f.Add("Queued", Text(m, "queued"));
+  f.Add("Command", Join(Child(m, "command"), " "));
+  f.Add("Env", JoinMap(Child(m, "env")));
+  f.Add("Health Path", Text(m, "health_path"));
+  f.Add("Requests", RequestsText(Child(m, "requests")));
+  f.Add("Priority", Text(m, "priority"));
+  f.Add("Preemptible", Text(m, "preemptible"));
+  f.Add("Startup Timeout", Text(m, "startup_timeout_s") + "s");
+  f.Add("Autoscaling", AutoscalingText(Child(m, "autoscaling")));
+  const json& decision = Child(m, "last_decision");
+  f.Add("Last Decision", DecisionText(decision, now_s));
+  if (decision.is_object() && Child(decision, "inputs").is_object()) {
+    f.Add("Decision Inputs", JoinMap(Child(decision, "inputs")));
+  }
+  f.Add("Endpoints", Join(Child(m, "endpoints")));
+  f.Add("Created", TimeMsWithAge(m, "created_at_ms", now_s));
+  const json& replicas = Child(m, "replicas");
+  if (!replicas.is_array() || replicas.empty()) {
+    f.Add("Replica List", kNone);
+    return f.Render();
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"NAME", "TASK", "REVISION", "NODE", "STATE", "READY", "INFLIGHT", "ADDRESS", "MESSAGE"}};
+  for (const json& r : replicas) {
+    std::string ready = Text(r, "ready");
+    if (Child(r, "draining").is_boolean() && Child(r, "draining").get<bool>()) {
+      ready += " (draining)";
+    }
+    std::string message;
+    if (const json& h = Child(r, "health_error"); h.is_string()) message = h.get<std::string>();
+    if (const json& p = Child(r, "pending_reason"); p.is_string()) {
+      message += (message.empty() ? "" : "; ") + p.get<std::string>();
+    }
+    rows.push_back({Text(r, "name"), Text(r, "task"), Text(r, "revision"), Text(r, "node"),
+                    Text(r, "state"), ready, Text(r, "inflight"), Text(r, "address"), message});
+  }
+  return f.Render() + "Replica List:\n" + Indented(FormatTable(rows));
+}
+
+std::string DescribeEndpoint(const json& e, int64_t now_s) {
+  Fields f;
+  f.Add("Name", Text(e, "name"));
+  f.Add("Model", Text(e, "model"));
+  f.Add("Public", Text(e, "public"));
+  f.Add("Routes", Join(Child(e, "routes")));
+  f.Add("Requests", Text(e, "requests"));
+  f.Add("Errors", Text(e, "errors"));
+  f.Add("In Flight", Text(e, "inflight"));
+  f.Add("Requests/s", Text(e, "requests_per_s"));
+  const json& latency = Child(e, "latency_ms");
+  auto millis = [&](std::string_view p) {
+    const json& v = Child(latency, p);
+    return v.is_number() ? Millis(v.get<double>()) : std::string(kNone);
+  };
+  f.Add("Latency", IntField(e, "requests").value_or(0) > 0
+                       ? "p50 " + millis("p50") + ", p99 " + millis("p99")
+                       : std::string(kNone));
+  const json& keys = Child(e, "keys");
+  if (!keys.is_array() || keys.empty()) {
+    f.Add("Keys", kNone);
+    return f.Render();
+  }
+  std::vector<std::vector<std::string>> rows = {{"ID", "NAME", "AGE"}};
+  for (const json& k : keys) {
+    const std::string age = AgeOfMs(k, "created_at_ms", now_s);
+    rows.push_back({Text(k, "id"), Text(k, "name"), age.empty() ? kNone : age});
+  }
+  return f.Render() + "Keys:\n" + Indented(FormatTable(rows));
+}
 
 std::string DescribeTask(const json& t, int64_t now_s) {
   Fields f;

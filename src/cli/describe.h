@@ -1,7 +1,8 @@
-// `heteroflow describe task|node`: one object of the API (docs/API.md) as
+// `heteroflow describe task|node|model|endpoint`: one object of the API (docs/API.md) as
 // human-readable text, in the manner of `kubectl describe`. A task shows its
 // state, node, requests, allocation, pending reason and events; a node its
-// condition, capacity and allocation, GPUs, RDMA devices and tasks.
+// condition, capacity and allocation, GPUs, RDMA devices and tasks; a model
+// deployment and an endpoint (docs/INFERENCE.md) their spec and live state.
 //
 // Like the tables (client/output.h), these tolerate missing fields. Ages are
 // relative to `now_s` (seconds since the epoch). Pure functions.
@@ -18,6 +19,14 @@ namespace hf::cli {
 std::string DescribeTask(const nlohmann::json& task, int64_t now_s);
 // GET /api/v1/nodes/{name}'s answer.
 std::string DescribeNode(const nlohmann::json& node);
+
+// GET /api/v1/inference/models/{name}'s answer: spec, status and reason,
+// autoscaling and its last decision, then one row per replica (task, node,
+// state, ready, in flight, address, and the health error or pending reason).
+std::string DescribeModel(const nlohmann::json& model, int64_t now_s);
+// GET /api/v1/inference/endpoints/{name}'s answer: model, access, routes,
+// counts and latency, then its API keys (ids and names; never a secret).
+std::string DescribeEndpoint(const nlohmann::json& endpoint, int64_t now_s);
 
 }  // namespace hf::cli
 

@@ -93,5 +93,76 @@ TEST(DescribeTest, Node) {
       << DescribeNode(json::object());
 }
 
+TEST(DescribeTest, Model) {
+  const json model = json::parse(R"({
+    "name": "qwen", "model": "Qwen/Qwen2-7B", "command": ["vllm", "serve", "--port", "{port}"],
+    "env": {}, "health_path": "/health",
+    "requests": {"gpu": 1, "gpu_milli": 1, "gpu_memory_mib": 20480},
+    "priority": 0, "preemptible": true, "min_replicas": 1, "max_replicas": 4,
+    "startup_timeout_s": 600,
+    "autoscaling": {"target_inflight_per_replica": 8, "upscale_delay_s": 5,
+                    "downscale_delay_s": 60, "window_s": 10, "queue_size": 100,
+                    "cold_start_timeout_s": 120},
+    "revision": 2, "status": "scaling", "reason": "1/2 ready: qwen-3 pending",
+    "ready_replicas": 1, "desired_replicas": 2, "inflight": 5, "queued": 0,
+    "replicas": [
+      {"task": 31, "name": "qwen-2", "revision": 2, "state": "running", "node": "gpu-a1",
+       "ready": true, "draining": false, "inflight": 5, "address": "10.0.0.5:41000"},
+      {"task": 33, "name": "qwen-3", "revision": 2, "state": "pending", "node": null,
+       "ready": false, "draining": false, "inflight": 0, "address": null,
+       "pending_reason": "0/1 nodes available: 1 Insufficient GPU memory"}],
+    "endpoints": ["chat"],
+    "last_decision": {"time_ms": 1796219990000, "from": 1, "to": 2,
+                      "reason": "mean load 9.5 over 10s > target 8",
+                      "inputs": {"inflight": 9, "queued": 1}},
+    "created_at_ms": 1796216400000})");
+  const std::string text = DescribeModel(model, kNow);
+  for (const char* line :
+       {"Name:             qwen\n", "Status:           scaling\n",
+        "Reason:           1/2 ready: qwen-3 pending\n",
+        "Replicas:         1/2 ready (min 1, max 4)\n",
+        "Command:          vllm serve --port {port}\n",
+        "Requests:         cpu 0, memory 0Mi, gpu 1m (20Gi each)\n",
+        "Autoscaling:      target 8 in flight per replica, window 10s, upscale delay 5s, "
+        "downscale delay 60s, queue 100, cold start timeout 120s\n",
+        "Last Decision:    1 -> 2 replicas: mean load 9.5 over 10s > target 8 (10s ago)\n",
+        "Decision Inputs:  inflight=9, queued=1\n", "Endpoints:        chat\n",
+        "Created:          2026-12-02T13:00:00Z (60m ago)\n",
+        "Replica List:\n"
+        "  NAME     TASK   REVISION   NODE     STATE     READY   INFLIGHT   ADDRESS          "
+        "MESSAGE\n"
+        "  qwen-2   31     2          gpu-a1   running   true    5          10.0.0.5:41000\n"
+        "  qwen-3   33     2          <none>   pending   false   0          <none>           "
+        "0/1 nodes available: 1 Insufficient GPU memory\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\nin:\n" << text;
+  }
+  const std::string bare = DescribeModel(json::object(), kNow);
+  EXPECT_NE(bare.find("Autoscaling:      off (replicas = min_replicas)\n"), std::string::npos)
+      << bare;
+  EXPECT_NE(bare.find("Replica List:     <none>\n"), std::string::npos) << bare;
+}
+
+TEST(DescribeTest, Endpoint) {
+  const json endpoint = json::parse(R"j({
+    "name": "chat", "model": "qwen", "public": false,
+    "routes": ["/inference/v1/chat/completions (\"model\": \"chat\")", "/serve/chat/"],
+    "keys": [{"id": 1, "name": "default", "created_at_ms": 1796219700000}],
+    "requests": 120, "errors": 2, "inflight": 1, "requests_per_s": 3.5,
+    "latency_ms": {"p50": 41.5, "p99": 980}})j");
+  EXPECT_EQ(DescribeEndpoint(endpoint, kNow),
+            "Name:        chat\n"
+            "Model:       qwen\n"
+            "Public:      false\n"
+            "Routes:      /inference/v1/chat/completions (\"model\": \"chat\"), /serve/chat/\n"
+            "Requests:    120\n"
+            "Errors:      2\n"
+            "In Flight:   1\n"
+            "Requests/s:  3.5\n"
+            "Latency:     p50 41.5ms, p99 980ms\n"
+            "Keys:\n"
+            "  ID   NAME      AGE\n"
+            "  1    default   5m\n");
+}
+
 }  // namespace
 }  // namespace hf::cli

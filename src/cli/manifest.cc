@@ -34,6 +34,26 @@ Status AddObject(json obj, Expect expect, const std::string& where, const std::s
   bool is_node = expect == Expect::kNode;
   if (auto it = obj.find("kind"); it != obj.end() && it->is_string()) {
     const std::string kind = Lower(it->get<std::string>());
+    if (kind == "model" || kind == "endpoint") {
+      if (expect != Expect::kAny) {
+        return fail(label + " has kind " + kind + " inside a " + (is_node ? "nodes:" : "tasks:") +
+                    " list");
+      }
+      obj.erase(it);
+      for (const char* field : {"name", "model"}) {
+        if (field[0] == 'm' && kind == "model") continue;  // a model's id defaults to its name
+        auto f = obj.find(field);
+        if (f == obj.end() || !f->is_string() || f->get<std::string>().empty()) {
+          return fail(
+              json_fields::Prefixed(InvalidArgument(std::string(field) + " is required (a " + kind +
+                                                    " needs a non-empty string " + field + ")"),
+                                    path)
+                  .message());
+        }
+      }
+      (kind == "model" ? out.models : out.endpoints).push_back(std::move(obj));
+      return Status::Ok();
+    }
     if (kind == "node" || kind == "task") {
       const bool says_node = kind == "node";
       if (expect != Expect::kAny && says_node != is_node) {
@@ -159,8 +179,8 @@ Result<Manifest> ParseManifest(std::string_view text, const std::string& source)
     }
     for (const YAML::Node& doc : docs) HF_RETURN_IF_ERROR(AddYamlDocument(doc, source, out));
   }
-  if (out.tasks.empty() && out.nodes.empty()) {
-    return InvalidArgument(source + ": no tasks or nodes in the file");
+  if (out.tasks.empty() && out.nodes.empty() && out.models.empty() && out.endpoints.empty()) {
+    return InvalidArgument(source + ": no tasks, nodes, models or endpoints in the file");
   }
   return out;
 }

@@ -15,6 +15,10 @@
 //     `kind` (if any) is the task's own field (`batch` or `inference`).
 //     `kind: node` inside `tasks:` (or `kind: task` inside `nodes:`) is an
 //     error.
+//   - An object whose `kind` is `model` or `endpoint` (any case) is a model
+//     deployment or an endpoint (docs/INFERENCE.md), `kind` dropped. Only
+//     its `name` (and an endpoint's `model`) is checked here; the server
+//     checks the rest strictly. They may not appear inside `tasks:`/`nodes:`.
 //   - Every task and node is checked locally with the same strict parsers
 //     the server uses (core/model_json.h), so a bad file is refused before
 //     anything is sent, with the file, line (YAML) and field named.
@@ -35,6 +39,8 @@ namespace hf::cli {
 struct Manifest {
   std::vector<nlohmann::json> nodes;  // node inventories, in file order
   std::vector<nlohmann::json> tasks;  // task submissions, in file order
+  std::vector<nlohmann::json> models;     // model deployments, in file order
+  std::vector<nlohmann::json> endpoints;  // inference endpoints, in file order
 };
 
 // Parses the text of one file; `source` names it in messages ("tasks.yaml",

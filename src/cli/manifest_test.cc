@@ -54,6 +54,32 @@ TEST(ManifestTest, KindIsDroppedOnlyWhenItIsTheDocumentKind) {
   EXPECT_EQ(m.nodes[0], json::parse(R"({"name":"n"})"));
 }
 
+TEST(ManifestTest, ModelsAndEndpoints) {
+  Manifest m = Parse(
+      "kind: Model\n"
+      "name: qwen\n"
+      "model: 7\n"
+      "command: [python3, serve.py, --port, '{port}']\n"
+      "requests: {gpu_memory_mib: 1024}\n"
+      "---\n"
+      "kind: endpoint\n"
+      "name: chat\n"
+      "model: qwen\n"
+      "public: true\n"
+      "---\n"
+      "name: a\n");
+  ASSERT_EQ(m.models.size(), 1u);
+  EXPECT_EQ(m.models[0], json::parse(R"({"name":"qwen","model":"7",
+      "command":["python3","serve.py","--port","{port}"],"requests":{"gpu_memory_mib":1024}})"));
+  ASSERT_EQ(m.endpoints.size(), 1u);
+  EXPECT_EQ(m.endpoints[0], json::parse(R"({"name":"chat","model":"qwen","public":true})"));
+  EXPECT_EQ(m.tasks.size(), 1u);
+  EXPECT_NE(Error("kind: endpoint\nname: chat\n").find("model is required"), std::string::npos);
+  EXPECT_NE(Error("kind: model\ncommand: [x]\n").find("name is required"), std::string::npos);
+  EXPECT_NE(Error("tasks: [{kind: model, name: m}]\n").find("kind model inside a tasks: list"),
+            std::string::npos);
+}
+
 TEST(ManifestTest, YamlBecomesTheApiJson) {
   Manifest m = Parse(
       "name: train-a\n"
@@ -74,7 +100,7 @@ TEST(ManifestTest, ErrorsNameTheFileLineAndField) {
   };
   const Row rows[] = {
       {"", {"f.yaml", "empty"}},
-      {"---\n", {"no tasks or nodes"}},
+      {"---\n", {"no tasks, nodes, models or endpoints"}},
       {"tasks:\n  - name: a\n  - name: b\n    requests: {gpu: x}\n",
        {"f.yaml:3", "tasks[1].requests.gpu"}},
       {"name: a\nrequests: {gpus: 1}\n", {"f.yaml:1", "requests.gpus"}},

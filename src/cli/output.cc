@@ -107,6 +107,14 @@ std::string Text(const json& o, std::string_view key) {
     const std::string& s = v->get_ref<const std::string&>();
     return s.empty() ? kNone : s;
   }
+  // The server writes some integral quantities as floats (4.0); they read
+  // better as integers.
+  if (v->is_number_float()) {
+    const double d = v->get<double>();
+    if (std::isfinite(d) && d == std::trunc(d) && std::fabs(d) < 1e15) {
+      return std::to_string(static_cast<int64_t>(d));
+    }
+  }
   return v->dump();
 }
 
@@ -165,6 +173,23 @@ std::string AgeOf(const json& o, std::string_view key, int64_t now_s) {
   std::optional<int64_t> t = ParseRfc3339(v->get<std::string>());
   return t ? FormatAge(now_s - *t) : "";
 }
+
+std::string AgeOfMs(const json& o, std::string_view key, int64_t now_s) {
+  std::optional<int64_t> ms = IntField(o, key);
+  if (!ms || *ms <= 0) return "";
+  return FormatAge(now_s - *ms / 1000);
+}
+
+std::string FormatTimeMs(int64_t ms) {
+  const std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string Millis(double ms) { return Decimal(ms, 1) + "ms"; }
 
 std::string Cores(int64_t milli) { return Decimal(static_cast<double>(milli) / 1000.0, 3); }
 
@@ -248,6 +273,46 @@ std::string TokensTable(const json& tokens, int64_t now_s) {
     rows.push_back({Text(t, "id"), Text(t, "name"), Text(t, "role"), Text(t, "active"),
                     AgeOf(t, "created_at", now_s),
                     expires && expires->is_string() ? expires->get<std::string>() : "never"});
+  }
+  return FormatTable(rows);
+}
+
+std::string ModelsTable(const json& models, int64_t now_s) {
+  std::vector<std::vector<std::string>> rows = {{"NAME", "MODEL", "STATUS", "READY", "INFLIGHT",
+                                                 "QUEUED", "MIN-MAX", "AUTOSCALE", "REVISION",
+                                                 "AGE"}};
+  for (const json& m : ListOrEmpty(models)) {
+    const json* autoscaling = Get(m, "autoscaling");
+    const bool autoscaled = autoscaling != nullptr && autoscaling->is_object();
+    const std::string age = AgeOfMs(m, "created_at_ms", now_s);
+    rows.push_back({Text(m, "name"), Text(m, "model"), Text(m, "status"),
+                    Text(m, "ready_replicas") + "/" + Text(m, "desired_replicas"),
+                    Text(m, "inflight"), Text(m, "queued"),
+                    Text(m, "min_replicas") + "-" + Text(m, "max_replicas"),
+                    autoscaled ? Text(*autoscaling, "target_inflight_per_replica") : "-",
+                    Text(m, "revision"), age.empty() ? kNone : age});
+  }
+  return FormatTable(rows);
+}
+
+std::string EndpointsTable(const json& endpoints) {
+  std::vector<std::vector<std::string>> rows = {
+      {"NAME", "MODEL", "PUBLIC", "KEYS", "REQ/S", "REQUESTS", "ERRORS", "P50", "P99", "INFLIGHT"}};
+  for (const json& e : ListOrEmpty(endpoints)) {
+    const json* keys = Get(e, "keys");
+    const json* latency = Get(e, "latency_ms");
+    const bool served = IntField(e, "requests").value_or(0) > 0;
+    auto percentile = [&](std::string_view p) -> std::string {
+      if (!served) return "-";
+      const json* v = latency ? Get(*latency, p) : nullptr;
+      return v != nullptr && v->is_number() ? Millis(v->get<double>()) : kNone;
+    };
+    const json* rate = Get(e, "requests_per_s");
+    rows.push_back({Text(e, "name"), Text(e, "model"), Text(e, "public"),
+                    keys && keys->is_array() ? std::to_string(keys->size()) : "0",
+                    rate && rate->is_number() ? Decimal(rate->get<double>(), 2) : kNone,
+                    Text(e, "requests"), Text(e, "errors"), percentile("p50"), percentile("p99"),
+                    Text(e, "inflight")});
   }
   return FormatTable(rows);
 }

@@ -45,14 +45,24 @@ std::string NodesTable(const nlohmann::json& nodes);
 std::string PluginsTable(const nlohmann::json& plugins);
 // ID NAME ROLE ACTIVE AGE EXPIRES (never a secret: the list has none).
 std::string TokensTable(const nlohmann::json& tokens, int64_t now_s);
+// NAME MODEL STATUS READY INFLIGHT QUEUED MIN-MAX AUTOSCALE REVISION AGE, one
+// row per model deployment (GET /api/v1/inference/models): READY is
+// ready/desired replicas, AUTOSCALE the target in-flight requests per replica
+// or "-" without autoscaling, AGE from created_at_ms.
+std::string ModelsTable(const nlohmann::json& models, int64_t now_s);
+// NAME MODEL PUBLIC KEYS REQ/S REQUESTS ERRORS P50 P99 INFLIGHT, one row per
+// endpoint: KEYS is the number of API keys, P50/P99 the latency in ms ("-"
+// before the first request).
+std::string EndpointsTable(const nlohmann::json& endpoints);
 // KEY VALUE, one row per leaf, nested keys joined by '.' in the form
 // `config set` takes (score_weights.binpack).
 std::string KeyValueTable(const nlohmann::json& object);
 
 // Helpers shared with `describe`.
 //
-// The field as text: strings as they are, numbers as JSON writes them,
-// null/missing as "<none>".
+// The field as text: strings as they are, numbers as JSON writes them
+// (except that an integral float, 4.0, prints as 4), null/missing as
+// "<none>".
 std::string Text(const nlohmann::json& object, std::string_view key);
 // The field as an integer (a float is rounded); nullopt when missing or not
 // a number.
@@ -64,6 +74,12 @@ std::optional<int64_t> ParseRfc3339(std::string_view text);
 std::string FormatAge(int64_t seconds);
 // "" if not a time, else FormatAge(now - t).
 std::string AgeOf(const nlohmann::json& object, std::string_view key, int64_t now_s);
+// The same for a field holding milliseconds since the epoch (created_at_ms).
+std::string AgeOfMs(const nlohmann::json& object, std::string_view key, int64_t now_s);
+// Milliseconds since the epoch as RFC 3339 UTC: "2026-12-02T14:00:00Z".
+std::string FormatTimeMs(int64_t ms);
+// A latency in ms with at most one decimal: 12.25 -> "12.3ms", 3 -> "3ms".
+std::string Millis(double ms);
 // Millicores as cores: 4000 -> "4", 1500 -> "1.5", 250 -> "0.25".
 std::string Cores(int64_t milli);
 // MiB as Gi from 1 GiB up, with at most one decimal: 16384 -> "16Gi",

@@ -53,6 +53,8 @@ TEST(OutputTest, Quantities) {
   EXPECT_EQ(GpuRequest(json::parse(R"({"gpu":1,"gpu_milli":500})")), "500m");
   EXPECT_EQ(GpuRequest(json::parse(R"({"gpu":2,"gpu_milli":250})")), "2x250m");
   EXPECT_EQ(GpuRequest(json::parse(R"({"cpu_milli":100})")), "0");
+  EXPECT_EQ(Text(json::parse(R"({"a": 4.0})"), "a"), "4");
+  EXPECT_EQ(Text(json::parse(R"({"a": 0.5})"), "a"), "0.5");
 }
 
 TEST(OutputTest, TasksTable) {
@@ -106,6 +108,42 @@ TEST(OutputTest, PluginsTokensAndConfig) {
             "score_weights.binpack   2\n"
             "score_weights.spread    0\n"
             "x                       s\n");
+}
+
+TEST(OutputTest, ModelsAndEndpointsTables) {
+  const json models = json::parse(R"([
+    {"name": "qwen", "model": "Qwen/Qwen2-7B", "status": "running", "ready_replicas": 2,
+     "desired_replicas": 2, "inflight": 3, "queued": 0, "min_replicas": 1, "max_replicas": 4,
+     "autoscaling": {"target_inflight_per_replica": 8.0}, "revision": 2,
+     "created_at_ms": 1796219700000},
+    {"name": "tiny", "model": "tiny", "status": "deploying", "ready_replicas": 0,
+     "desired_replicas": 1, "inflight": 0, "queued": 1, "min_replicas": 1, "max_replicas": 1,
+     "revision": 1, "created_at_ms": 1796219970000}])");
+  EXPECT_EQ(ModelsTable(models, kNow),
+            "NAME   MODEL           STATUS      READY   INFLIGHT   QUEUED   MIN-MAX   AUTOSCALE   "
+            "REVISION   AGE\n"
+            "qwen   Qwen/Qwen2-7B   running     2/2     3          0        1-4       8           "
+            "2          5m\n"
+            "tiny   tiny            deploying   0/1     0          1        1-1       -           "
+            "1          30s\n");
+  const json endpoints = json::parse(R"([
+    {"name": "chat", "model": "qwen", "public": false,
+     "keys": [{"id": 1, "name": "default", "created_at_ms": 1796219700000}],
+     "requests": 120, "errors": 2, "inflight": 1, "requests_per_s": 3.5,
+     "latency_ms": {"p50": 41.5, "p99": 980}},
+    {"name": "open", "model": "tiny", "public": true, "keys": [], "requests": 0, "errors": 0,
+     "inflight": 0, "requests_per_s": 0, "latency_ms": {"p50": 0, "p99": 0}}])");
+  EXPECT_EQ(EndpointsTable(endpoints),
+            "NAME   MODEL   PUBLIC   KEYS   REQ/S   REQUESTS   ERRORS   P50      P99     INFLIGHT\n"
+            "chat   qwen    false    1      3.5     120        2        41.5ms   980ms   1\n"
+            "open   tiny    true     0      0       0          0        -        -       0\n");
+  EXPECT_EQ(ModelsTable(json::array({json::object()}), kNow),
+            "NAME     MODEL    STATUS   READY           INFLIGHT   QUEUED   MIN-MAX         "
+            "AUTOSCALE   REVISION   AGE\n"
+            "<none>   <none>   <none>   <none>/<none>   <none>     <none>   <none>-<none>   -"
+            "           <none>     <none>\n");
+  EXPECT_EQ(FormatTimeMs(1796220000123), "2026-12-02T14:00:00Z");
+  EXPECT_EQ(Millis(3), "3ms");
 }
 
 TEST(OutputTest, ToleratesMissingFields) {

@@ -29,21 +29,6 @@ bool Covers(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-std::string UrlEncode(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '.' || c == '_' || c == '~' || c == '-') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
 Result<json> ParseConfigAssignments(const std::vector<std::string>& args) {
   if (args.empty()) return InvalidArgument("config set needs at least one KEY=VALUE");
   json out = json::object();

@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/text.h"
 
 namespace hf::cli {
 
-// Percent-encodes everything but [A-Za-z0-9._~-], so a name typed by the
-// user stays one path segment or query value.
-std::string UrlEncode(std::string_view s);
+// A name typed by the user stays one path segment or query value.
+using hf::UrlEncode;
 
 // `config set` arguments, KEY=VALUE each, as one JSON object for
 // PUT /api/v1/scheduler/config. A dotted KEY nests (score_weights.binpack=2

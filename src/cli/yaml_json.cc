@@ -118,7 +118,9 @@ bool IsStringField(std::string_view p) {
       "name", "group", "kind", "depends_on[]", "command[]", "requests.gpu_models[]",
       // A node inventory.
       "gpus[].uuid", "gpus[].model", "gpus[].vendor", "rdma[].name", "topology.zone",
-      "topology.switch", "topology.rack"};
+      "topology.switch", "topology.rack",
+      // A model deployment or an endpoint (its other string fields are above).
+      "model", "health_path"};
   for (std::string_view e : kExact) {
     if (p == e) return true;
   }
