@@ -24,7 +24,9 @@ Prints the tables, then one line `INFERENCE_GATEWAY {json}`. Every process it
 started (server, agent, replicas) is stopped on exit, failure and Ctrl-C.
 
 Knobs (environment): N=2000 WARMUP=200 CONCURRENCY="1 8 32 64" DURATION=5
-STREAM_N=200 REPLICAS2=1 ECHO_THREADS=2.
+STREAM_N=200 REPLICAS2=1 ECHO_THREADS=2 QUICKACK=0 (1: the client ACKs every
+segment at once, which hides the server's delayed-ACK stall; see
+docs/BENCHMARKS.md).
 """
 import argparse
 import http.client
@@ -51,6 +53,7 @@ DURATION = float(os.environ.get("DURATION", "5"))
 STREAM_N = int(os.environ.get("STREAM_N", "200"))
 REPLICAS2 = os.environ.get("REPLICAS2", "1") == "1"
 ECHO_THREADS = int(os.environ.get("ECHO_THREADS", "2"))
+QUICKACK = os.environ.get("QUICKACK", "0")
 
 
 class Bench:
@@ -192,7 +195,8 @@ class Bench:
         return (int(fields[11]) + int(fields[12])) / CLK
 
     def load(self, urls, body, key=None, **kw):
-        cmd = [self.args.http_load, "--method", "POST", "--body", json.dumps(body)]
+        cmd = [self.args.http_load, "--method", "POST", "--body", json.dumps(body),
+               "--quickack", QUICKACK]
         for u in urls:
             cmd += ["--url", u]
         if key:
@@ -229,7 +233,7 @@ def run(b):
         addr["echo2"] = b.wait_running("echo2", 2)
     gw = "http://127.0.0.1:%d" % b.port
     msgs = [{"role": "user", "content": "hello"}]
-    result = {"n": N, "warmup": WARMUP, "duration_s": DURATION, "cpus": os.cpu_count(),
+    result = {"quickack": QUICKACK == "1", "n": N, "warmup": WARMUP, "duration_s": DURATION, "cpus": os.cpu_count(),
               "latency": {}, "throughput": {}, "stream": {}}
 
     def paths(model, ep):
@@ -308,6 +312,9 @@ def main():
     p.add_argument("--echo-replica", required=True)
     p.add_argument("--keep", action="store_true", help="keep the temp dir (logs)")
     args = p.parse_args()
+    # The agent runs replicas in their own work dirs: paths must be absolute.
+    args.binary, args.http_load, args.echo_replica = (
+        os.path.abspath(x) for x in (args.binary, args.http_load, args.echo_replica))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     tmp = tempfile.mkdtemp(prefix="hf-bench-inference-")
     b = Bench(args, tmp)

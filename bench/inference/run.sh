@@ -14,7 +14,7 @@
 # (server, agent, replicas, temp dir) is removed on exit, failure and Ctrl-C.
 #
 # Knobs (environment): N=2000 WARMUP=200 CONCURRENCY="1 8 32 64" DURATION=5
-#   STREAM_N=200 REPLICAS2=1 ECHO_THREADS=2
+#   STREAM_N=200 REPLICAS2=1 ECHO_THREADS=2 QUICKACK=0 KEEP= (1: keep the temp dir)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"

@@ -915,6 +915,11 @@ void HttpServer::Impl::Accept() {
           if (ec != asio::error::operation_aborted) self->Accept();
           return;
         }
+        // Streamed answers go out in several writes (header, then chunks);
+        // with Nagle on, each later write would wait for the client's
+        // delayed ACK of the previous one (about 40 ms on Linux).
+        beast::error_code nodelay_ec;
+        sock.set_option(tcp::no_delay(true), nodelay_ec);
         bool over_limit;
         {
           std::lock_guard lock(self->mu);

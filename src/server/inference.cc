@@ -1149,6 +1149,11 @@ Response InferenceService::Gateway(const Request& req) {
     call->target = (slash == std::string::npos ? std::string("/") : rest.substr(slash)) + QueryString(req);
     call->body = req.body;
   }
+  // Hashed before taking the lock: SHA-256 is the costliest step here.
+  std::optional<std::string> key_hash;
+  if (auto h = req.Header("Authorization"); h && h->starts_with("Bearer ")) {
+    key_hash = HashToken(h->substr(7));
+  }
   {
     std::lock_guard lock(mu_);
     auto ei = endpoints_.find(call->endpoint);
@@ -1158,14 +1163,12 @@ Response InferenceService::Gateway(const Request& req) {
     }
     const Endpoint& e = ei->second;
     if (!e.spec.public_access) {
-      auto h = req.Header("Authorization");
-      if (!h || !h->starts_with("Bearer ")) {
+      if (!key_hash) {
         return JsonError(401, "unauthorized",
                          "endpoint " + e.spec.name + " needs an API key: Authorization: Bearer <key>");
       }
-      const std::string hash = HashToken(h->substr(7));
       if (std::none_of(e.spec.keys.begin(), e.spec.keys.end(),
-                       [&](const EndpointKey& k) { return k.hash == hash; })) {
+                       [&](const EndpointKey& k) { return k.hash == *key_hash; })) {
         return JsonError(401, "unauthorized", "invalid API key for endpoint " + e.spec.name);
       }
     }
