@@ -475,6 +475,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void StartStream(Response res);
+  // Writes a stream's head, then calls `then` (Flush or FlushBody). No
+  // timeouts while a stream lives: a client that stops reading is cut off
+  // by the backlog limit instead.
+  void WriteStreamHead(std::string head, void (Connection::*then)());
+  // Hands the open stream to the handler's producer; a producer that throws
+  // ends the connection.
+  template <typename S>
+  void RunProducer(const char* what, const std::function<void(std::shared_ptr<S>)>& producer,
+                   std::shared_ptr<S> stream);
   void DiscardInput();
   void Flush();
   void StartBodyStream(Response res, bool keep_alive, int version);
@@ -624,22 +633,30 @@ void Connection::StartStream(Response res) {
   }
   head.append("\r\n");
   sse_ = std::make_shared<SseStreamImpl>(weak_from_this(), opts().max_stream_backlog_bytes);
-  // Streams live until the client or the server ends them, so no timeouts;
-  // a client that stops reading is cut off by the backlog limit instead.
+  WriteStreamHead(std::move(head), &Connection::Flush);
+  DiscardInput();
+  RunProducer<SseStream>("stream", res.stream, sse_);
+}
+
+void Connection::WriteStreamHead(std::string head, void (Connection::*then)()) {
   Disarm();
   stream_writing_ = std::move(head);
   stream_write_pending_ = true;
   asio::async_write(socket_, asio::buffer(stream_writing_),
-                    [self = shared_from_this()](beast::error_code ec, size_t) {
+                    [self = shared_from_this(), then](beast::error_code ec, size_t) {
                       self->stream_write_pending_ = false;
                       if (ec) return self->CloseSocket();
-                      self->Flush();
+                      ((*self).*then)();
                     });
-  DiscardInput();
+}
+
+template <typename S>
+void Connection::RunProducer(const char* what, const std::function<void(std::shared_ptr<S>)>& producer,
+                             std::shared_ptr<S> stream) {
   try {
-    res.stream(sse_);
+    producer(std::move(stream));
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "http: stream producer threw: %s\n", e.what());
+    std::fprintf(stderr, "http: %s producer threw: %s\n", what, e.what());
     CloseSocket();
   } catch (...) {
     CloseSocket();
@@ -801,27 +818,9 @@ void Connection::StartBodyStream(Response res, bool keep_alive, int version) {
   head.append("\r\n");
   body_ = std::make_shared<BodyStreamImpl>(weak_from_this(), opts().max_stream_backlog_bytes,
                                            chunked);
-  // Like event streams: no timeouts while the producer works; a client that
-  // stops reading is cut off by the backlog limit.
-  Disarm();
-  stream_writing_ = std::move(head);
-  stream_write_pending_ = true;
-  asio::async_write(socket_, asio::buffer(stream_writing_),
-                    [self = shared_from_this()](beast::error_code ec, size_t) {
-                      self->stream_write_pending_ = false;
-                      if (ec) return self->CloseSocket();
-                      self->FlushBody();
-                    });
+  WriteStreamHead(std::move(head), &Connection::FlushBody);
   if (!monitor_pending_) MonitorInput();
-  auto stream = body_;
-  try {
-    res.body_stream(stream);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "http: body stream producer threw: %s\n", e.what());
-    CloseSocket();
-  } catch (...) {
-    CloseSocket();
-  }
+  RunProducer<BodyStream>("body stream", res.body_stream, body_);
 }
 
 // Reading while the body streams is how a vanished client is noticed. What
