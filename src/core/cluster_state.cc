@@ -113,17 +113,18 @@ void ClusterState::ReportUsage(NodeId n, const NodeUsage& usage) {
   ++reports_[n];
   UpdateEstimates(n);
   // GPU memory measured in use beyond what is granted belongs to processes
-  // outside HeteroFlow: it is not handed out again until it is freed. A GPU
-  // held whole counts all its memory as granted.
+  // outside HeteroFlow: it is not handed out again until it is freed. While
+  // a GPU's whole share is taken (one task holds it, or shares fill it) its
+  // processes may use any amount of memory, so the last figure stands.
   for (const GpuUsage& g : usage.gpus) {
     const int32_t slot = GpuSlot(n, g.index);
     if (slot < 0) continue;
     const size_t flat = gpu_begin_[n] + size_t(slot);
+    if (gpu_free_milli_[flat] == 0) continue;
     const int64_t capacity = specs_[n].gpus[size_t(slot)].memory_mib;
-    const int64_t granted = gpu_free_milli_[flat] == 0
-                                ? capacity
-                                : capacity - gpu_free_mem_[flat] - gpu_outside_mem_[flat];
-    const int64_t outside = std::clamp<int64_t>(g.memory_used_mib - granted, 0, capacity);
+    const int64_t granted = capacity - gpu_free_mem_[flat] - gpu_outside_mem_[flat];
+    const int64_t outside =
+        std::clamp<int64_t>(g.memory_used_mib - granted, 0, std::max<int64_t>(0, capacity - granted));
     gpu_free_mem_[flat] += gpu_outside_mem_[flat] - outside;
     gpu_outside_mem_[flat] = outside;
   }

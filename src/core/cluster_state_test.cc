@@ -173,11 +173,20 @@ TEST(ClusterStateTest, GpuMemoryUsedOutsideIsNotHandedOut) {
   report(20480, 0);
   EXPECT_EQ(c.gpu_outside_memory(n)[0], 0);
   EXPECT_EQ(c.gpu_free_memory(n)[0], 81920 - 20480);
-  // A GPU held whole counts all its memory as granted: nothing is outside.
+  // A report above the GPU's size cannot make free memory negative.
+  report(200000, 0);
+  EXPECT_EQ(c.gpu_free_memory(n)[0], 0);
+  EXPECT_EQ(c.gpu_outside_memory(n)[0], 81920 - 20480);
+  report(20480, 0);
+  // A GPU whose whole share is taken keeps its last outside figure: what its
+  // task uses is its own.
+  report(20480, 10240);
   ASSERT_TRUE(c.Bind(MakeTask(3, 1, 1000), Alloc(n, {{1, 1000, 0}})).ok());
   report(20480, 70000);
-  EXPECT_EQ(c.gpu_outside_memory(n)[1], 0);
+  EXPECT_EQ(c.gpu_outside_memory(n)[1], 10240);
   ASSERT_TRUE(c.Release(3).ok());
+  EXPECT_EQ(c.gpu_free_memory(n)[1], 81920 - 10240);
+  report(20480, 0);
   EXPECT_EQ(c.gpu_free_memory(n)[1], 81920);
 }
 

@@ -7,6 +7,7 @@
 #include "core/json_fields.h"
 #include "core/text.h"
 #include "server/auth.h"
+#include "server/codec.h"
 #include "server/autoscaler.h"
 #include "server/upstream.h"
 
@@ -42,6 +43,22 @@ bool DropRequestHeader(std::string_view name) {
     if (IEquals(name, h)) return true;
   }
   return false;
+}
+
+// The request's path is percent-decoded; each segment is encoded again, so
+// what goes to the replica is one well-formed request target (no CR, LF or
+// space can reach its request line).
+std::string EncodePath(std::string_view path) {
+  std::string out;
+  size_t start = 0;
+  for (;;) {
+    const size_t slash = path.find('/', start);
+    out += UrlEncode(path.substr(start, slash == std::string_view::npos ? path.npos : slash - start));
+    if (slash == std::string_view::npos) break;
+    out += '/';
+    start = slash + 1;
+  }
+  return out;
 }
 
 std::string QueryString(const Request& req) {
@@ -111,7 +128,7 @@ Status InferenceService::Recover() {
       f.limit = 0;
       HF_ASSIGN_OR_RETURN(std::vector<store::TaskRecord> recs, tx.ListTasks(f));
       for (store::TaskRecord& r : recs) {
-        if (IsLive(r.state)) tasks[name].push_back(std::move(r));
+        if (IsLive(r.state) && r.task.kind == TaskKind::kInference) tasks[name].push_back(std::move(r));
       }
     }
     return Status::Ok();
@@ -221,6 +238,7 @@ void InferenceService::RefreshReplicaStates(int64_t now) {
   if (ids.empty()) return;
   struct Seen {
     store::TaskRecord rec;
+    TaskState before;  // the replica's state when the read began
     std::string last_event;
   };
   std::vector<Seen> seen;
@@ -228,7 +246,7 @@ void InferenceService::RefreshReplicaStates(int64_t now) {
     for (const auto& [id, before] : ids) {
       Result<store::TaskRecord> rec = tx.GetTask(id);
       if (!rec.ok()) continue;
-      Seen v{std::move(*rec), ""};
+      Seen v{std::move(*rec), before, ""};
       // Why it ended or stopped running: its last event.
       if (!IsLive(v.rec.state) || (before == TaskState::kRunning && v.rec.state != TaskState::kRunning)) {
         Result<std::vector<store::TaskEvent>> ev = tx.ListTaskEvents(id);
@@ -249,6 +267,9 @@ void InferenceService::RefreshReplicaStates(int64_t now) {
       auto ri = m.replicas.find(v.rec.task.key);
       if (ri == m.replicas.end()) continue;
       Replica& r = ri->second;
+      // Changed meanwhile (ReplicaStarted): this read is older than what
+      // memory knows; the next tick reads again.
+      if (r.state != v.before) continue;
       const TaskState prev = r.state;
       r.state = v.rec.state;
       r.node = v.rec.node;
@@ -258,12 +279,7 @@ void InferenceService::RefreshReplicaStates(int64_t now) {
                                 TaskStateName(r.state) + (v.last_event.empty() ? "" : ": " + v.last_event);
         if (!r.draining) {
           if (!r.ever_ready) {
-            ++m.consecutive_failures;
-            m.last_failure = why;
-            if (m.consecutive_failures >= options_.crash_loop_threshold) {
-              const int k = std::min(4, m.consecutive_failures - options_.crash_loop_threshold);
-              m.backoff_until_ms = now + (int64_t{5000} << k);
-            }
+            CountFailureLocked(m, why, now);
           } else {
             m.lost = true;
             m.lost_reason = why;
@@ -289,6 +305,9 @@ void InferenceService::RefreshReplicaStates(int64_t now) {
         r.host.clear();
         r.running_since_ms = 0;
       }
+      // The startup timeout runs from the first sight of it running, port
+      // reported or not.
+      if (r.state == TaskState::kRunning && r.running_since_ms == 0) r.running_since_ms = now;
     }
   }
   if (!forget.empty()) {
@@ -296,6 +315,15 @@ void InferenceService::RefreshReplicaStates(int64_t now) {
       for (TaskKey id : forget) HF_RETURN_IF_ERROR(tx.DeleteInferenceObject("replica", std::to_string(id)));
       return Status::Ok();
     });
+  }
+}
+
+void InferenceService::CountFailureLocked(Model& m, const std::string& why, int64_t now) {
+  ++m.consecutive_failures;
+  m.last_failure = why;
+  if (m.consecutive_failures >= options_.crash_loop_threshold) {
+    const int k = std::min(4, m.consecutive_failures - options_.crash_loop_threshold);
+    m.backoff_until_ms = now + (int64_t{5000} << k);
   }
 }
 
@@ -477,10 +505,11 @@ void InferenceService::Reconcile(Model& m, int64_t now, Actions& actions) {
         now - r.running_since_ms >= static_cast<int64_t>(m.spec.startup_timeout_s * 1000)) {
       r.draining = true;
       r.drain_since_ms = now;
-      ++m.consecutive_failures;
-      m.last_failure = "replica " + r.name + " was not ready within " +
-                       Seconds(m.spec.startup_timeout_s) + " s" +
-                       (r.health_error.empty() ? "" : " (" + r.health_error + ")");
+      CountFailureLocked(m,
+                         "replica " + r.name + " was not ready within " +
+                             Seconds(m.spec.startup_timeout_s) + " s" +
+                             (r.health_error.empty() ? "" : " (" + r.health_error + ")"),
+                         now);
       Publish({{"action", "replica_replaced"}, {"model", m.spec.name}, {"task", r.id},
                {"message", m.last_failure}});
     }
@@ -525,13 +554,22 @@ void InferenceService::Reconcile(Model& m, int64_t now, Actions& actions) {
     if (nf < desired && nf == fresh_ready && may_start) {
       actions.submit.emplace_back(m.spec.name, ReplicaTask(m));
     }
-    std::vector<Replica*> old_unready, old_serving;
-    for (Replica* r : old) (r->ready ? old_serving : old_unready).push_back(r);
+    // Old replicas that never served or are not running go at once; one
+    // that served and merely missed a check is not counted as gone.
+    std::vector<Replica*> old_unready, old_serving, old_waiting;
+    for (Replica* r : old) {
+      (r->ready ? old_serving
+                : (r->ever_ready && r->state == TaskState::kRunning ? old_waiting : old_unready))
+          .push_back(r);
+    }
     drain(old_unready, old_unready.size());
     if (desired == 0) {
       drain(old_serving, old_serving.size());
+      drain(old_waiting, old_waiting.size());
     } else if (fresh_ready + old_ready > desired && !old_serving.empty()) {
       drain(old_serving, 1);
+    } else if (fresh_ready >= desired) {
+      drain(old_waiting, old_waiting.size());
     }
     if (nf > desired) drain(fresh, static_cast<size_t>(nf - desired));
   }
@@ -611,11 +649,17 @@ void InferenceService::Execute(Actions& actions) {
       return Status::Ok();
     });
   }
+  {
+    std::lock_guard lock(mu_);
+    for (auto& o : orphans_) actions.cancel.push_back(std::move(o));
+    orphans_.clear();
+  }
   for (auto& [model, id] : actions.cancel) {
     Result<store::TaskRecord> rec = scheduler_->Cancel(id, kActor);
     if (!rec.ok() && rec.status().code() != StatusCode::kFailedPrecondition &&
         rec.status().code() != StatusCode::kNotFound) {
-      // Try again on the next tick.
+      // Try again on the next tick (from the orphan list when the model is
+      // gone meanwhile).
       std::lock_guard lock(mu_);
       auto mi = models_.find(model);
       if (mi != models_.end()) {
@@ -625,6 +669,8 @@ void InferenceService::Execute(Actions& actions) {
         r.drain_since_ms = 0;
         replica_model_[id] = model;
         mi->second.replicas.emplace(id, std::move(r));
+      } else {
+        orphans_.emplace_back(model, id);
       }
       continue;
     }
@@ -1132,21 +1178,26 @@ Response InferenceService::Gateway(const Request& req) {
       return JsonError(405, "method_not_allowed",
                        "OpenAI-style routes take POST with a JSON body naming the endpoint in \"model\"");
     }
-    json body = json::parse(req.body, nullptr, false);
-    if (body.is_discarded() || !body.is_object()) {
-      return JsonError(400, "bad_request", "the body must be a JSON object");
+    // Depth-limited like every API body: the body is serialised again.
+    Result<json> parsed = ParseJsonBody(req.body);
+    if (!parsed.ok() || !parsed->is_object()) {
+      return JsonError(400, "bad_request",
+                       "the body must be a JSON object" +
+                           (parsed.ok() ? std::string() : ": " + parsed.status().message()));
     }
+    json& body = *parsed;
     if (!body.contains("model") || !body["model"].is_string()) {
       return JsonError(400, "bad_request", "model is required: the name of an inference endpoint");
     }
     call->endpoint = body["model"].get<std::string>();
-    call->target = req.path.substr(std::string_view("/inference").size()) + QueryString(req);
+    call->target = EncodePath(req.path.substr(std::string_view("/inference").size())) + QueryString(req);
     openai_body = std::move(body);
   } else {
     const std::string rest = req.path.substr(std::string_view("/serve/").size());
     const size_t slash = rest.find('/');
     call->endpoint = rest.substr(0, slash);
-    call->target = (slash == std::string::npos ? std::string("/") : rest.substr(slash)) + QueryString(req);
+    call->target =
+        (slash == std::string::npos ? std::string("/") : EncodePath(rest.substr(slash))) + QueryString(req);
     call->body = req.body;
   }
   // Hashed before taking the lock: SHA-256 is the costliest step here.
@@ -1214,9 +1265,13 @@ void InferenceService::Dispatch(std::shared_ptr<Call> call) {
     if (best == nullptr || r.live->inflight.load() < best->live->inflight.load()) best = &r;
   }
   if (best == nullptr) {
-    if (m.spec.max_replicas == 0) {
+    if (m.spec.max_replicas == 0 || (!m.spec.autoscaling.enabled && m.desired == 0)) {
       lock.unlock();
-      call->reply(JsonError(503, "unavailable", "model " + m.spec.name + " is stopped (max_replicas is 0)"));
+      call->reply(JsonError(503, "unavailable",
+                            "model " + m.spec.name + " is stopped (" +
+                                (m.spec.max_replicas == 0 ? "max_replicas is 0"
+                                                          : "min_replicas is 0 without autoscaling") +
+                                ")"));
       Finish(call, 503);
       return;
     }

@@ -204,6 +204,9 @@ class InferenceService {
   nlohmann::json EndpointViewLocked(const Endpoint& e) const;
   void Publish(nlohmann::json data);
   void MarkUnreadyLocked(Model& m, Replica& r, const std::string& why);
+  // A replica ended or was given up before it was ever ready; enough in a
+  // row mark the model failed and delay the next replica.
+  void CountFailureLocked(Model& m, const std::string& why, int64_t now);
 
   // Gateway.
   void Dispatch(std::shared_ptr<Call> call);
@@ -224,6 +227,8 @@ class InferenceService {
   std::map<std::string, Model> models_;
   std::map<std::string, Endpoint> endpoints_;
   std::map<TaskKey, std::string> replica_model_;  // every tracked replica
+  // Replicas of erased models whose cancel failed: (model, task), retried.
+  std::vector<std::pair<std::string, TaskKey>> orphans_;
   // Ports reported for tasks not (yet) known as replicas: (host, port).
   std::map<TaskKey, std::pair<std::string, uint16_t>> unclaimed_;
   int64_t next_key_id_ = 1;

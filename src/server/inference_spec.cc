@@ -135,6 +135,11 @@ Result<ModelSpec> ModelSpecFromJson(const json& j, const std::string& path_name)
   // One bound given alone sets both, so {"min_replicas": 2} means two.
   if (has_min && !has_max) m.max_replicas = std::max(m.min_replicas, m.max_replicas);
   if (has_max && !has_min) m.min_replicas = std::min(m.min_replicas, m.max_replicas);
+  if (m.autoscaling.enabled && m.min_replicas == 0 && m.autoscaling.queue_size == 0) {
+    return InvalidArgument(
+        "autoscaling.queue_size must be >= 1 when min_replicas is 0: the first request waits "
+        "while a replica starts");
+  }
   if (m.min_replicas > m.max_replicas) {
     return InvalidArgument("min_replicas (" + std::to_string(m.min_replicas) +
                            ") must be <= max_replicas (" + std::to_string(m.max_replicas) + ")");

@@ -705,6 +705,11 @@ Status ControlPlane::Start() {
   // health checks are not stuck behind a burst of writes.
   o.worker_threads = 16;
   o.max_connections = options_.max_connections;
+  // The gateway holds a call while a replica cold-starts (up to an hour,
+  // autoscaling.cold_start_timeout_s) or answers (up to 10 minutes), and
+  // answers it itself when that runs out; the transport's own cut-off only
+  // catches what nobody answers.
+  o.deferred_timeout = std::chrono::minutes(65);
   RaiseOpenFileLimit(static_cast<rlim_t>(options_.max_connections) + 256);
   http_ = std::make_unique<HttpServer>(o, [this](const Request& req) {
     const auto t0 = std::chrono::steady_clock::now();

@@ -495,6 +495,18 @@ UpstreamClient::UpstreamClient(UpstreamOptions options)
 UpstreamClient::~UpstreamClient() { Stop(); }
 
 void UpstreamClient::Send(UpstreamRequest request, UpstreamHandlers handlers) {
+  // The target goes into the request line as it is: nothing in it may end
+  // that line or start another.
+  const std::string& t = request.target;
+  if (t.empty() || t[0] != '/' ||
+      std::any_of(t.begin(), t.end(),
+                  [](char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f; })) {
+    UpstreamResult r;
+    r.status = InvalidArgument("request target must start with '/' and hold no spaces or control characters");
+    r.not_sent = true;
+    if (handlers.on_done) handlers.on_done(r);
+    return;
+  }
   std::shared_ptr<Exchange> ex;
   {
     std::lock_guard lock(impl_->mu);

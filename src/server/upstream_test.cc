@@ -726,5 +726,22 @@ TEST(UpstreamClientTest, RelayThroughDeferredBodyStream) {
   EXPECT_NE(got.find("Transfer-Encoding: chunked\r\n"), std::string::npos) << got;
 }
 
+TEST(UpstreamClientTest, TargetThatWouldBreakTheRequestLineIsRefused) {
+  ScriptedUpstream up(ServeHellos);
+  UpstreamClient client;
+  const std::vector<std::string> targets = {"/a b", "/a\r\nX-A: b", std::string("/a\0b", 4), "a", ""};
+  for (const std::string& target : targets) {
+    Collector c;
+    UpstreamRequest r = Req(up.port());
+    r.target = target;
+    client.Send(r, c.Handlers());
+    auto res = c.Wait();
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status.code(), StatusCode::kInvalidArgument);
+    EXPECT_TRUE(res->not_sent);
+  }
+  EXPECT_EQ(up.accepts(), 0);
+}
+
 }  // namespace
 }  // namespace hf::server

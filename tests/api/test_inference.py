@@ -189,6 +189,22 @@ def run(binary, tmp):
                               token=key), 400)
         expect_error(srv.call("POST", "/inference/v1/chat/completions", {"messages": []},
                               token=key), 400, mentions=["model"])
+        # A decoded path cannot smuggle a header or a second request to the
+        # replica: it reaches the replica as one (unknown) path, and the
+        # next call on the pooled connection gets its own answer.
+        smuggle = "/serve/chat/x%20HTTP/1.1%0D%0AX-A:%20b%0D%0A%0D%0AGET%20/v1/models%20HTTP/1.1"
+        r = srv.call("GET", smuggle, token=key)
+        if r.status != 404 or b"GET /x%20HTTP/1.1%0D%0AX-A%3A%20b%0D%0A" not in r.raw:
+            fail("the replica should see one encoded path: %s" % r.short())
+        for _ in range(4):
+            got = expect(chat("chat", key, "after"), 200)
+            if "after" not in got["choices"][0]["message"]["content"]:
+                fail("a call after the smuggling attempt got another answer: %r" % got)
+        # A deeply nested body is refused, not parsed into a stack overflow.
+        deep = b'{"model": "chat", "x": ' + b"[" * 100000 + b"]" * 100000 + b"}"
+        expect_error(srv.call("POST", "/inference/v1/chat/completions", raw_body=deep, token=key), 400)
+        if not srv.alive():
+            fail("the server died on a deeply nested body")
         # An admin token is not an endpoint key.
         expect_error(chat("chat", "admin"), 401)
         listed = expect(srv.call("GET", "/inference/v1/models", token=key), 200)
@@ -417,6 +433,7 @@ def run(binary, tmp):
             (dict(good, min_replicas="two"), ["min_replicas"]),
             (dict(good, health_path="health"), ["health_path"]),
             (dict(good, autoscaling={"target_inflight_per_replica": 0}), ["target_inflight_per_replica"]),
+            (dict(good, min_replicas=0, max_replicas=1, autoscaling={"queue_size": 0}), ["queue_size"]),
             ({k: v for k, v in good.items() if k != "command"}, ["command"]),
             (dict(good, name="Bad Name"), ["name"]),
         ]
