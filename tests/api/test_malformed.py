@@ -10,7 +10,7 @@ oversize headers. Every case states the status it must get (and where the
 contract names one, the error code and the field the message must name); the
 body must be {"error":{"code","message"}}. Before and after, the observable
 state (plugins, scheduler config, tasks, nodes, tokens, audit log) must be
-identical. The corpus runs three times; /livez must still answer, the server's RSS
+identical (inference models and endpoints included). The corpus runs three times; /livez must still answer, the server's RSS
 (one malloc arena) must stay within 8 MiB of its warmed-up value, and
 the third identical pass must not add more than 1 MiB.
 
@@ -92,6 +92,10 @@ JSON_ROUTES = [
     ("POST", API + "/agent/register"),
     ("POST", API + "/agent/heartbeat"),
     ("POST", API + "/agent/status"),
+    ("POST", API + "/inference/models"),
+    ("PUT", API + "/inference/models/trailing-model"),
+    ("POST", API + "/inference/endpoints"),
+    ("POST", API + "/inference/endpoints/trailing-endpoint/keys"),
 ]
 
 BAD_JSON = [
@@ -138,6 +142,10 @@ VALID_DOC = {
     API + "/agent/register": b'{"node": {"name": "trailing-agent-node"}}',
     API + "/agent/heartbeat": b'{"node": "trailing-agent-node"}',
     API + "/agent/status": b'{"node": "trailing-agent-node", "id": 1, "state": "running"}',
+    API + "/inference/models": b'{"name": "trailing-model"}',
+    API + "/inference/models/trailing-model": b'{"name": "trailing-model"}',
+    API + "/inference/endpoints": b'{"name": "trailing-endpoint", "model": "none"}',
+    API + "/inference/endpoints/trailing-endpoint/keys": b'{"name": "k"}',
 }
 TRAILERS = [
     ("a valid document, then garbage", b" garbage"),
@@ -183,6 +191,40 @@ def field_cases():
             label = "names %s (%s)" % (mentions, json.dumps(doc)[-60:])
         cases.append(Case("%s %s: %s" % (method, path, label or json.dumps(doc)[:120]), status,
                           code, mentions, method=method, path=path, body=jbytes(doc)))
+
+    # Model deployments: every field, wrong types and out of range.
+    mp = API + "/inference/models"
+    good = {"name": "m", "command": ["srv", "--port", "{port}"]}
+    for field, values in [("name", (5, None, "", "UPPER", "a b", [])),
+                          ("model", (5, None, "", [])),
+                          ("command", ("srv {port}", [], [1], None)),
+                          ("env", ([], {"A": 1}, "A=1")),
+                          ("health_path", ("health", 5, "/a b")),
+                          ("requests", ([], {"gpu": -1}, {"gpu_memory_mib": -5}, {"gpu_milli": 2000, "gpu": 1},
+                                        {"colour": 1})),
+                          ("priority", ("1", 1.5, 10**7)),
+                          ("preemptible", ("yes", 1)),
+                          ("min_replicas", (-1, "1", 1001)),
+                          ("max_replicas", (-1, 1.5)),
+                          ("startup_timeout_s", (0, -1, "600")),
+                          ("autoscaling", ([], {"target_inflight_per_replica": 0},
+                                           {"window_s": 0}, {"queue_size": -1}, {"bogus": 1}))]:
+        for v in values:
+            add("POST", mp, dict(good, **{field: v}), field)
+    add("POST", mp, dict(good, min_replicas=2, max_replicas=1), "min_replicas")
+    add("POST", mp, {"name": "m"}, "command")
+    add("POST", mp, dict(good, command=["srv"]), "{port}")
+    add("PUT", mp + "/m", dict(good, name="other"), "does not match")
+    add("PUT", mp + "/ghost", dict(good, name="ghost"), "ghost", status=404, code="not_found")
+    ep = API + "/inference/endpoints"
+    for doc, field in [({"name": "e"}, "model"), ({"model": "m"}, "name"),
+                       ({"name": "e", "model": "ghost"}, "model"), ({"name": "e", "model": 5}, "model"),
+                       ({"name": "e", "model": "m", "public": "no"}, "public"),
+                       ({"name": "e", "model": "m", "keys": []}, "keys")]:
+        add("POST", ep, doc, field)
+    add("POST", ep + "/ghost/keys", {"name": "k"}, "ghost", status=404, code="not_found")
+    add("POST", ep + "/ghost/keys", {"name": 5}, "name")
+    add("DELETE", ep + "/ghost/keys/abc", None, "key id")
 
     # PUT /plugins/{name}: every field, wrong types and out of range.
     pp = API + "/plugins/binpack"
@@ -679,7 +721,9 @@ def snapshot(srv):
     missing = []
     for key, path in [("plugins", API + "/plugins"), ("config", API + "/scheduler/config"),
                       ("tasks", API + "/tasks?limit=1000"), ("nodes", API + "/nodes"),
-                      ("tokens", API + "/tokens"), ("audit", API + "/audit?limit=1000")]:
+                      ("tokens", API + "/tokens"), ("audit", API + "/audit?limit=1000"),
+                      ("models", API + "/inference/models"),
+                      ("endpoints", API + "/inference/endpoints")]:
         r = srv.get(path)
         if r.status != 200:
             missing.append("%s -> %s" % (path, r.short()))
