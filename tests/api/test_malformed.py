@@ -9,10 +9,11 @@ bad paths, bad methods, malformed HTTP and chunked encoding, bad tokens and
 oversize headers. Every case states the status it must get (and where the
 contract names one, the error code and the field the message must name); the
 body must be {"error":{"code","message"}}. Before and after, the observable
-state (plugins, scheduler config, tasks, nodes, tokens, audit log) must be
-identical (inference models and endpoints included). The corpus runs three times; /livez must still answer, the server's RSS
-(one malloc arena) must stay within 8 MiB of its warmed-up value, and
-the third identical pass must not add more than 1 MiB.
+state (plugins, scheduler config, tasks, nodes, tokens, audit log, inference
+models and endpoints) must be identical. The corpus runs three times; /livez
+must still answer, the server's RSS (one malloc arena) must stay within 8 MiB
+of its warmed-up value, and the third identical pass must not add more than
+1 MiB.
 
 usage: test_malformed.py HETEROFLOW_BINARY
 """
