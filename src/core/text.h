@@ -14,6 +14,9 @@ bool IEquals(std::string_view a, std::string_view b);
 // (A-Z a-z 0-9 - . _ ~), for a path segment or a query key or value.
 std::string UrlEncode(std::string_view s);
 
+// A number as printf's %g writes it: "5", "0.25", "1e+06".
+std::string FormatNumber(double v);
+
 }  // namespace hf
 
 #endif  // HF_CORE_TEXT_H_

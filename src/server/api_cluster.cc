@@ -369,8 +369,8 @@ Response ControlPlane::InferencePanel() const {
     return Status::Ok();
   });
   if (!s.ok()) return StatusError(s);
-  return JsonResponse(200, json{{"models", inference_->PanelModels()},
-                                {"endpoints", inference_->PanelEndpoints()},
+  return JsonResponse(200, json{{"models", inference_->ListModels()},
+                                {"endpoints", inference_->ListEndpoints()},
                                 {"gpus", std::move(gpus)}});
 }
 

@@ -2,19 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
+
+#include "core/text.h"
 
 namespace hf::server {
-
-namespace {
-
-std::string Seconds(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", s);
-  return buf;
-}
-
-}  // namespace
 
 std::optional<Autoscaler::Decision> Autoscaler::Step(const ModelSpec& spec, int32_t desired,
                                                      double load, size_t waiting, int64_t now_ms) {
@@ -44,14 +35,14 @@ std::optional<Autoscaler::Decision> Autoscaler::Step(const ModelSpec& spec, int3
     } else {
       if (above_since_ms_ < 0) above_since_ms_ = now_ms;
       if (now_ms - above_since_ms_ >= static_cast<int64_t>(a.upscale_delay_s * 1000)) {
-        decide(want, "load above target for " + Seconds(a.upscale_delay_s) + " s");
+        decide(want, "load above target for " + FormatNumber(a.upscale_delay_s) + " s");
       }
     }
   } else if (want < desired) {
     above_since_ms_ = -1;
     if (below_since_ms_ < 0) below_since_ms_ = now_ms;
     if (now_ms - below_since_ms_ >= static_cast<int64_t>(a.downscale_delay_s * 1000)) {
-      decide(want, "load below target for " + Seconds(a.downscale_delay_s) + " s");
+      decide(want, "load below target for " + FormatNumber(a.downscale_delay_s) + " s");
     }
   } else {
     above_since_ms_ = below_since_ms_ = -1;

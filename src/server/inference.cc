@@ -35,16 +35,6 @@ std::string Address(const std::string& host, uint16_t port) {
   return host + ":" + std::to_string(port);
 }
 
-// Headers a proxy must not pass on (RFC 9110 §7.6.1), and our own key.
-bool DropRequestHeader(std::string_view name) {
-  for (std::string_view h : {"connection", "keep-alive", "transfer-encoding", "te", "upgrade",
-                             "proxy-authorization", "proxy-connection", "host", "content-length",
-                             "authorization", "trailer"}) {
-    if (IEquals(name, h)) return true;
-  }
-  return false;
-}
-
 // The request's path is percent-decoded; each segment is encoded again, so
 // what goes to the replica is one well-formed request target (no CR, LF or
 // space can reach its request line).
@@ -75,12 +65,6 @@ double Percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   const size_t i = static_cast<size_t>(std::ceil(p * static_cast<double>(v.size()))) - 1;
   return v[std::min(i, v.size() - 1)];
-}
-
-std::string Seconds(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", s);
-  return buf;
 }
 
 }  // namespace
@@ -426,7 +410,7 @@ void InferenceService::TickLocked(int64_t now, Actions& actions) {
         actions.answer.emplace_back(
             *q, JsonError(503, "unavailable",
                           "model " + m.spec.name + " has no ready replica: gave up after " +
-                              Seconds(m.spec.autoscaling.cold_start_timeout_s) +
+                              FormatNumber(m.spec.autoscaling.cold_start_timeout_s) +
                               " s waiting for one to start (" + StatusLocked(m).second + ")"));
         q = m.queue.erase(q);
       } else {
@@ -486,7 +470,7 @@ void InferenceService::Autoscale(Model& m, int64_t now, Actions& actions) {
   event["action"] = "scaled";
   event["model"] = spec.name;
   Publish(std::move(event));
-  actions.persist.emplace_back(spec.name, json());
+  actions.persist.insert(spec.name);
 }
 
 void InferenceService::Reconcile(Model& m, int64_t now, Actions& actions) {
@@ -507,7 +491,7 @@ void InferenceService::Reconcile(Model& m, int64_t now, Actions& actions) {
       r.drain_since_ms = now;
       CountFailureLocked(m,
                          "replica " + r.name + " was not ready within " +
-                             Seconds(m.spec.startup_timeout_s) + " s" +
+                             FormatNumber(m.spec.startup_timeout_s) + " s" +
                              (r.health_error.empty() ? "" : " (" + r.health_error + ")"),
                          now);
       Publish({{"action", "replica_replaced"}, {"model", m.spec.name}, {"task", r.id},
@@ -573,7 +557,7 @@ void InferenceService::Reconcile(Model& m, int64_t now, Actions& actions) {
     }
     if (nf > desired) drain(fresh, static_cast<size_t>(nf - desired));
   }
-  if (!actions.submit.empty()) actions.persist.emplace_back(m.spec.name, json());
+  if (!actions.submit.empty()) actions.persist.insert(m.spec.name);
   int32_t ready_now = 0;
   for (auto& [id, r] : m.replicas) ready_now += (r.ready && !r.draining) ? 1 : 0;
   if (ready_now >= desired) {
@@ -678,13 +662,11 @@ void InferenceService::Execute(Actions& actions) {
     (void)store_->Write([&](store::Tx& tx) { return tx.DeleteInferenceObject("replica", std::to_string(id)); });
   }
   if (!actions.persist.empty()) {
-    std::set<std::string> names;
-    for (auto& [name, unused] : actions.persist) names.insert(name);
     std::lock_guard api(api_mu_);
     std::vector<std::pair<std::string, json>> bodies;
     {
       std::lock_guard lock(mu_);
-      for (const std::string& n : names) {
+      for (const std::string& n : actions.persist) {
         auto mi = models_.find(n);
         if (mi != models_.end() && !mi->second.deleted) bodies.emplace_back(n, StoredModel(mi->second));
       }
@@ -1113,8 +1095,6 @@ Status InferenceService::RevokeKey(const std::string& endpoint, int64_t key_id) 
   return Status::Ok();
 }
 
-json InferenceService::PanelModels() const { return ListModels(); }
-json InferenceService::PanelEndpoints() const { return ListEndpoints(); }
 
 std::vector<InferenceService::ModelCounts> InferenceService::ModelMetrics() const {
   std::lock_guard lock(mu_);
@@ -1236,8 +1216,10 @@ Response InferenceService::Gateway(const Request& req) {
       call->body = openai_body->dump();
     }
   }
+  // The endpoint key stays here; hop-by-hop headers, Host and
+  // Content-Length are the upstream client's to drop.
   for (const auto& [name, value] : req.headers) {
-    if (!DropRequestHeader(name)) call->headers.emplace_back(name, value);
+    if (!IEquals(name, "Authorization")) call->headers.emplace_back(name, value);
   }
   call->headers.emplace_back("X-Forwarded-For", req.remote_address);
   call->stats->inflight.fetch_add(1);

@@ -100,10 +100,7 @@ class InferenceService {
   // The agent reported a replica's process running at host:port.
   void ReplicaStarted(TaskKey id, const std::string& host, uint16_t port);
 
-  // What GET /inference/panel shows of models and endpoints; and, per
-  // replica task id, its model's name (for the per-GPU view).
-  nlohmann::json PanelModels() const;
-  nlohmann::json PanelEndpoints() const;
+  // Per replica task id, its model's name (the panel's per-GPU view).
   std::map<TaskKey, std::string> ReplicaModels() const;
 
   // For /metrics.
@@ -184,7 +181,7 @@ class InferenceService {
   struct Actions {
     std::vector<std::pair<std::string, Task>> submit;  // (model, task)
     std::vector<std::pair<std::string, TaskKey>> cancel;
-    std::vector<std::pair<std::string, nlohmann::json>> persist;  // model objects
+    std::set<std::string> persist;  // models whose stored object changed
     std::vector<std::shared_ptr<Call>> dispatch;
     std::vector<std::pair<std::shared_ptr<Call>, Response>> answer;
   };

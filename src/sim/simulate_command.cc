@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/text.h"
 #include "sim/openb_reader.h"
 #include "sim/simulator.h"
 #include "sim/yaml_workload.h"
@@ -199,9 +200,7 @@ int RunSimulateCommand(int argc, char** argv) {
     return Fail("give --nodes FILE --pods FILE (openb CSVs) or --workload FILE (YAML); see --help");
   }
   if (!std::isfinite(tune) || tune <= 0 || tune > 100) {
-    char got[32];
-    std::snprintf(got, sizeof(got), "%g", tune);
-    return Fail(std::string("--tune must be in (0, 100], got ") + got);
+    return Fail("--tune must be in (0, 100], got " + FormatNumber(tune));
   }
 
   SimOptions options;

@@ -8,6 +8,8 @@
 #include <limits>
 #include <set>
 
+#include "core/text.h"
+
 namespace hf::sim {
 namespace {
 
@@ -67,7 +69,7 @@ class Reader {
     }
     if (v < min || v > max) {
       return Error(
-          n, field + " must be in " + Format(min) + ".." + Format(max) + ", got " + Format(v));
+          n, field + " must be in " + FormatNumber(min) + ".." + FormatNumber(max) + ", got " + FormatNumber(v));
     }
     out = v;
     return Status::Ok();
@@ -303,12 +305,6 @@ class Reader {
   const std::string& source() const { return source_; }
 
  private:
-  static std::string Format(double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "%g", v);
-    return buf;
-  }
-
   const std::string source_;
   const std::string base_dir_;
 };
