@@ -53,8 +53,10 @@ Status ReadStringMap(const json& v, const std::string& path,
 // (Requests::Validate says "requests.gpu_milli ...").
 Status Prefixed(Status s, const std::string& prefix);
 
-// Reads an integer of type T in [lo, hi]. Accepts floats with an integral
-// value because JavaScript clients cannot tell 2 from 2.0.
+// Reads an integer of type T in [lo, hi]. Only JSON integers are integers:
+// a number written with a fraction or an exponent (2.0, -0.0, 1e-400) is
+// refused, even when its value is integral, so that one field has one
+// spelling and nothing rounds silently (JSON.stringify writes 2, not 2.0).
 template <typename T>
 Status ReadInt(const json& v, const std::string& path, T lo, T hi, T& out) {
   if (v.is_number_unsigned()) {
@@ -81,20 +83,17 @@ Status ReadInt(const json& v, const std::string& path, T lo, T hi, T& out) {
     return Status::Ok();
   }
   if (v.is_number_float()) {
-    double d = v.get<double>();
-    if (!std::isfinite(d) || d != std::floor(d)) {
-      return InvalidArgument(path + " must be an integer");
+    // An integer literal too large for 64 bits also arrives as a float: say
+    // what the range is.
+    const double d = v.get<double>();
+    if (std::isfinite(d) && d == std::floor(d)) {
+      if (d < static_cast<double>(lo)) return InvalidArgument(path + " must be >= " + std::to_string(lo));
+      if (d >= static_cast<double>(hi) + 1.0) {
+        return InvalidArgument(path + " must be <= " + std::to_string(hi));
+      }
     }
-    if (d < static_cast<double>(lo)) {
-      return InvalidArgument(path + " must be >= " + std::to_string(lo));
-    }
-    // hi + 1 is exact for int32 and rounds to 2^63 for int64, so this bound
-    // refuses exactly the values a cast to T could not hold.
-    if (d >= static_cast<double>(hi) + 1.0) {
-      return InvalidArgument(path + " must be <= " + std::to_string(hi));
-    }
-    out = static_cast<T>(d);
-    return Status::Ok();
+    return InvalidArgument(path + " must be an integer, got " + v.dump() +
+                           " (write integers without a fraction or exponent)");
   }
   return InvalidArgument(path + " must be an integer, got " + TypeName(v));
 }

@@ -68,13 +68,41 @@ Result<PluginSettings> Merge(PluginSettings s, const std::string& plugin, const 
   return s;
 }
 
+// The always-on threshold filter: its config is the scheduler config's
+// thresholds (SetSchedulerConfig), never set on the plugin itself.
+constexpr const char* kThresholdPlugin = "load_threshold";
+
+Status NoWeight(const std::string& field, const std::string& plugin) {
+  return InvalidArgument(field + ": " + plugin +
+                         " only filters nodes and has no weight (weights apply to scores)");
+}
+
 }  // namespace
+
+bool HasWeight(uint32_t points) { return points != kFilterPoint; }
 
 Result<std::unique_ptr<Framework>> Framework::Create(const Registry& registry, const Policy& policy,
                                                      const Clock* clock) {
   std::unique_ptr<Framework> fw(new Framework(registry, clock));
   for (const auto& [name, named] : policy.plugins) {
-    if (!fw->FindSlot(name)) return NotFound("unknown plugin " + name);
+    const auto origin = policy.origin.find(name);
+    const std::string at =
+        origin != policy.origin.end() ? origin->second : "plugins." + name;
+    const Slot* slot = fw->FindSlot(name);
+    if (!slot) return InvalidArgument(at + ": no plugin named " + name);
+    if (!named.is_object()) continue;  // Merge names the type error
+    if (named.contains("weight") && !HasWeight(slot->plugin->Points())) {
+      return NoWeight(at, name);
+    }
+    if (name == kThresholdPlugin) {
+      for (const auto& [key, value] : named.items()) {
+        if (key == "enabled") continue;
+        return InvalidArgument(at + "." + key +
+                               ": the load thresholds are set under scheduler: "
+                               "(scheduler.load_threshold, scheduler.gpu_load_threshold, "
+                               "scheduler.memory_threshold)");
+      }
+    }
   }
   HF_RETURN_IF_ERROR(policy.scheduler.Validate());
   fw->scheduler_ = policy.scheduler;
@@ -207,6 +235,15 @@ Result<PluginInfo> Framework::GetPlugin(std::string_view name) const {
 Status Framework::UpdatePlugin(std::string_view name, const PluginPatch& patch) {
   Slot* slot = FindSlot(name);
   if (!slot) return NotFound("unknown plugin " + std::string(name));
+  const std::string field = "plugins." + std::string(name);
+  if (patch.weight && !HasWeight(slot->plugin->Points())) {
+    return NoWeight(field + ".weight", std::string(name));
+  }
+  if (patch.config && name == kThresholdPlugin) {
+    return InvalidArgument(field +
+                           ".config: the load thresholds are the scheduler config's; change "
+                           "them with PUT /api/v1/scheduler/config");
+  }
   PluginSettings s = slot->settings;
   if (patch.enabled) {
     if (slot->factory->required && !*patch.enabled) {
@@ -255,13 +292,34 @@ Status Framework::SetSchedulerConfig(const SchedulerConfig& config) {
   return Status::Ok();
 }
 
+Status Framework::SetScoreWeights(const std::map<std::string, double>& weights) {
+  // Checked in full before any change, so a bad entry changes nothing.
+  for (const auto& [name, w] : weights) {
+    const std::string field = "score_weights." + name;
+    const Slot* slot = FindSlot(name);
+    if (!slot) return InvalidArgument(field + ": no plugin named " + name);
+    if (!(slot->plugin->Points() & kScorePoint)) {
+      return InvalidArgument(field + ": plugin " + name + " does not score");
+    }
+    HF_RETURN_IF_ERROR(ValidateWeight(w, field));
+  }
+  for (const auto& [name, w] : weights) {
+    Slot* slot = FindSlot(name);
+    PluginSettings s = slot->settings;
+    s.weight = w;
+    HF_CHECK(ApplySettings(*slot, s).ok());
+  }
+  RebuildPointLists();
+  return Status::Ok();
+}
+
 Policy Framework::CurrentPolicy() const {
   Policy p;
   p.scheduler = scheduler_;
   for (const auto& slot : slots_) {
     nlohmann::json named = slot->settings.config;
     named["enabled"] = slot->settings.enabled;
-    named["weight"] = slot->settings.weight;
+    if (HasWeight(slot->plugin->Points())) named["weight"] = slot->settings.weight;
     if (!slot->settings.mode.empty()) named["mode"] = slot->settings.mode;
     if (slot->factory->name == "load_threshold") named = {{"enabled", true}};
     p.plugins[slot->factory->name] = named;
@@ -413,9 +471,18 @@ Decision Framework::Schedule(const Task& task, ClusterState& cluster, const Sche
 
   if (nodes_.empty()) {
     d.reason = Summarize(n);
+    // Every active filter judges a node with victims taken out.
+    struct Probe final : FilterProbe {
+      const std::vector<FilterPlugin*>& filters;
+      explicit Probe(const std::vector<FilterPlugin*>& f) : filters(f) {}
+      bool Passes(const Task& t, const ClusterState& c, const NodeWithout& w) const override {
+        return std::all_of(filters.begin(), filters.end(),
+                           [&](FilterPlugin* f) { return f->PassesWithout(t, c, w); });
+      }
+    } probe(filters_);
     for (PostFilterPlugin* pf : post_filters_) {
-      PreemptionPlan plan =
-          timed(pf->Name(), "PostFilter", [&] { return pf->PostFilter(task, cluster, rejections_); });
+      PreemptionPlan plan = timed(pf->Name(), "PostFilter",
+                                  [&] { return pf->PostFilter(task, cluster, rejections_, probe); });
       if (plan.node != kNoNode && CommitPreemption(task, cluster, plan, options, d)) break;
     }
     return d;

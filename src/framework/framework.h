@@ -16,6 +16,7 @@
 #ifndef HF_FRAMEWORK_FRAMEWORK_H_
 #define HF_FRAMEWORK_FRAMEWORK_H_
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +35,12 @@
 namespace hf::framework {
 
 enum class PluginStatus { kActive, kInactive, kError, kConfiguring };
+
+// Whether a plugin with these extension points has a weight. A plugin that
+// only filters nodes has none: weights multiply scores. (Preempt keeps the
+// weight the product vision's `plugins:` block gives it, though it orders
+// nothing.)
+bool HasWeight(uint32_t points);
 const char* PluginStatusName(PluginStatus s);
 
 struct PluginInfo {
@@ -116,13 +123,20 @@ class Framework {
   std::vector<PluginInfo> Plugins() const;
   Result<PluginInfo> GetPlugin(std::string_view name) const;
   // Errors: NotFound (unknown plugin), FailedPrecondition (disabling a
-  // required plugin), Conflict (naming the other plugin), InvalidArgument.
+  // required plugin), Conflict (naming the other plugin), InvalidArgument
+  // (a bad value; a weight for a plugin without one; config for
+  // load_threshold, whose thresholds are SetSchedulerConfig's).
   Status UpdatePlugin(std::string_view name, const PluginPatch& patch);
   // Re-reads a plugin's outside sources (e.g. the topology file).
   Status ReloadPlugin(std::string_view name);
 
   const SchedulerConfig& scheduler_config() const { return scheduler_; }
   Status SetSchedulerConfig(const SchedulerConfig& config);
+  // scheduler.score_weights: the weights of scoring plugins by name (the
+  // same value as each plugin's weight). All or nothing: InvalidArgument
+  // naming "score_weights.NAME" for an unknown plugin, one that does not
+  // score, or a bad weight.
+  Status SetScoreWeights(const std::map<std::string, double>& weights);
 
   // The current settings as a Policy (for persistence and for previews).
   Policy CurrentPolicy() const;

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "core/test_nodes.h"
 
 namespace hf::framework {
@@ -73,7 +78,7 @@ TEST(PolicyTest, CreateRefusesUnknownPluginsBadModesAndConflicts) {
     StatusCode code;
     const char* want;
   } rows[] = {
-      {"plugins:\n  magic: {enabled: true}\n", StatusCode::kNotFound, "unknown plugin magic"},
+      {"plugins:\n  magic: {enabled: true}\n", StatusCode::kInvalidArgument, "t.yaml:2: plugins.magic: no plugin named magic"},
       {"plugins:\n  preempt: {mode: sometimes}\n", StatusCode::kInvalidArgument,
        "plugins.preempt.mode must be one of scheduled | running | disabled"},
       {"plugins:\n  binpack: {mode: x}\n", StatusCode::kInvalidArgument, "binpack has no mode"},
@@ -135,6 +140,84 @@ TEST(FrameworkTest, RuntimeUpdatesValidateAndApply) {
   EXPECT_EQ(p.plugins["preempt"]["mode"], "running");
 }
 
+TEST(PolicyTest, ScoreWeightsMergeWhateverTheKeyOrder) {
+  // Weights under scheduler.score_weights are the plugins' weights, whether
+  // the block comes before or after plugins:.
+  for (const char* yaml : {"scheduler:\n  score_weights: {binpack: 3}\nplugins:\n  binpack: {enabled: true}\n",
+                           "plugins:\n  binpack: {enabled: true}\nscheduler:\n  score_weights: {binpack: 3}\n"}) {
+    auto fw = Make(yaml);
+    EXPECT_EQ(Info(*fw, "binpack").settings.weight, 3) << yaml;
+  }
+  // The same weight given twice, differently: an error naming both keys and lines.
+  auto p = ParsePolicyYaml(
+      "scheduler:\n  score_weights:\n    binpack: 3\nplugins:\n  binpack: {enabled: true, weight: 2}\n",
+      "t.yaml");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(p.status().message().find("t.yaml:3: scheduler.score_weights.binpack"), std::string::npos)
+      << p.status().message();
+  EXPECT_NE(p.status().message().find("t.yaml:5: plugins.binpack.weight"), std::string::npos)
+      << p.status().message();
+  // Given twice, equally: accepted.
+  auto same = Make("plugins:\n  binpack: {weight: 2}\nscheduler:\n  score_weights: {binpack: 2.0}\n");
+  EXPECT_EQ(Info(*same, "binpack").settings.weight, 2);
+  // An unknown plugin under score_weights is named by its key and line.
+  auto unknown = ParsePolicyYaml("scheduler:\n  score_weights:\n    bogus: 1\n", "t.yaml");
+  ASSERT_TRUE(unknown.ok());
+  auto fw = Framework::Create(hf::plugins::InTreeRegistry(), *unknown, nullptr);
+  ASSERT_FALSE(fw.ok());
+  EXPECT_EQ(fw.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(fw.status().message().find("t.yaml:3: scheduler.score_weights.bogus"), std::string::npos)
+      << fw.status().message();
+}
+
+TEST(FrameworkTest, ScoreWeightsAreSetTogetherOrNotAtAll) {
+  auto fw = Make("");
+  const double before = Info(*fw, "rdma").settings.weight;
+  for (const auto& [weights, key] :
+       std::vector<std::pair<std::map<std::string, double>, std::string>>{
+           {{{"rdma", 4}, {"bogus", 1}}, "score_weights.bogus"},
+           {{{"rdma", 4}, {"fit", 1}}, "score_weights.fit"},
+           {{{"rdma", 4}, {"binpack", -1}}, "score_weights.binpack"}}) {
+    Status st = fw->SetScoreWeights(weights);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << key;
+    EXPECT_NE(st.message().find(key), std::string::npos) << st.message();
+    EXPECT_EQ(Info(*fw, "rdma").settings.weight, before) << key;
+  }
+  ASSERT_TRUE(fw->SetScoreWeights({{"rdma", 4}, {"binpack", 0.5}}).ok());
+  EXPECT_EQ(Info(*fw, "rdma").settings.weight, 4);
+  EXPECT_EQ(Info(*fw, "binpack").settings.weight, 0.5);
+}
+
+TEST(FrameworkTest, FiltersHaveNoWeightAndThresholdsLiveInTheSchedulerConfig) {
+  auto fw = Make("");
+  // A plugin that only filters has no weight to set.
+  for (const char* name : {"fit", "load_threshold"}) {
+    Status st = fw->UpdatePlugin(name, {.weight = 7});
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << name;
+    EXPECT_NE(st.message().find("no weight"), std::string::npos) << st.message();
+    EXPECT_FALSE(fw->CurrentPolicy().plugins[name].contains("weight")) << name;
+  }
+  // The thresholds are not the plugin's to change: one stored value, the
+  // scheduler config's.
+  Status st = fw->UpdatePlugin("load_threshold", {.config = nlohmann::json{{"load_threshold", 0.3}}});
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("PUT /api/v1/scheduler/config"), std::string::npos) << st.message();
+  EXPECT_EQ(fw->scheduler_config().load_threshold, 0.8);
+  EXPECT_EQ(Info(*fw, "load_threshold").settings.config["load_threshold"], 0.8);
+  // The same from a file.
+  for (const char* yaml : {"plugins:\n  fit: {weight: 2}\n",
+                           "plugins:\n  load_threshold: {load_threshold: 0.3}\n"}) {
+    auto p = ParsePolicyYaml(yaml, "t.yaml");
+    ASSERT_TRUE(p.ok()) << yaml;
+    auto bad = Framework::Create(hf::plugins::InTreeRegistry(), *p, nullptr);
+    ASSERT_FALSE(bad.ok()) << yaml;
+    EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument) << yaml;
+  }
+  // Preempt keeps the weight the product vision's block gives it.
+  EXPECT_TRUE(fw->UpdatePlugin("preempt", {.weight = 1}).ok());
+}
+
 TEST(FrameworkTest, SchedulerConfigIsValidatedAndFeedsTheThresholdFilter) {
   auto fw = Make("");
   SchedulerConfig bad;
@@ -148,11 +231,11 @@ TEST(FrameworkTest, SchedulerConfigIsValidatedAndFeedsTheThresholdFilter) {
   NodeId n = *c.AddNode(Node("g", 10000, 10000, 2));
   NodeUsage u;
   u.gpus = {{0, 0.85, 0}, {1, 0.85, 0}};
-  c.ReportUsage(n, u);
+  ASSERT_TRUE(c.ReportUsage(n, u).ok());
   Decision d = fw->Schedule(MakeTask(1, 0, 0, 1), c);
   EXPECT_TRUE(d.scheduled);  // 0.85 <= 0.9
   ASSERT_TRUE(c.Release(1).ok());
-  c.ReportUsage(n, u);
+  ASSERT_TRUE(c.ReportUsage(n, u).ok());
   SchedulerConfig lower;
   lower.gpu_load_threshold = 0.8;
   ASSERT_TRUE(fw->SetSchedulerConfig(lower).ok());
@@ -171,8 +254,8 @@ TEST(FrameworkTest, UnschedulableSummaryCountsEveryReason) {
   for (int i = 0; i < 2; ++i) {
     NodeId n = *c.AddNode(Node("busy" + std::to_string(i), 4000, 4000, 4, "A100"));
     NodeUsage u;
-    u.gpus = {{0, 0.95, 0}};
-    c.ReportUsage(n, u);
+    u.gpus = {{0, 0.95, 0}, {1, 0.95, 0}, {2, 0.95, 0}, {3, 0.95, 0}};
+    ASSERT_TRUE(c.ReportUsage(n, u).ok());
   }
   Task t = MakeTask(1, 1000, 1000, 1);
   t.requests.gpu_models = {"A100"};

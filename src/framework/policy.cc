@@ -78,6 +78,14 @@ Result<Policy> ParsePolicyYaml(const std::string& text, const std::string& sourc
   const auto where = [&](const YAML::Node& n) {
     return source + ":" + std::to_string(n.Mark().line + 1);
   };
+  // A weight given under scheduler.score_weights: merged into the plugin's
+  // entry once both blocks are read, so that their order does not matter.
+  struct ScoreWeight {
+    nlohmann::json value;
+    std::string at;  // "FILE:LINE: scheduler.score_weights.NAME"
+  };
+  std::map<std::string, ScoreWeight> score_weights;
+  std::map<std::string, std::string> weight_at;  // plugin -> "FILE:LINE: plugins.NAME.weight"
   for (const auto& top : root) {
     const std::string key = top.first.as<std::string>();
     if (key != "plugins" && key != "scheduler") {
@@ -91,7 +99,6 @@ Result<Policy> ParsePolicyYaml(const std::string& text, const std::string& sourc
         if (!p.second.IsMap()) {
           return InvalidArgument(where(p.second) + ": plugins." + name + " must be a mapping");
         }
-        PluginSettings s;  // for type checks only
         nlohmann::json named = nlohmann::json::object();
         for (const auto& kv : p.second) {
           const std::string k = kv.first.as<std::string>();
@@ -99,19 +106,18 @@ Result<Policy> ParsePolicyYaml(const std::string& text, const std::string& sourc
           nlohmann::json v = ToJson(kv.second);
           if (k == "enabled") {
             if (!v.is_boolean()) return InvalidArgument(where(kv.second) + ": " + field + " must be true or false");
-            s.enabled = v.get<bool>();
           } else if (k == "weight") {
             if (!v.is_number()) return InvalidArgument(where(kv.second) + ": " + field + " must be a number");
-            s.weight = v.get<double>();
-            Status st = ValidateWeight(s.weight, field);
+            Status st = ValidateWeight(v.get<double>(), field);
             if (!st.ok()) return InvalidArgument(where(kv.second) + ": " + st.message());
+            weight_at[name] = where(kv.second) + ": " + field;
           } else if (k == "mode") {
             if (!v.is_string()) return InvalidArgument(where(kv.second) + ": " + field + " must be a string");
-            s.mode = v.get<std::string>();
           }
           named[k] = v;
         }
         policy.plugins[name] = named;
+        policy.origin[name] = where(p.first) + ": plugins." + name;
       }
     } else {
       for (const auto& kv : top.second) {
@@ -126,17 +132,17 @@ Result<Policy> ParsePolicyYaml(const std::string& text, const std::string& sourc
           if (!v.is_number()) return InvalidArgument(where(kv.second) + ": " + field + " must be a number");
           *target = v.get<double>();
         } else if (k == "score_weights") {
-          if (!v.is_object()) return InvalidArgument(where(kv.second) + ": " + field + " must be a mapping");
-          for (auto& [plugin, w] : v.items()) {
-            if (!w.is_number()) {
-              return InvalidArgument(where(kv.second) + ": " + field + "." + plugin + " must be a number");
+          if (!kv.second.IsMap()) return InvalidArgument(where(kv.second) + ": " + field + " must be a mapping");
+          for (const auto& w : kv.second) {
+            const std::string plugin = w.first.as<std::string>();
+            const std::string wfield = field + "." + plugin;
+            const nlohmann::json value = ToJson(w.second);
+            if (!value.is_number()) {
+              return InvalidArgument(where(w.second) + ": " + wfield + " must be a number");
             }
-            Status st = ValidateWeight(w.get<double>(), field + "." + plugin);
-            if (!st.ok()) return InvalidArgument(where(kv.second) + ": " + st.message());
-            // One source of truth: a score weight is the plugin's weight.
-            auto& named = policy.plugins[plugin];
-            if (named.is_null()) named = nlohmann::json::object();
-            named["weight"] = w;
+            Status st = ValidateWeight(value.get<double>(), wfield);
+            if (!st.ok()) return InvalidArgument(where(w.second) + ": " + st.message());
+            score_weights[plugin] = {value, where(w.second) + ": " + wfield};
           }
         } else {
           return InvalidArgument(where(kv.first) + ": unknown key " + field);
@@ -145,6 +151,19 @@ Result<Policy> ParsePolicyYaml(const std::string& text, const std::string& sourc
       Status st = policy.scheduler.Validate();
       if (!st.ok()) return InvalidArgument(source + ": scheduler." + st.message());
     }
+  }
+  // One source of truth: a score weight is the plugin's weight.
+  for (auto& [plugin, w] : score_weights) {
+    nlohmann::json& named = policy.plugins[plugin];
+    if (named.is_null()) {
+      named = nlohmann::json::object();
+      policy.origin[plugin] = w.at;
+    }
+    if (named.contains("weight") && named["weight"].get<double>() != w.value.get<double>()) {
+      return InvalidArgument(w.at + " = " + w.value.dump() + " and " + weight_at[plugin] + " = " +
+                             named["weight"].dump() + " give one weight two values; keep one");
+    }
+    named["weight"] = w.value;
   }
   return policy;
 }

@@ -17,7 +17,9 @@
 //     score_weights: {binpack: 1.0}
 //
 // Keys other than enabled / weight / mode go into the plugin's config object.
-// Plugins not named keep their defaults.
+// Plugins not named keep their defaults. A weight under score_weights is the
+// plugin's weight, whichever block comes first; the same weight given
+// differently in both places is an error naming both keys and lines.
 #ifndef HF_FRAMEWORK_POLICY_H_
 #define HF_FRAMEWORK_POLICY_H_
 
@@ -54,6 +56,10 @@ struct Policy {
   // `enabled`. Types are checked here; names and values by the framework.
   std::map<std::string, nlohmann::json> plugins;
   SchedulerConfig scheduler;
+  // Where each plugin entry came from, for messages about it
+  // ("server.yaml:12: scheduler.score_weights.bogus"); empty for policies
+  // built in code or read from the store.
+  std::map<std::string, std::string> origin;
 };
 
 // Parses a YAML document that holds a `plugins:` and/or `scheduler:` block.

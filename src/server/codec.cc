@@ -162,7 +162,7 @@ json PluginInfoToJson(const framework::PluginInfo& p) {
   json out = {{"name", p.name},
               {"type", PrimaryPoint(p.points)},
               {"enabled", p.settings.enabled},
-              {"weight", WeightJson(p.settings.weight)},
+              {"weight", framework::HasWeight(p.points) ? WeightJson(p.settings.weight) : json(nullptr)},
               {"status", framework::PluginStatusName(p.status)},
               {"config", p.settings.config.is_object() ? p.settings.config : json::object()},
               {"extension_points", framework::ExtensionPointNames(p.points)},

@@ -361,10 +361,30 @@ TEST(CodecTaskTest, DefaultsApplyWhenFieldsAreAbsent) {
   EXPECT_EQ(t->priority, 0);
 }
 
-TEST(CodecTaskTest, IntegralFloatsAreIntegers) {
-  Result<Task> t = ParseTaskSubmission(json::parse(R"({"name":"a","requests":{"gpu":2.0}})"));
-  ASSERT_TRUE(t.ok()) << t.status().ToString();
-  EXPECT_EQ(t->requests.gpu, 2);
+TEST(CodecTaskTest, IntegerFieldsTakeJsonIntegersOnly) {
+  struct Row {
+    const char* body;
+    const char* field;
+  };
+  for (const Row& row : {Row{R"({"name":"a","requests":{"gpu":2.0}})", "requests.gpu"},
+                         Row{R"({"name":"a","priority":-0.0})", "priority"},
+                         Row{R"({"name":"a","requests":{"cpu_milli":1e-400}})", "requests.cpu_milli"},
+                         Row{R"({"name":"a","requests":{"gpu_milli":5e2}})", "requests.gpu_milli"}}) {
+    Result<Task> t = ParseTaskSubmission(json::parse(row.body));
+    ASSERT_FALSE(t.ok()) << row.body;
+    EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(t.status().message().find(std::string(row.field) + " must be an integer"),
+              std::string::npos)
+        << t.status().message();
+  }
+}
+
+TEST(CodecTaskTest, EmptyGpuModelsMeansAnyModel) {
+  // `gpu_models: []` is the same request as no gpu_models: any model.
+  Result<Task> empty = ParseTaskSubmission(json::parse(R"({"name":"a","requests":{"gpu":1,"gpu_models":[]}})"));
+  Result<Task> absent = ParseTaskSubmission(json::parse(R"({"name":"a","requests":{"gpu":1}})"));
+  ASSERT_TRUE(empty.ok() && absent.ok());
+  EXPECT_EQ(TaskToJson(*empty), TaskToJson(*absent));
 }
 
 TEST(CodecTaskTest, BatchParsesEveryTask) {

@@ -34,16 +34,9 @@ Result<std::unique_ptr<framework::Framework>> CandidateFramework(
     HF_RETURN_IF_ERROR(
         Prefixed(fw->SetSchedulerConfig(req.scheduler->ApplyTo(fw->scheduler_config())), "scheduler"));
     if (req.scheduler->score_weights) {
-      for (const auto& [name, w] : *req.scheduler->score_weights) {
-        HF_ASSIGN_OR_RETURN(framework::PluginInfo info, fw->GetPlugin(name));
-        if (!(info.points & framework::kScorePoint)) {
-          return InvalidArgument("scheduler.score_weights." + name + ": plugin " + name +
-                                 " does not score");
-        }
-        framework::PluginPatch p;
-        p.weight = w;
-        HF_RETURN_IF_ERROR(Prefixed(fw->UpdatePlugin(name, p), "scheduler.score_weights." + name));
-      }
+      // The message names "score_weights.NAME": a field of the scheduler block.
+      Status st = fw->SetScoreWeights(*req.scheduler->score_weights);
+      if (!st.ok()) return Status(st.code(), "scheduler." + st.message());
     }
   }
   return fw;

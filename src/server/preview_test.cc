@@ -248,7 +248,7 @@ TEST(PreviewTest, RefusedCandidatesKeepThePutRoutesErrors) {
       {"bad mode", {{"plugins", {{"preempt", {{"mode", "sometimes"}}}}}},
        StatusCode::kInvalidArgument, "preempt"},
       {"weight of an unknown plugin", {{"scheduler", {{"score_weights", {{"magic", 1}}}}}},
-       StatusCode::kNotFound, "magic"},
+       StatusCode::kInvalidArgument, "scheduler.score_weights.magic"},
       {"weight of a plugin that does not score", {{"scheduler", {{"score_weights", {{"fit", 1}}}}}},
        StatusCode::kInvalidArgument, "scheduler.score_weights.fit"},
   };

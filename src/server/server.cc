@@ -647,29 +647,13 @@ Response ControlPlane::PutSchedulerConfig(const Request& req, const Caller& call
   const json old_value = SchedulerConfigToJson(old_config, old_weights);
   std::map<std::string, double> weights;
   if (patch->score_weights) weights = *patch->score_weights;
-  for (const auto& [name, w] : weights) {
-    if (!framework_->GetPlugin(name).ok()) {
-      return StatusError(NotFound("score_weights." + name + ": no plugin named " + name));
-    }
-    if (!old_weights.count(name)) {
-      return StatusError(InvalidArgument("score_weights." + name + ": plugin " + name +
-                                         " does not score"));
-    }
-  }
   auto rollback = [&] {
     HF_CHECK(framework_->SetSchedulerConfig(old_config).ok());
-    for (const auto& [name, w] : old_weights) {
-      framework::PluginPatch p;
-      p.weight = w;
-      HF_CHECK(framework_->UpdatePlugin(name, p).ok());
-    }
+    HF_CHECK(framework_->SetScoreWeights(old_weights).ok());
   };
-  Status s = framework_->SetSchedulerConfig(patch->ApplyTo(old_config));
-  for (auto it = weights.begin(); s.ok() && it != weights.end(); ++it) {
-    framework::PluginPatch p;
-    p.weight = it->second;
-    s = framework_->UpdatePlugin(it->first, p);
-  }
+  Status s = framework_->SetScoreWeights(weights);
+  if (!s.ok()) return StatusError(s);
+  s = framework_->SetSchedulerConfig(patch->ApplyTo(old_config));
   if (!s.ok()) {
     rollback();
     return StatusError(s);

@@ -159,11 +159,19 @@ CREATE TABLE inference_objects (
 );
 )sql";
 
+// A plugin that only filters has no weight; earlier versions stored one for
+// the always-on filters, which Framework::Create now refuses.
+constexpr char kV5FilterWeights[] = R"sql(
+UPDATE plugin_config SET config = json_remove(config, '$.weight')
+ WHERE name IN ('fit', 'load_threshold') AND json_valid(config);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "nodes, gpus, tasks, events, allocations, gpu grants with capacity triggers", kV1Core},
     {2, "plugin and scheduler config", kV2Config},
     {3, "tokens and audit log", kV3Auth},
     {4, "inference models, endpoints and replica addresses", kV4Inference},
+    {5, "filter plugins carry no weight", kV5FilterWeights},
 };
 
 Status EnsureVersionTable(Db& db) {

@@ -248,6 +248,31 @@ TEST_F(StoreMigrationTest, ReopeningAppliesOnlyNewMigrations) {
   EXPECT_EQ(RawCount("SELECT COUNT(*) FROM schema_version"), static_cast<int64_t>(all.size()));
 }
 
+TEST_F(StoreMigrationTest, StoredFilterWeightsAreDropped) {
+  // A file written before filters lost their weight: fit and load_threshold
+  // carry one; other plugins keep theirs.
+  {
+    Result<Db> db = Db::Open(path_);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(ApplyMigrations(*db, AllMigrations().first(4), 1).ok());
+    ASSERT_TRUE(db->Exec("INSERT INTO plugin_config VALUES"
+                         " ('fit', '{\"enabled\":true,\"weight\":1}', 1),"
+                         " ('load_threshold', '{\"enabled\":true,\"weight\":1.0}', 1),"
+                         " ('binpack', '{\"enabled\":true,\"weight\":3}', 1)")
+                    .ok());
+  }
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  std::map<std::string, nlohmann::json> configs;
+  ASSERT_TRUE(store->Read([&](const ReadTx& tx) -> Status {
+    HF_ASSIGN_OR_RETURN(configs, tx.ListPluginConfigs());
+    return Status::Ok();
+  }).ok());
+  EXPECT_EQ(configs["fit"], nlohmann::json::parse(R"({"enabled":true})"));
+  EXPECT_EQ(configs["load_threshold"], nlohmann::json::parse(R"({"enabled":true})"));
+  EXPECT_EQ(configs["binpack"]["weight"], 3);
+}
+
 TEST_F(StoreMigrationTest, FailingMigrationAppliesNothingOfItself) {
   const Migration migrations[] = {
       {1, "one", "CREATE TABLE a (x INTEGER);"},

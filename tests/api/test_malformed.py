@@ -266,11 +266,27 @@ def field_cases():
         add("PUT", sc, {"score_weights": v}, "score_weights")
     for v in (-1, "1", None, True, [], {}):
         add("PUT", sc, {"score_weights": {"binpack": v}}, "score_weights.binpack")
-    add("PUT", sc, {"score_weights": {"nosuch": 1}}, "nosuch", status=404, code="not_found")
+    add("PUT", sc, {"score_weights": {"nosuch": 1}}, "score_weights.nosuch")
     for key in ("loadThreshold", "scheduler", "thresholds"):
         add("PUT", sc, {key: 0.5}, key, label="unknown field %s" % key)
     add("PUT", sc, {"scheduler": {"load_threshold": 0.5}}, "scheduler",
         label="the YAML's scheduler: nesting")
+    # Filters have no weight; thresholds are the scheduler config's.
+    for name in ("fit", "load_threshold"):
+        add("PUT", API + "/plugins/" + name, {"weight": 2}, "no weight")
+    add("PUT", API + "/plugins/load_threshold", {"config": {"load_threshold": 0.3}},
+        "PUT /api/v1/scheduler/config")
+
+    # Heartbeats: GPUs the node does not have, twice, running_tasks.
+    hb = API + "/agent/heartbeat"
+    for gpus, label in (([{"index": 5, "utilization": 0.5}], "a GPU the node lacks"),
+                        ([{"index": 0}, {"index": 0}], "a GPU twice")):
+        add("POST", hb, {"node": "mal-node", "usage": {"gpus": gpus}}, "usage.gpus[", status=400,
+            label="heartbeat: " + label)
+    for v in ("1", [0], ["x"], [1.5], {}):
+        add("POST", hb, {"node": "mal-node", "usage": {"running_tasks": v}}, "usage.running_tasks")
+    add("POST", API + "/agent/status", {"node": "mal-node", "id": 1, "state": "waiting"},
+        "waiting", label="a waiting report without its reason")
 
     # POST /tasks: every field of a submission.
     tp = API + "/tasks"
@@ -280,12 +296,12 @@ def field_cases():
         (["name"], ["", "UPPER", "-lead", "trail-", "a b", "a/b", "\u00fcml", "a" * 254, 5, None,
                     [], {}]),
         (["group"], ["Bad Group", "-g", 5, None, []]),
-        (["priority"], ["1", 1.5, 2147483648, -2147483649, True, None, 1e30]),
+        (["priority"], ["1", 1.5, 2.0, 2147483648, -2147483649, True, None, 1e30]),
         (["kind"], ["service", "Batch", "", 1, None]),
         (["requests"], [[], "x", 1, None]),
-        (["requests", "cpu_milli"], [-1, "1", 1.5, 9223372036854775808, None, True]),
+        (["requests", "cpu_milli"], [-1, "1", 1.5, 1e3, 9223372036854775808, None, True]),
         (["requests", "memory_mib"], [-1, "1024", 0.5, None]),
-        (["requests", "gpu"], [-1, 2147483648, 1.5, "1", None, True]),
+        (["requests", "gpu"], [-1, 2147483648, 1.5, -0.0, "1", None, True]),
         (["requests", "gpu_milli"], [0, 1001, -5, "500", 2.5, None]),
         (["requests", "gpu_memory_mib"], [-1, "0", None]),
         (["requests", "gpu_models"], ["A100-80G", [1], [None], {}, None]),

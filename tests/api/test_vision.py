@@ -70,6 +70,11 @@ def check_plugin_shape(p, what):
     for k, t in PLUGIN_KEYS.items():
         if k not in p:
             fail("%s: plugin lacks %r: %r" % (what, k, p))
+        # A plugin that only filters has no weight: null.
+        if k == "weight" and p["type"] == "Filter" and p.get("extension_points") == "Filter":
+            if p[k] is not None:
+                fail("%s: filter %s has a weight: %r" % (what, p["name"], p[k]))
+            continue
         if not isinstance(p[k], t) or (t is not bool and isinstance(p[k], bool)):
             fail("%s: plugin %s.%s has the wrong type: %r" % (what, p.get("name"), k, p[k]))
     if p["status"] not in STATUSES:
