@@ -100,7 +100,7 @@ Figures RunOne(const hf::sim::Workload& openb, size_t node_count, double fill, u
     for (size_t g = 0; g < free.size(); ++g) {
       u.gpus.push_back({cluster.spec(id).gpus[g].index, 0.8 * (1000 - free[g]) / 1000.0, 0});
     }
-    cluster.ReportUsage(id, u);
+    HF_CHECK(cluster.ReportUsage(id, u).ok());
   };
   for (const hf::Task& t : tasks) {
     clock.Advance(1000);

@@ -2,14 +2,51 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 
 namespace hf {
 
-Result<NodeId> ClusterState::AddNode(const NodeSpec& spec) {
-  HF_RETURN_IF_ERROR(spec.Validate());
-  if (by_name_.count(spec.name)) return AlreadyExists("node " + spec.name + " already exists");
-  // Intern the models first so that a node with too many new models is
-  // rejected before anything changes.
+template <typename F>
+void ClusterState::ForEachNodeArray(F&& f) {
+  f(specs_);
+  f(condition_);
+  f(total_cpu_);
+  f(total_mem_);
+  f(free_cpu_);
+  f(free_mem_);
+  f(used_gpu_milli_);
+  f(gpu_count_);
+  f(free_whole_);
+  f(max_free_milli_);
+  f(gpu_begin_);
+  f(model_mask_);
+  f(measured_);
+  f(usage_);
+  f(gpu_util_);
+  f(inv_cpu_);
+  f(inv_mem_);
+  f(inv_gpu_milli_);
+  f(util_cpu_);
+  f(util_mem_);
+  f(util_gpu_);
+  f(has_);
+  f(inflight_cpu_);
+  f(inflight_mem_);
+  f(inflight_gpu_milli_);
+  f(lowest_preemptible_);
+  f(scheduled_preemptible_);
+  f(preemptible_held_);
+  f(tasks_on_);
+}
+
+void ClusterState::NewNodesVersion() {
+  // Drawn from one process-wide counter, so two clusters never share a
+  // version and a cache keyed on it cannot confuse them.
+  static std::atomic<uint64_t> next_version{1};
+  nodes_version_ = next_version.fetch_add(1, std::memory_order_relaxed);
+}
+
+Result<std::vector<std::string>> ClusterState::NewModels(const NodeSpec& spec) const {
   std::vector<std::string> new_models;
   for (const GpuDevice& g : spec.gpus) {
     if (std::find(model_names_.begin(), model_names_.end(), g.model) == model_names_.end() &&
@@ -20,51 +57,75 @@ Result<NodeId> ClusterState::AddNode(const NodeSpec& spec) {
   if (model_names_.size() + new_models.size() > kMaxModels) {
     return ResourceExhausted("node " + spec.name + ": more than 64 distinct GPU models in the cluster");
   }
+  return new_models;
+}
+
+Status ClusterState::InternModels(const NodeSpec& spec) {
+  // Interned first, so that a node with too many new models is rejected
+  // before anything changes.
+  HF_ASSIGN_OR_RETURN(std::vector<std::string> new_models, NewModels(spec));
   model_names_.insert(model_names_.end(), new_models.begin(), new_models.end());
   model_nodes_.resize(model_names_.size());
+  for (auto& b : model_nodes_) b.Resize(specs_.size());
+  return Status::Ok();
+}
 
-  const NodeId n = NodeId(specs_.size());
-  specs_.push_back(spec);
-  by_name_.emplace(spec.name, n);
-  condition_.push_back(NodeCondition::kReady);
-  total_cpu_.push_back(spec.cpu_milli);
-  total_mem_.push_back(spec.memory_mib);
-  free_cpu_.push_back(spec.cpu_milli);
-  free_mem_.push_back(spec.memory_mib);
-  used_gpu_milli_.push_back(0);
-  gpu_count_.push_back(int32_t(spec.gpus.size()));
-  free_whole_.push_back(0);
-  max_free_milli_.push_back(0);
-  gpu_begin_.push_back(uint32_t(gpu_free_milli_.size()));
-  model_mask_.push_back(0);
-  measured_.push_back(0);
-  usage_.emplace_back();
-  gpu_util_.push_back(0);
+void ClusterState::ApplySpec(NodeId n, const NodeSpec& spec) {
+  specs_[n] = spec;
+  total_cpu_[n] = free_cpu_[n] = spec.cpu_milli;
+  total_mem_[n] = free_mem_[n] = spec.memory_mib;
+  used_gpu_milli_[n] = 0;
   const auto inv = [](int64_t total) { return total > 0 ? 1.0 / double(total) : 0.0; };
-  inv_cpu_.push_back(inv(spec.cpu_milli));
-  inv_mem_.push_back(inv(spec.memory_mib));
-  inv_gpu_milli_.push_back(inv(int64_t(spec.gpus.size()) * kWholeGpuMilli));
-  util_cpu_.push_back(0);
-  util_mem_.push_back(0);
-  util_gpu_.push_back(0);
-  has_.push_back(uint8_t((spec.cpu_milli > 0) | (spec.memory_mib > 0) << 1 | (!spec.gpus.empty()) << 2));
-  inflight_cpu_.push_back(0);
-  inflight_mem_.push_back(0);
-  inflight_gpu_milli_.push_back(0);
-  reports_.push_back(0);
-  lowest_preemptible_.push_back(INT32_MAX);
-  scheduled_preemptible_.push_back(0);
-  preemptible_held_.emplace_back();
-  tasks_on_.emplace_back();
-  for (const GpuDevice& g : spec.gpus) {
-    gpu_free_milli_.push_back(kWholeGpuMilli);
-    gpu_free_mem_.push_back(g.memory_mib);
-    gpu_outside_mem_.push_back(0);
+  inv_cpu_[n] = inv(spec.cpu_milli);
+  inv_mem_[n] = inv(spec.memory_mib);
+  inv_gpu_milli_[n] = inv(int64_t(spec.gpus.size()) * kWholeGpuMilli);
+  has_[n] = uint8_t((spec.cpu_milli > 0) | (spec.memory_mib > 0) << 1 | (!spec.gpus.empty()) << 2);
+  RecomputeUtilization(n);
+
+  // The node's flat GPU range takes the new GPUs; later nodes' ranges move.
+  const size_t begin = gpu_begin_[n];
+  const size_t old_count = size_t(gpu_count_[n]);
+  const size_t new_count = spec.gpus.size();
+  const auto resize_range = [&](auto& v, auto fill) {
+    v.erase(v.begin() + begin, v.begin() + begin + old_count);
+    v.insert(v.begin() + begin, new_count, fill);
+  };
+  resize_range(gpu_free_milli_, kWholeGpuMilli);
+  resize_range(gpu_free_mem_, int64_t{0});
+  resize_range(gpu_outside_mem_, int64_t{0});
+  resize_range(gpu_model_bit_, ModelMask{0});
+  for (size_t m = n + 1; m < gpu_begin_.size(); ++m) {
+    gpu_begin_[m] = uint32_t(gpu_begin_[m] + new_count - old_count);
+  }
+  gpu_count_[n] = int32_t(new_count);
+  model_mask_[n] = 0;
+  for (size_t i = 0; i < new_count; ++i) {
+    const GpuDevice& g = spec.gpus[i];
+    gpu_free_mem_[begin + i] = g.memory_mib;
     const auto it = std::find(model_names_.begin(), model_names_.end(), g.model);
     const ModelMask bit = ModelMask{1} << (it - model_names_.begin());
-    gpu_model_bit_.push_back(bit);
+    gpu_model_bit_[begin + i] = bit;
     model_mask_[n] |= bit;
   }
+  for (size_t m = 0; m < model_names_.size(); ++m) {
+    model_nodes_[m].Set(n, model_mask_[n] & (ModelMask{1} << m));
+  }
+  mixed_.Set(n, std::popcount(model_mask_[n]) > 1);
+  RecomputeGpuSummary(n);
+}
+
+Result<NodeId> ClusterState::AddNode(const NodeSpec& spec) {
+  HF_RETURN_IF_ERROR(spec.Validate());
+  if (by_name_.count(spec.name)) return AlreadyExists("node " + spec.name + " already exists");
+  HF_RETURN_IF_ERROR(InternModels(spec));
+
+  const NodeId n = NodeId(specs_.size());
+  ForEachNodeArray([](auto& v) { v.emplace_back(); });
+  by_name_.emplace(spec.name, n);
+  condition_[n] = NodeCondition::kReady;
+  gpu_begin_[n] = uint32_t(gpu_free_milli_.size());
+  gpu_count_[n] = 0;
+  lowest_preemptible_[n] = INT32_MAX;
   const size_t count = specs_.size();
   for (NodeBitmap* b : {&ready_, &mixed_}) b->Resize(count);
   for (auto& b : model_nodes_) b.Resize(count);
@@ -74,16 +135,185 @@ Result<NodeId> ClusterState::AddNode(const NodeSpec& spec) {
   for (auto& b : share_ge_) b.Resize(count);
   for (MaxTree* t : {&cpu_est_, &mem_est_, &gpu_est_}) t->Resize(count);
   ready_.Set(n, true);
-  for (size_t m = 0; m < model_names_.size(); ++m) {
-    model_nodes_[m].Set(n, model_mask_[n] & (ModelMask{1} << m));
-  }
-  mixed_.Set(n, std::popcount(model_mask_[n]) > 1);
-  RecomputeGpuSummary(n);
-  // Drawn from one process-wide counter, so two clusters never share a
-  // version and a cache keyed on it cannot confuse them.
-  static std::atomic<uint64_t> next_version{1};
-  nodes_version_ = next_version.fetch_add(1, std::memory_order_relaxed);
+  ApplySpec(n, spec);
+  NewNodesVersion();
   return n;
+}
+
+Status ClusterState::CheckUpdate(NodeId n, const NodeSpec& spec) const {
+  if (n >= specs_.size()) return NotFound("no node with id " + std::to_string(n));
+  HF_RETURN_IF_ERROR(spec.Validate());
+  const std::string& name = specs_[n].name;
+  if (spec.name != name) {
+    return InvalidArgument("node " + name + " cannot be renamed to " + spec.name);
+  }
+  // Everything placed here must fit the new spec before anything changes.
+  int64_t cpu = 0, mem = 0;
+  std::map<int32_t, std::pair<int64_t, int64_t>> per_gpu;  // index -> milli, memory
+  for (TaskKey key : tasks_on_[n]) {
+    const PlacedTask& p = placed_.at(key);
+    cpu += p.alloc.cpu_milli;
+    mem += p.alloc.memory_mib;
+    for (const GpuGrant& g : p.alloc.gpus) {
+      per_gpu[g.index].first += g.milli;
+      per_gpu[g.index].second += g.memory_mib;
+    }
+    if (!p.alloc.rdma_device.empty() &&
+        std::none_of(spec.rdma.begin(), spec.rdma.end(),
+                     [&](const RdmaDevice& r) { return r.name == p.alloc.rdma_device; })) {
+      return FailedPrecondition("node " + name + ": task " + std::to_string(key) +
+                                " holds RDMA device " + p.alloc.rdma_device +
+                                ", which the new spec lacks");
+    }
+  }
+  if (cpu > spec.cpu_milli || mem > spec.memory_mib) {
+    return FailedPrecondition("node " + name + ": its tasks hold " + std::to_string(cpu) +
+                              " mCPU and " + std::to_string(mem) + " MiB; the new spec has " +
+                              std::to_string(spec.cpu_milli) + " mCPU and " +
+                              std::to_string(spec.memory_mib) + " MiB");
+  }
+  for (const auto& [index, held] : per_gpu) {
+    const auto g = std::find_if(spec.gpus.begin(), spec.gpus.end(),
+                                [&](const GpuDevice& d) { return d.index == index; });
+    if (g == spec.gpus.end()) {
+      return FailedPrecondition("node " + name + ": GPU " + std::to_string(index) +
+                                " has grants and is missing from the new spec");
+    }
+    if (held.second > g->memory_mib) {
+      return FailedPrecondition("node " + name + ": GPU " + std::to_string(index) + " has " +
+                                std::to_string(held.second) + " MiB granted; the new spec gives it " +
+                                std::to_string(g->memory_mib) + " MiB");
+    }
+  }
+  return NewModels(spec).status();
+}
+
+Status ClusterState::UpdateNode(NodeId n, const NodeSpec& spec) {
+  HF_RETURN_IF_ERROR(CheckUpdate(n, spec));
+  HF_CHECK(InternModels(spec).ok());
+
+  // Take the tasks off, swap the spec, put them back; then carry what was
+  // measured on the GPUs that are still there.
+  std::vector<PlacedTask> held;
+  for (TaskKey key : tasks_on_[n]) held.push_back(placed_.at(key));
+  for (const PlacedTask& p : held) HF_CHECK(Release(p.key).ok());
+  std::map<int32_t, int64_t> outside;  // GPU index -> memory used outside HeteroFlow
+  for (size_t i = 0; i < size_t(gpu_count_[n]); ++i) {
+    outside[specs_[n].gpus[i].index] = gpu_outside_mem_[gpu_begin_[n] + i];
+  }
+  ApplySpec(n, spec);
+  std::vector<GpuUsage>& gpus = usage_[n].gpus;
+  gpus.erase(std::remove_if(gpus.begin(), gpus.end(),
+                            [&](const GpuUsage& g) { return GpuSlot(n, g.index) < 0; }),
+             gpus.end());
+  std::sort(gpus.begin(), gpus.end(), [&](const GpuUsage& a, const GpuUsage& b) {
+    return GpuSlot(n, a.index) < GpuSlot(n, b.index);
+  });
+  for (const PlacedTask& p : held) HF_CHECK(Restore(p).ok());
+  for (size_t i = 0; i < size_t(gpu_count_[n]); ++i) {
+    const auto it = outside.find(spec.gpus[i].index);
+    if (it == outside.end()) continue;
+    const size_t flat = gpu_begin_[n] + i;
+    const int64_t kept = std::min(it->second, gpu_free_mem_[flat]);
+    gpu_outside_mem_[flat] = kept;
+    gpu_free_mem_[flat] -= kept;
+  }
+  RecomputeGpuSummary(n);
+  RecomputeMeasuredGpu(n);
+  UpdateEstimates(n);
+  NewNodesVersion();
+  return Status::Ok();
+}
+
+Status ClusterState::RemoveNode(NodeId n) {
+  if (n >= specs_.size()) return NotFound("no node with id " + std::to_string(n));
+  if (!tasks_on_[n].empty()) {
+    return FailedPrecondition("node " + specs_[n].name + " still holds " +
+                              std::to_string(tasks_on_[n].size()) + " task(s)");
+  }
+  const size_t begin = gpu_begin_[n];
+  const size_t gpus = size_t(gpu_count_[n]);
+  const auto erase_range = [&](auto& v) { v.erase(v.begin() + begin, v.begin() + begin + gpus); };
+  erase_range(gpu_free_milli_);
+  erase_range(gpu_free_mem_);
+  erase_range(gpu_outside_mem_);
+  erase_range(gpu_model_bit_);
+  by_name_.erase(specs_[n].name);
+  ForEachNodeArray([n](auto& v) { v.erase(v.begin() + n); });
+  for (size_t m = n; m < specs_.size(); ++m) {
+    gpu_begin_[m] = uint32_t(gpu_begin_[m] - gpus);
+    by_name_[specs_[m].name] = NodeId(m);
+  }
+  // Ids above n move down one: in placements and in the group and name indexes.
+  for (auto& [key, p] : placed_) {
+    if (p.alloc.node > n) --p.alloc.node;
+  }
+  for (auto* index : {&group_index_, &name_index_}) {
+    for (auto& [key, counts] : *index) {
+      for (NodeCount& c : counts) {
+        if (c.node > n) --c.node;
+      }
+    }
+  }
+  RebuildIndexes();
+  NewNodesVersion();
+  return Status::Ok();
+}
+
+void ClusterState::RebuildIndexes() {
+  const size_t count = specs_.size();
+  const auto fresh = [count](NodeBitmap& b) {
+    b = NodeBitmap();
+    b.Resize(count);
+  };
+  fresh(ready_);
+  fresh(mixed_);
+  for (auto& b : model_nodes_) fresh(b);
+  for (auto& b : whole_ge_) fresh(b);
+  for (auto& b : share_ge_) fresh(b);
+  for (MaxTree* t : {&cpu_est_, &mem_est_, &gpu_est_}) {
+    *t = MaxTree();
+    t->Resize(count);
+  }
+  for (NodeId n = 0; n < count; ++n) {
+    ready_.Set(n, condition_[n] == NodeCondition::kReady);
+    mixed_.Set(n, std::popcount(model_mask_[n]) > 1);
+    for (size_t m = 0; m < model_names_.size(); ++m) {
+      model_nodes_[m].Set(n, model_mask_[n] & (ModelMask{1} << m));
+    }
+    RecomputeGpuSummary(n);
+    UpdateEstimates(n);
+  }
+}
+
+void ClusterState::AdoptMeasurements(const ClusterState& old) {
+  for (NodeId n = 0; n < specs_.size(); ++n) {
+    const NodeId o = old.FindNode(specs_[n].name);
+    if (o == kNoNode || !old.measured_[o]) continue;
+    measured_[n] = 1;
+    usage_[n] = old.usage_[o];
+    std::vector<GpuUsage>& gpus = usage_[n].gpus;
+    gpus.erase(std::remove_if(gpus.begin(), gpus.end(),
+                              [&](const GpuUsage& g) { return GpuSlot(n, g.index) < 0; }),
+               gpus.end());
+    for (size_t i = 0; i < size_t(gpu_count_[n]); ++i) {
+      const int32_t slot = old.GpuSlot(o, specs_[n].gpus[i].index);
+      if (slot < 0) continue;
+      const size_t flat = gpu_begin_[n] + i;
+      const int64_t kept =
+          std::min(old.gpu_outside_mem_[old.gpu_begin_[o] + size_t(slot)], gpu_free_mem_[flat]);
+      gpu_outside_mem_[flat] = kept;
+      gpu_free_mem_[flat] -= kept;
+    }
+    for (TaskKey key : tasks_on_[n]) {
+      const PlacedTask* before = old.FindPlaced(key);
+      if (before != nullptr && before->alloc.node == o) placed_.at(key).inflight = before->inflight;
+    }
+    RecomputeGpuSummary(n);
+    RecomputeMeasuredGpu(n);
+    RecomputeInflight(n);
+    UpdateEstimates(n);
+  }
 }
 
 NodeId ClusterState::FindNode(std::string_view name) const {
@@ -96,38 +326,116 @@ void ClusterState::SetCondition(NodeId n, NodeCondition c) {
   ready_.Set(n, c == NodeCondition::kReady);
 }
 
-void ClusterState::UpdateEstimates(NodeId n) {
-  if (!measured_[n]) return;
-  cpu_est_.Set(n, usage_[n].cpu_load + double(inflight_cpu_[n]) * inv_cpu_[n]);
-  mem_est_.Set(n, usage_[n].memory_used + double(inflight_mem_[n]) * inv_mem_[n]);
-  if (gpu_count_[n] > 0) gpu_est_.Set(n, gpu_util_[n] + double(inflight_gpu_milli_[n]) * inv_gpu_milli_[n]);
+LoadEstimate ClusterState::Estimate(NodeId n) const {
+  if (!measured_[n]) return {};
+  return {usage_[n].cpu_load + double(inflight_cpu_[n]) * inv_cpu_[n],
+          usage_[n].memory_used + double(inflight_mem_[n]) * inv_mem_[n],
+          gpu_util_[n] + double(inflight_gpu_milli_[n]) * inv_gpu_milli_[n]};
 }
 
-void ClusterState::ReportUsage(NodeId n, const NodeUsage& usage) {
-  usage_[n] = usage;
-  measured_[n] = 1;
+LoadEstimate ClusterState::Share(const PlacedTask& p) const {
+  const NodeId n = p.alloc.node;
+  int64_t gpu_milli = 0;
+  for (const GpuGrant& g : p.alloc.gpus) gpu_milli += g.milli;
+  return {double(p.alloc.cpu_milli) * inv_cpu_[n], double(p.alloc.memory_mib) * inv_mem_[n],
+          double(gpu_milli) * inv_gpu_milli_[n]};
+}
+
+void ClusterState::UpdateEstimates(NodeId n) {
+  if (!measured_[n]) return;
+  const LoadEstimate e = Estimate(n);
+  cpu_est_.Set(n, e.cpu);
+  mem_est_.Set(n, e.memory);
+  if (gpu_count_[n] > 0) gpu_est_.Set(n, e.gpu);
+}
+
+void ClusterState::RecomputeMeasuredGpu(NodeId n) {
   double sum = 0;
-  for (const GpuUsage& g : usage.gpus) sum += g.utilization;
-  gpu_util_[n] = usage.gpus.empty() ? 0 : sum / double(usage.gpus.size());
-  inflight_cpu_[n] = inflight_mem_[n] = inflight_gpu_milli_[n] = 0;
-  ++reports_[n];
+  for (const GpuUsage& g : usage_[n].gpus) sum += g.utilization;
+  gpu_util_[n] = gpu_count_[n] > 0 ? sum / double(gpu_count_[n]) : 0;
+}
+
+void ClusterState::RecomputeInflight(NodeId n) {
+  int64_t cpu = 0, mem = 0, gpu = 0;
+  for (TaskKey key : tasks_on_[n]) {
+    const PlacedTask& p = placed_.at(key);
+    if (!p.inflight) continue;
+    cpu += p.alloc.cpu_milli;
+    mem += p.alloc.memory_mib;
+    for (const GpuGrant& g : p.alloc.gpus) gpu += g.milli;
+  }
+  inflight_cpu_[n] = cpu;
+  inflight_mem_[n] = mem;
+  inflight_gpu_milli_[n] = gpu;
+}
+
+Status ClusterState::ReportUsage(NodeId n, const NodeUsage& usage) {
+  // Checked first: a refused report changes nothing.
+  std::vector<int32_t> slots;
+  slots.reserve(usage.gpus.size());
+  for (size_t i = 0; i < usage.gpus.size(); ++i) {
+    const int32_t index = usage.gpus[i].index;
+    const std::string field = "usage.gpus[" + std::to_string(i) + "].index";
+    const int32_t slot = GpuSlot(n, index);
+    if (slot < 0) {
+      return InvalidArgument(field + ": node " + specs_[n].name + " has no GPU " +
+                             std::to_string(index));
+    }
+    if (std::find(slots.begin(), slots.end(), slot) != slots.end()) {
+      return InvalidArgument(field + ": GPU " + std::to_string(index) + " is reported twice");
+    }
+    slots.push_back(slot);
+  }
+  NodeUsage& kept = usage_[n];
+  kept.cpu_load = usage.cpu_load;
+  kept.memory_used = usage.memory_used;
+  kept.reported_at_ms = usage.reported_at_ms;
+  kept.running_tasks.reset();
+  for (const GpuUsage& g : usage.gpus) {
+    auto it = std::find_if(kept.gpus.begin(), kept.gpus.end(),
+                           [&](const GpuUsage& k) { return k.index == g.index; });
+    if (it != kept.gpus.end()) {
+      *it = g;
+    } else {
+      kept.gpus.push_back(g);
+    }
+  }
+  std::sort(kept.gpus.begin(), kept.gpus.end(), [&](const GpuUsage& a, const GpuUsage& b) {
+    return GpuSlot(n, a.index) < GpuSlot(n, b.index);
+  });
+  measured_[n] = 1;
+  RecomputeMeasuredGpu(n);
+
+  // A task's in-flight part goes once the measurement holds its process.
+  std::vector<uint64_t> running;
+  if (usage.running_tasks) {
+    running = *usage.running_tasks;
+    std::sort(running.begin(), running.end());
+  }
+  for (TaskKey key : tasks_on_[n]) {
+    PlacedTask& p = placed_.at(key);
+    if (!p.inflight || p.state != TaskState::kRunning) continue;
+    if (usage.running_tasks && !std::binary_search(running.begin(), running.end(), key)) continue;
+    p.inflight = false;
+  }
+  RecomputeInflight(n);
   UpdateEstimates(n);
   // GPU memory measured in use beyond what is granted belongs to processes
   // outside HeteroFlow: it is not handed out again until it is freed. While
   // a GPU's whole share is taken (one task holds it, or shares fill it) its
   // processes may use any amount of memory, so the last figure stands.
   for (const GpuUsage& g : usage.gpus) {
-    const int32_t slot = GpuSlot(n, g.index);
-    if (slot < 0) continue;
-    const size_t flat = gpu_begin_[n] + size_t(slot);
+    const size_t slot = size_t(GpuSlot(n, g.index));
+    const size_t flat = gpu_begin_[n] + slot;
     if (gpu_free_milli_[flat] == 0) continue;
-    const int64_t capacity = specs_[n].gpus[size_t(slot)].memory_mib;
+    const int64_t capacity = specs_[n].gpus[slot].memory_mib;
     const int64_t granted = capacity - gpu_free_mem_[flat] - gpu_outside_mem_[flat];
     const int64_t outside =
         std::clamp<int64_t>(g.memory_used_mib - granted, 0, std::max<int64_t>(0, capacity - granted));
     gpu_free_mem_[flat] += gpu_outside_mem_[flat] - outside;
     gpu_outside_mem_[flat] = outside;
   }
+  return Status::Ok();
 }
 
 int32_t ClusterState::GpuSlot(NodeId n, int32_t gpu_index) const {
@@ -172,13 +480,29 @@ ClusterState::ModelMask ClusterState::MaskOf(const std::vector<std::string>& mod
 
 Status ClusterState::Bind(const Task& task, const Allocation& alloc, TaskState state,
                           int64_t now_ms) {
-  if (placed_.count(task.key)) {
-    return AlreadyExists("task " + task.name + " already holds resources");
-  }
-  if (alloc.node >= specs_.size()) return NotFound("bind: no node with id " + std::to_string(alloc.node));
   if (state != TaskState::kScheduled && state != TaskState::kRunning) {
     return InvalidArgument("bind: a placed task is scheduled or running");
   }
+  PlacedTask p;
+  p.key = task.key;
+  p.name = task.name;
+  p.group = task.group;
+  p.priority = task.priority;
+  p.preemptible = task.preemptible;
+  p.rdma = task.rdma_required;
+  p.state = state;
+  p.started_at_ms = state == TaskState::kRunning ? now_ms : 0;
+  p.alloc = alloc;
+  p.inflight = true;
+  return Place(std::move(p), MaskOf(task.requests.gpu_models));
+}
+
+Status ClusterState::Place(PlacedTask p, ModelMask allowed) {
+  if (placed_.count(p.key)) {
+    return AlreadyExists("task " + p.name + " already holds resources");
+  }
+  const Allocation& alloc = p.alloc;
+  if (alloc.node >= specs_.size()) return NotFound("bind: no node with id " + std::to_string(alloc.node));
   const NodeId n = alloc.node;
   const std::string& node_name = specs_[n].name;
   if (alloc.cpu_milli < 0 || alloc.memory_mib < 0) return InvalidArgument("bind: negative request");
@@ -186,7 +510,6 @@ Status ClusterState::Bind(const Task& task, const Allocation& alloc, TaskState s
   if (alloc.memory_mib > free_mem_[n]) {
     return ResourceExhausted("bind: insufficient memory on " + node_name);
   }
-  const ModelMask allowed = MaskOf(task.requests.gpu_models);
   std::vector<int32_t> slots;
   slots.reserve(alloc.gpus.size());
   for (const GpuGrant& g : alloc.gpus) {
@@ -226,24 +549,15 @@ Status ClusterState::Bind(const Task& task, const Allocation& alloc, TaskState s
   }
   used_gpu_milli_[n] += gpu_milli;
   RecomputeUtilization(n);
-  inflight_cpu_[n] += alloc.cpu_milli;
-  inflight_mem_[n] += alloc.memory_mib;
-  inflight_gpu_milli_[n] += gpu_milli;
-  UpdateEstimates(n);
+  if (p.inflight) {
+    inflight_cpu_[n] += alloc.cpu_milli;
+    inflight_mem_[n] += alloc.memory_mib;
+    inflight_gpu_milli_[n] += gpu_milli;
+    UpdateEstimates(n);
+  }
   if (!slots.empty()) RecomputeGpuSummary(n);
-  tasks_on_[n].push_back(task.key);
+  tasks_on_[n].push_back(p.key);
 
-  PlacedTask p;
-  p.key = task.key;
-  p.name = task.name;
-  p.group = task.group;
-  p.priority = task.priority;
-  p.preemptible = task.preemptible;
-  p.rdma = task.rdma_required;
-  p.state = state;
-  p.started_at_ms = state == TaskState::kRunning ? now_ms : 0;
-  p.alloc = alloc;
-  p.bound_at_report = reports_[n];
   if (p.preemptible) {
     lowest_preemptible_[n] = std::min(lowest_preemptible_[n], p.priority);
     scheduled_preemptible_[n] += p.state == TaskState::kScheduled;
@@ -254,7 +568,8 @@ Status ClusterState::Bind(const Task& task, const Allocation& alloc, TaskState s
   }
   if (!p.group.empty()) AddToIndex(group_index_, p.group, n, +1, p.rdma);
   if (!p.name.empty()) AddToIndex(name_index_, p.name, n, +1, p.rdma);
-  placed_.emplace(task.key, std::move(p));
+  const TaskKey key = p.key;
+  placed_.emplace(key, std::move(p));
   return Status::Ok();
 }
 
@@ -265,21 +580,22 @@ Status ClusterState::Release(TaskKey key) {
   const NodeId n = p.alloc.node;
   free_cpu_[n] += p.alloc.cpu_milli;
   free_mem_[n] += p.alloc.memory_mib;
+  int64_t gpu_milli = 0;
   for (const GpuGrant& g : p.alloc.gpus) {
     const size_t flat = gpu_begin_[n] + GpuSlot(n, g.index);
     gpu_free_milli_[flat] += g.milli;
     gpu_free_mem_[flat] += g.memory_mib;
     used_gpu_milli_[n] -= g.milli;
+    gpu_milli += g.milli;
     HF_CHECK(gpu_free_milli_[flat] <= kWholeGpuMilli);
   }
   HF_CHECK(free_cpu_[n] <= total_cpu_[n] && free_mem_[n] <= total_mem_[n]);
-  if (p.bound_at_report == reports_[n]) {
+  if (p.inflight) {
     // Not measured yet: it leaves the in-flight estimate with its resources.
-    int64_t gpu_milli = 0;
-    for (const GpuGrant& g : p.alloc.gpus) gpu_milli += g.milli;
-    inflight_cpu_[n] = std::max<int64_t>(0, inflight_cpu_[n] - p.alloc.cpu_milli);
-    inflight_mem_[n] = std::max<int64_t>(0, inflight_mem_[n] - p.alloc.memory_mib);
-    inflight_gpu_milli_[n] = std::max<int64_t>(0, inflight_gpu_milli_[n] - gpu_milli);
+    inflight_cpu_[n] -= p.alloc.cpu_milli;
+    inflight_mem_[n] -= p.alloc.memory_mib;
+    inflight_gpu_milli_[n] -= gpu_milli;
+    HF_CHECK(inflight_cpu_[n] >= 0 && inflight_mem_[n] >= 0 && inflight_gpu_milli_[n] >= 0);
     UpdateEstimates(n);
   }
   if (!p.alloc.gpus.empty()) RecomputeGpuSummary(n);
@@ -294,23 +610,14 @@ Status ClusterState::Release(TaskKey key) {
     Held& h = preemptible_held_[n];
     h.cpu_milli -= p.alloc.cpu_milli;
     h.memory_mib -= p.alloc.memory_mib;
-    for (const GpuGrant& g : p.alloc.gpus) h.gpu_milli -= g.milli;
+    h.gpu_milli -= gpu_milli;
   }
   placed_.erase(it);
   if (was_lowest) RecomputeLowestPreemptible(n);
   return Status::Ok();
 }
 
-Status ClusterState::Restore(const PlacedTask& placed) {
-  Task t;
-  t.key = placed.key;
-  t.name = placed.name;
-  t.group = placed.group;
-  t.priority = placed.priority;
-  t.preemptible = placed.preemptible;
-  t.rdma_required = placed.rdma;
-  return Bind(t, placed.alloc, placed.state, placed.started_at_ms);
-}
+Status ClusterState::Restore(const PlacedTask& placed) { return Place(placed, kAnyModel); }
 
 Status ClusterState::MarkRunning(TaskKey key, int64_t now_ms) {
   auto it = placed_.find(key);

@@ -13,6 +13,10 @@
 // bitmask of GPU models. A filter can thus reject most nodes from one or two
 // array reads without looking at individual GPUs.
 //
+// Node operations change one node in place (AddNode, UpdateNode, RemoveNode):
+// every other node keeps its allocations, measured usage, in-flight estimate
+// and outside GPU memory. Removing a node renumbers the nodes after it.
+//
 // Threading: not thread-safe. One scheduler thread owns an instance; a what-if
 // evaluation (policy preview) works on a copy, which is a plain value copy.
 #ifndef HF_CORE_CLUSTER_STATE_H_
@@ -42,9 +46,15 @@ struct PlacedTask {
   TaskState state = TaskState::kScheduled;  // kScheduled or kRunning
   int64_t started_at_ms = 0;                // when it started running; 0 if not yet
   Allocation alloc;
-  // The node's measurement count when the task was bound: while it is still
-  // current, the task is part of the node's in-flight estimate.
-  uint64_t bound_at_report = 0;
+  // Part of its node's in-flight estimate: placed, and not yet held by a
+  // measurement (ReportUsage says when it is).
+  bool inflight = true;
+};
+
+// A node's load as the load thresholds read it (SPEC §5): measured usage
+// plus the in-flight estimate, each a ratio of the node's capacity.
+struct LoadEstimate {
+  double cpu = 0, memory = 0, gpu = 0;
 };
 
 // How many tasks of one group (or with one name) sit on one node.
@@ -63,6 +73,25 @@ class ClusterState {
 
   // Adds a node (validated; the name must be new). Returns its id.
   Result<NodeId> AddNode(const NodeSpec& spec);
+  // Replaces node n's spec in place (same name), keeping its condition, its
+  // placed tasks (with their state and in-flight part), its measured usage
+  // (of the GPUs it still has) and its outside GPU memory. Checked before
+  // anything changes: InvalidArgument for a bad spec or another name;
+  // FailedPrecondition when its tasks would not fit the new spec (CPU,
+  // memory, a granted GPU or RDMA device gone, a GPU's grants above its new
+  // memory); ResourceExhausted for a 65th GPU model.
+  Status UpdateNode(NodeId n, const NodeSpec& spec);
+  // UpdateNode's checks alone, changing nothing.
+  Status CheckUpdate(NodeId n, const NodeSpec& spec) const;
+  // Removes node n; the nodes after it move down one id (their state is
+  // kept). FailedPrecondition while tasks are placed on it.
+  Status RemoveNode(NodeId n);
+  // Carries over from `old` what only agents' reports tell: for every node
+  // here that `old` has by name, its measured usage and outside GPU memory
+  // (per GPU index), and for every task placed on the same node in both,
+  // whether it is still in the in-flight estimate. For a state rebuilt from
+  // the store, which holds none of that.
+  void AdoptMeasurements(const ClusterState& old);
 
   size_t node_count() const { return specs_.size(); }
   const NodeSpec& spec(NodeId n) const { return specs_[n]; }
@@ -72,11 +101,26 @@ class ClusterState {
   void SetCondition(NodeId n, NodeCondition c);
   NodeCondition condition(NodeId n) const { return condition_[n]; }
 
-  // Records a measurement and clears the in-flight estimate (the tasks placed
-  // since the previous measurement are now part of what was measured).
-  void ReportUsage(NodeId n, const NodeUsage& usage);
+  // Records a measurement. CPU load and memory use replace the last ones;
+  // each GPU reported replaces that GPU's last value, and a GPU not reported
+  // keeps it (a GPU never reported counts as idle). The node's GPU load is
+  // the mean over all its GPUs. A placed task leaves the in-flight estimate
+  // once the measurement holds it: when usage.running_tasks lists it, or,
+  // for a report without that list, when it was marked running before the
+  // report. InvalidArgument, changing nothing, when a GPU index is not one of
+  // the node's or is reported twice (the message names usage.gpus[i].index).
+  Status ReportUsage(NodeId n, const NodeUsage& usage);
   bool measured(NodeId n) const { return measured_[n]; }
+  // The last measurement; `gpus` holds every GPU ever reported, at its last
+  // value, in the node's GPU order.
   const NodeUsage& usage(NodeId n) const { return usage_[n]; }
+  // The load the thresholds compare: measured usage plus the in-flight
+  // estimate; zero for a node not measured yet.
+  LoadEstimate Estimate(NodeId n) const;
+  // What placed task `p` adds to its node's estimate, as a ratio of the
+  // node's capacity: its CPU and memory requests, and its GPU milli over the
+  // node's. `inflight` says which part it is in (LoadWithout).
+  LoadEstimate Share(const PlacedTask& p) const;
 
   // Commits a placement. Checks, before changing anything: the task is not
   // placed already; alloc.node exists; CPU and memory fit; every GPU grant
@@ -88,8 +132,8 @@ class ClusterState {
   // Frees everything a placed task holds. NotFound if it holds nothing.
   Status Release(TaskKey key);
   // Puts back a task exactly as a copy taken before its Release described it
-  // (same devices, state and start time): undoing an eviction. Same checks
-  // as Bind.
+  // (same devices, state, start time and in-flight part): undoing an
+  // eviction. Same checks as Bind.
   Status Restore(const PlacedTask& placed);
   // Marks a placed task running (it started on its node at now_ms).
   Status MarkRunning(TaskKey key, int64_t now_ms);
@@ -153,7 +197,7 @@ class ClusterState {
   int64_t inflight_cpu(NodeId n) const { return inflight_cpu_[n]; }
   int64_t inflight_memory(NodeId n) const { return inflight_mem_[n]; }
   int64_t inflight_gpu_milli(NodeId n) const { return inflight_gpu_milli_[n]; }
-  // Mean measured utilization over the node's GPUs (0 if none reported).
+  // Mean measured utilization over all the node's GPUs (see ReportUsage).
   double measured_gpu_utilization(NodeId n) const { return gpu_util_[n]; }
 
   // Raw pointers to the per-node arrays, for scheduling hot loops: reading
@@ -212,12 +256,32 @@ class ClusterState {
   const MaxTree& memory_estimate() const { return mem_est_; }
   const MaxTree& gpu_estimate() const { return gpu_est_; }
 
-  // Changes whenever nodes are added, and is unique across every ClusterState
-  // in the process (copies share it until either changes), so plugins can
-  // cache per-node derived data keyed on it.
+  // Changes whenever nodes are added, replaced or removed, and is unique
+  // across every ClusterState in the process (copies share it until either
+  // changes), so plugins can cache per-node derived data keyed on it.
   uint64_t nodes_version() const { return nodes_version_; }
 
  private:
+  // Calls f on every per-node array (one entry per NodeId), so that adding
+  // and removing a node cannot miss one.
+  template <typename F>
+  void ForEachNodeArray(F&& f);
+  // The models of `spec` the cluster does not know yet; ResourceExhausted
+  // when they would take it past kMaxModels.
+  Result<std::vector<std::string>> NewModels(const NodeSpec& spec) const;
+  // Interns the models of `spec` that are new (NewModels' errors, changing
+  // nothing).
+  Status InternModels(const NodeSpec& spec);
+  // Writes everything derived from node n's spec (capacity, GPUs, model
+  // bits, indexes), with nothing placed on it: free = capacity. The node's
+  // flat GPU range is resized to the spec's GPUs.
+  void ApplySpec(NodeId n, const NodeSpec& spec);
+  // Bind's checks and changes, for a task described by `p` (Bind and Restore).
+  Status Place(PlacedTask p, ModelMask allowed);
+  void RecomputeMeasuredGpu(NodeId n);
+  void RecomputeInflight(NodeId n);
+  void RebuildIndexes();
+  void NewNodesVersion();
   void RecomputeGpuSummary(NodeId n);
   void RecomputeUtilization(NodeId n);
   void UpdateEstimates(NodeId n);
@@ -245,7 +309,6 @@ class ClusterState {
   std::vector<NodeBitmap> model_nodes_, whole_ge_, share_ge_;
   MaxTree cpu_est_, mem_est_, gpu_est_;
   std::vector<int64_t> inflight_cpu_, inflight_mem_, inflight_gpu_milli_;
-  std::vector<uint64_t> reports_;  // measurements received per node
   std::vector<int32_t> lowest_preemptible_, scheduled_preemptible_;
   std::vector<Held> preemptible_held_;
   std::vector<std::vector<TaskKey>> tasks_on_;

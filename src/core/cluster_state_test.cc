@@ -154,7 +154,7 @@ TEST(ClusterStateTest, GpuMemoryUsedOutsideIsNotHandedOut) {
   auto report = [&](int64_t gpu0_used, int64_t gpu1_used) {
     NodeUsage u;
     u.gpus = {{0, 0.1, gpu0_used}, {1, 0.1, gpu1_used}};
-    c.ReportUsage(n, u);
+    ASSERT_TRUE(c.ReportUsage(n, u).ok());
   };
   // 30 GiB used on GPU 0 by a process HeteroFlow did not start.
   report(30720, 0);
@@ -190,7 +190,7 @@ TEST(ClusterStateTest, GpuMemoryUsedOutsideIsNotHandedOut) {
   EXPECT_EQ(c.gpu_free_memory(n)[1], 81920);
 }
 
-TEST(ClusterStateTest, InflightEstimateClearsOnReport) {
+TEST(ClusterStateTest, InflightEstimateLastsUntilAMeasurementHoldsTheTask) {
   ClusterState c;
   NodeId n = *c.AddNode(GpuNode("a", 2));
   ASSERT_TRUE(c.Bind(MakeTask(1, 1, 1000), Alloc(n, {{0, 1000, 0}})).ok());
@@ -199,20 +199,201 @@ TEST(ClusterStateTest, InflightEstimateClearsOnReport) {
   NodeUsage u;
   u.cpu_load = 0.5;
   u.gpus = {{0, 0.9, 0}, {1, 0.1, 0}};
-  c.ReportUsage(n, u);
-  EXPECT_EQ(c.inflight_gpu_milli(n), 0);
-  EXPECT_DOUBLE_EQ(c.measured_gpu_utilization(n), 0.5);
-  EXPECT_TRUE(c.measured(n));
-  // A task bound after the report and released before the next one leaves
-  // the estimate; one bound before the report (measured) does not touch it.
-  ASSERT_TRUE(c.Bind(MakeTask(2, 1, 1000), Alloc(n, {{1, 1000, 0}})).ok());
+  // Measured before the task started: it is still in flight.
+  ASSERT_TRUE(c.ReportUsage(n, u).ok());
   EXPECT_EQ(c.inflight_gpu_milli(n), 1000);
-  ASSERT_TRUE(c.Release(2).ok());
+  EXPECT_DOUBLE_EQ(c.measured_gpu_utilization(n), 0.5);
+  EXPECT_DOUBLE_EQ(c.Estimate(n).gpu, 1.0);
+  EXPECT_TRUE(c.measured(n));
+  // Started; a report that says which tasks ran names someone else: kept.
+  ASSERT_TRUE(c.MarkRunning(1, 5).ok());
+  u.running_tasks = std::vector<uint64_t>{7};
+  ASSERT_TRUE(c.ReportUsage(n, u).ok());
+  EXPECT_EQ(c.inflight_gpu_milli(n), 1000);
+  // A report that holds it: gone.
+  u.running_tasks = std::vector<uint64_t>{1};
+  ASSERT_TRUE(c.ReportUsage(n, u).ok());
   EXPECT_EQ(c.inflight_gpu_milli(n), 0);
   EXPECT_EQ(c.inflight_cpu(n), 0);
-  ASSERT_TRUE(c.Bind(MakeTask(3, 1, 1000), Alloc(n, {{1, 1000, 0}})).ok());
+  EXPECT_FALSE(c.FindPlaced(1)->inflight);
+  // Without the list, a task marked running before the report leaves it;
+  // one not started stays.
+  ASSERT_TRUE(c.Bind(MakeTask(2, 1, 1000), Alloc(n, {{1, 1000, 0}})).ok());
+  ASSERT_TRUE(c.MarkRunning(2, 6).ok());
   ASSERT_TRUE(c.Release(1).ok());
+  ASSERT_TRUE(c.Bind(MakeTask(3, 1, 1000), Alloc(n, {{0, 1000, 0}})).ok());
+  EXPECT_EQ(c.inflight_gpu_milli(n), 2000);
+  u.running_tasks.reset();
+  ASSERT_TRUE(c.ReportUsage(n, u).ok());
   EXPECT_EQ(c.inflight_gpu_milli(n), 1000);
+  EXPECT_TRUE(c.FindPlaced(3)->inflight);
+  // A task released while in flight takes its part with it; one measured
+  // does not touch the estimate.
+  ASSERT_TRUE(c.Release(3).ok());
+  EXPECT_EQ(c.inflight_gpu_milli(n), 0);
+  EXPECT_EQ(c.inflight_cpu(n), 0);
+  ASSERT_TRUE(c.Release(2).ok());
+  EXPECT_EQ(c.inflight_gpu_milli(n), 0);
+  // Restore keeps the in-flight part as it was.
+  ASSERT_TRUE(c.Bind(MakeTask(4, 1, 1000), Alloc(n, {{0, 1000, 0}})).ok());
+  PlacedTask copy = *c.FindPlaced(4);
+  copy.inflight = false;
+  ASSERT_TRUE(c.Release(4).ok());
+  ASSERT_TRUE(c.Restore(copy).ok());
+  EXPECT_EQ(c.inflight_gpu_milli(n), 0);
+}
+
+TEST(ClusterStateTest, GpuUtilisationCountsEveryGpuAtItsLastValue) {
+  ClusterState c;
+  NodeId n = *c.AddNode(GpuNode("a", 4));
+  NodeUsage u;
+  u.gpus = {{0, 0.96, 100}};
+  ASSERT_TRUE(c.ReportUsage(n, u).ok());
+  // GPUs 1-3 never reported count as idle: 0.96 / 4.
+  EXPECT_DOUBLE_EQ(c.measured_gpu_utilization(n), 0.24);
+  u.gpus = {{2, 0.5, 200}, {1, 0.2, 0}};
+  ASSERT_TRUE(c.ReportUsage(n, u).ok());
+  // GPU 0 keeps 0.96: (0.96 + 0.2 + 0.5) / 4.
+  EXPECT_DOUBLE_EQ(c.measured_gpu_utilization(n), 0.415);
+  ASSERT_EQ(c.usage(n).gpus.size(), 3u);
+  EXPECT_EQ(c.usage(n).gpus[0].index, 0);
+  EXPECT_EQ(c.usage(n).gpus[1].index, 1);
+  EXPECT_EQ(c.usage(n).gpus[2].memory_used_mib, 200);
+  // A GPU the node does not have, or one reported twice: refused whole.
+  NodeUsage bad;
+  bad.cpu_load = 0.7;
+  bad.gpus = {{0, 0.0, 0}, {9, 0.5, 0}};
+  Status st = c.ReportUsage(n, bad);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("usage.gpus[1].index"), std::string::npos) << st.message();
+  bad.gpus = {{3, 0.0, 0}, {3, 0.5, 0}};
+  EXPECT_EQ(c.ReportUsage(n, bad).code(), StatusCode::kInvalidArgument);
+  EXPECT_DOUBLE_EQ(c.measured_gpu_utilization(n), 0.415);
+  EXPECT_DOUBLE_EQ(c.usage(n).cpu_load, 0);
+  EXPECT_DOUBLE_EQ(c.usage(n).gpus[0].utilization, 0.96);
+}
+
+// What the load thresholds read of one node: everything but the in-flight
+// flags of its tasks, its usage and its outside memory are compared by
+// other tests.
+void ExpectSameMeasurements(const ClusterState& a, NodeId na, const ClusterState& b, NodeId nb) {
+  EXPECT_EQ(a.measured(na), b.measured(nb));
+  EXPECT_DOUBLE_EQ(a.usage(na).cpu_load, b.usage(nb).cpu_load);
+  EXPECT_DOUBLE_EQ(a.measured_gpu_utilization(na), b.measured_gpu_utilization(nb));
+  EXPECT_EQ(a.inflight_gpu_milli(na), b.inflight_gpu_milli(nb));
+  EXPECT_DOUBLE_EQ(a.Estimate(na).gpu, b.Estimate(nb).gpu);
+  EXPECT_EQ(a.gpu_estimate().value(na), b.gpu_estimate().value(nb));
+  ASSERT_EQ(a.gpu_count(na), b.gpu_count(nb));
+  for (int32_t i = 0; i < a.gpu_count(na); ++i) {
+    EXPECT_EQ(a.gpu_outside_memory(na)[i], b.gpu_outside_memory(nb)[i]) << i;
+    EXPECT_EQ(a.gpu_free_memory(na)[i], b.gpu_free_memory(nb)[i]) << i;
+    EXPECT_EQ(a.gpu_free_milli(na)[i], b.gpu_free_milli(nb)[i]) << i;
+  }
+}
+
+ClusterState MeasuredPair(NodeId& a, NodeId& b) {
+  ClusterState c;
+  a = *c.AddNode(GpuNode("a", 2));
+  b = *c.AddNode(GpuNode("b", 4, "T4", 16000));
+  EXPECT_TRUE(c.Bind(MakeTask(1, 1, 1000), Alloc(a, {{0, 1000, 0}})).ok());
+  EXPECT_TRUE(c.Bind(MakeTask(2, 1, 500, 4000), Alloc(b, {{1, 500, 4000}})).ok());
+  EXPECT_TRUE(c.MarkRunning(2, 1).ok());
+  NodeUsage u;
+  u.cpu_load = 0.4;
+  u.gpus = {{0, 0.97, 0}, {1, 0.97, 3000}};
+  EXPECT_TRUE(c.ReportUsage(a, u).ok());
+  u.gpus = {{1, 0.6, 9000}, {3, 0.2, 2000}};
+  EXPECT_TRUE(c.ReportUsage(b, u).ok());
+  return c;
+}
+
+TEST(ClusterStateTest, NodeOperationsKeepOtherNodesState) {
+  NodeId a, b;
+  ClusterState c = MeasuredPair(a, b);
+  const ClusterState before = c;
+  // Adding a node.
+  const NodeId d = *c.AddNode(GpuNode("d", 1));
+  ExpectSameMeasurements(c, a, before, a);
+  ExpectSameMeasurements(c, b, before, b);
+  // Replacing another one's spec (more GPUs).
+  ASSERT_TRUE(c.UpdateNode(d, GpuNode("d", 3)).ok());
+  EXPECT_EQ(c.gpu_count(d), 3);
+  ExpectSameMeasurements(c, a, before, a);
+  ExpectSameMeasurements(c, b, before, b);
+  // Removing the first node: b moves down one id and keeps everything.
+  ASSERT_TRUE(c.Release(1).ok());
+  ASSERT_TRUE(c.RemoveNode(a).ok());
+  EXPECT_EQ(c.node_count(), 2u);
+  const NodeId b2 = c.FindNode("b");
+  EXPECT_EQ(b2, NodeId{0});
+  EXPECT_EQ(c.FindNode("a"), kNoNode);
+  ExpectSameMeasurements(c, b2, before, b);
+  EXPECT_EQ(c.FindPlaced(2)->alloc.node, b2);
+  EXPECT_EQ(c.GroupNodes("").size(), 0u);
+  EXPECT_EQ(c.NameNodes("t2")[0].node, b2);
+  EXPECT_EQ(c.TasksOn(b2), std::vector<TaskKey>{2});
+  EXPECT_TRUE(c.ready_nodes().Test(b2));
+  EXPECT_TRUE(c.ready_nodes().Test(c.FindNode("d")));
+  EXPECT_FALSE(c.ready_nodes().Test(2));
+  // The free-GPU indexes follow the renumbering: b has 3.5 free GPUs, d 3.
+  EXPECT_TRUE(c.whole_gpu_nodes(3).Test(b2));
+  EXPECT_FALSE(c.whole_gpu_nodes(4).Test(b2));
+  EXPECT_TRUE(c.whole_gpu_nodes(3).Test(c.FindNode("d")));
+  // A node with tasks is not removed.
+  EXPECT_EQ(c.RemoveNode(b2).code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(ClusterStateTest, UpdateNodeKeepsItsTasksAndMeasurements) {
+  NodeId a, b;
+  ClusterState c = MeasuredPair(a, b);
+  const ClusterState before = c;
+  const uint64_t version = c.nodes_version();
+  NodeSpec relabelled = GpuNode("b", 4, "T4", 16000);
+  relabelled.labels["pool"] = "inference";
+  ASSERT_TRUE(c.UpdateNode(b, relabelled).ok());
+  EXPECT_NE(c.nodes_version(), version);
+  EXPECT_EQ(c.spec(b).labels.at("pool"), "inference");
+  ExpectSameMeasurements(c, b, before, b);
+  ExpectSameMeasurements(c, a, before, a);
+  EXPECT_EQ(c.FindPlaced(2)->state, TaskState::kRunning);
+  EXPECT_EQ(c.FindPlaced(2)->started_at_ms, 1);
+  // Two GPUs fewer: GPU 3's measurement goes with it, GPU 1's stays.
+  ASSERT_TRUE(c.UpdateNode(b, GpuNode("b", 2, "T4", 16000)).ok());
+  EXPECT_EQ(c.gpu_count(b), 2);
+  ASSERT_EQ(c.usage(b).gpus.size(), 1u);
+  EXPECT_EQ(c.usage(b).gpus[0].index, 1);
+  EXPECT_DOUBLE_EQ(c.measured_gpu_utilization(b), 0.3);
+  EXPECT_EQ(c.gpu_outside_memory(b)[1], 5000);  // 9000 used - 4000 granted
+  EXPECT_EQ(c.gpu_free_memory(b)[1], 16000 - 4000 - 5000);
+  EXPECT_EQ(c.free_cpu(b), 32000 - 1000);
+  // Checked before anything changes: GPU 1 holds a grant.
+  const ClusterState kept = c;
+  Status st = c.UpdateNode(b, GpuNode("b", 1, "T4", 16000));
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("GPU 1"), std::string::npos) << st.message();
+  NodeSpec small = GpuNode("b", 2, "T4", 16000);
+  small.cpu_milli = 500;
+  EXPECT_EQ(c.UpdateNode(b, small).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(c.UpdateNode(b, GpuNode("other", 2)).code(), StatusCode::kInvalidArgument);
+  ExpectSameMeasurements(c, b, kept, b);
+  EXPECT_EQ(c.gpu_count(b), 2);
+}
+
+TEST(ClusterStateTest, AdoptMeasurementsCarriesWhatOnlyReportsTell) {
+  NodeId a, b;
+  const ClusterState old = MeasuredPair(a, b);
+  // A rebuild from the store: the same nodes and placements, nothing measured.
+  ClusterState fresh;
+  ASSERT_EQ(*fresh.AddNode(GpuNode("b", 4, "T4", 16000)), 0u);
+  ASSERT_EQ(*fresh.AddNode(GpuNode("a", 2)), 1u);
+  ASSERT_TRUE(fresh.Bind(MakeTask(1, 1, 1000), Alloc(1, {{0, 1000, 0}})).ok());
+  ASSERT_TRUE(fresh.Bind(MakeTask(2, 1, 500, 4000), Alloc(0, {{1, 500, 4000}}), TaskState::kRunning, 1).ok());
+  EXPECT_FALSE(fresh.measured(0));
+  fresh.AdoptMeasurements(old);
+  ExpectSameMeasurements(fresh, 1, old, a);
+  ExpectSameMeasurements(fresh, 0, old, b);
+  EXPECT_TRUE(fresh.FindPlaced(1)->inflight);
+  EXPECT_FALSE(fresh.FindPlaced(2)->inflight);
 }
 
 TEST(FitTest, GpuFitReasonsTable) {

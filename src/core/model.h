@@ -63,6 +63,9 @@ struct NodeUsage {
   double memory_used = 0;  // 0..1
   std::vector<GpuUsage> gpus;
   int64_t reported_at_ms = 0;
+  // The tasks whose processes ran on the node when this was measured, when
+  // the reporter says (agents do); they leave the in-flight estimate.
+  std::optional<std::vector<uint64_t>> running_tasks;
 };
 
 // A node as declared or discovered: its identity and capacity.

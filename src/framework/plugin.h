@@ -29,6 +29,7 @@
 #include "core/cluster_state.h"
 #include "core/model.h"
 #include "core/status.h"
+#include "core/what_if.h"
 #include "framework/reasons.h"
 
 namespace hf::framework {
@@ -122,6 +123,28 @@ class FilterPlugin : public virtual Plugin {
   // (when rejections.recording()).
   virtual void Filter(const Task& task, const ClusterState& cluster, std::vector<NodeId>& nodes,
                       Rejections& rejections) = 0;
+
+  // Preemption's what-if: would node `without.node` pass this filter if the
+  // tasks `without` took out were gone? Filters whose verdict depends on
+  // the tasks placed on a node (resource fit, load thresholds) override it
+  // and judge `without`; the default runs Filter on that one node as it is,
+  // which is right for every filter that does not. A filter must be
+  // monotone: taking tasks off a node never makes it fail.
+  virtual bool PassesWithout(const Task& task, const ClusterState& cluster,
+                             const NodeWithout& without);
+
+ private:
+  std::vector<NodeId> one_node_;  // PassesWithout's scratch
+  Rejections not_recording_;
+};
+
+// Runs every active filter's PassesWithout: whether a node, with some of its
+// tasks taken out, would pass Filter. The framework gives one to PostFilter.
+class FilterProbe {
+ public:
+  virtual ~FilterProbe() = default;
+  virtual bool Passes(const Task& task, const ClusterState& cluster,
+                      const NodeWithout& without) const = 0;
 };
 
 // A preemption decision: evict `victims` from `node`, then place the task there.
@@ -134,9 +157,10 @@ class PostFilterPlugin : public virtual Plugin {
  public:
   // Called when Filter left no node. Returns a plan (node != kNoNode) or an
   // empty plan when nothing can be done. Only nodes whose rejection reason is
-  // resolvable are worth considering.
+  // resolvable are worth considering; `filters` says whether such a node,
+  // with a candidate victim set taken out, would pass every filter.
   virtual PreemptionPlan PostFilter(const Task& task, const ClusterState& cluster,
-                                    const Rejections& rejections) = 0;
+                                    const Rejections& rejections, const FilterProbe& filters) = 0;
 };
 
 class PreScorePlugin : public virtual Plugin {

@@ -37,4 +37,12 @@ void Rejections::Reset(size_t node_count, size_t reason_count, bool recording) {
   rejected_.clear();
 }
 
+bool FilterPlugin::PassesWithout(const Task& task, const ClusterState& cluster,
+                                 const NodeWithout& without) {
+  one_node_.assign(1, without.node);
+  not_recording_.Reset(0, 0, /*recording=*/false);
+  Filter(task, cluster, one_node_, not_recording_);
+  return !one_node_.empty();
+}
+
 }  // namespace hf::framework

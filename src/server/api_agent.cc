@@ -25,6 +25,8 @@ int HeartbeatIntervalS(double grace_s) {
   return std::max(1, std::min(5, static_cast<int>(grace_s / 3)));
 }
 constexpr int kMaxWaitS = 60;
+// More task processes than one node runs at once.
+constexpr size_t kMaxRunningTasks = 100000;
 
 Result<std::string> NodeName(const json& j) {
   auto it = j.find("node");
@@ -45,7 +47,24 @@ Result<double> Ratio(const json& j, const std::string& field) {
 Result<NodeUsage> ParseUsage(const json& j) {
   NodeUsage u;
   if (!j.is_object()) return InvalidArgument("usage must be an object");
-  HF_RETURN_IF_ERROR(json_fields::CheckKeys(j, "usage", {"cpu_load", "memory_used", "gpus"}));
+  HF_RETURN_IF_ERROR(
+      json_fields::CheckKeys(j, "usage", {"cpu_load", "memory_used", "gpus", "running_tasks"}));
+  if (j.contains("running_tasks")) {
+    const json& ids = j["running_tasks"];
+    if (!ids.is_array()) return InvalidArgument("usage.running_tasks must be an array of task ids");
+    if (ids.size() > kMaxRunningTasks) {
+      return InvalidArgument("usage.running_tasks has more than " +
+                             std::to_string(kMaxRunningTasks) + " entries");
+    }
+    std::vector<uint64_t> running;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      int64_t id = 0;
+      HF_RETURN_IF_ERROR(json_fields::ReadInt(ids[i], "usage.running_tasks[" + std::to_string(i) + "]",
+                                              int64_t{1}, INT64_MAX, id));
+      running.push_back(static_cast<uint64_t>(id));
+    }
+    u.running_tasks = std::move(running);
+  }
   if (j.contains("cpu_load")) {
     HF_ASSIGN_OR_RETURN(u.cpu_load, Ratio(j["cpu_load"], "usage.cpu_load"));
   }
@@ -181,8 +200,11 @@ Response ControlPlane::AgentStatus(const Request& req) {
     exit.state = TaskState::kSucceeded;
   } else if (state == "failed") {
     exit.state = TaskState::kFailed;
+  } else if (state == "waiting") {
+    // Not started yet: the agent waits for stopping processes to exit.
+    exit.state = TaskState::kScheduled;
   } else {
-    return StatusError(InvalidArgument("state must be running, succeeded or failed"));
+    return StatusError(InvalidArgument("state must be waiting, running, succeeded or failed"));
   }
   if (body->contains("exit_code")) {
     int v = 0;
@@ -201,6 +223,9 @@ Response ControlPlane::AgentStatus(const Request& req) {
       return StatusError(InvalidArgument("message must be a string of at most 4096 bytes"));
     }
     exit.message = (*body)["message"].get<std::string>();
+  }
+  if (exit.state == TaskState::kScheduled && exit.message.empty()) {
+    return StatusError(InvalidArgument("message must say what a waiting task waits for"));
   }
   // Where a service task listens: checked always, used only while running.
   if (body->contains("port")) {

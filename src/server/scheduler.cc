@@ -77,6 +77,8 @@ Status Scheduler::RebuildLocked() {
     return Status::Ok();
   }));
   std::unordered_map<TaskKey, Waiting> old_waiting = std::move(waiting_);
+  // What agents measured is not in the store: it carries over.
+  const ClusterState old_cluster = std::move(cluster_);
   cluster_ = ClusterState();
   tasks_.clear();
   waiting_.clear();
@@ -107,6 +109,7 @@ Status Scheduler::RebuildLocked() {
       return Internal("stored allocation of task " + std::to_string(r.task.key) + ": " + s.message());
     }
   }
+  cluster_.AdoptMeasurements(old_cluster);
   for (NodeId n = 0; n < cluster_.node_count(); ++n) BumpNodeLocked(cluster_.spec(n).name);
   return Status::Ok();
 }
@@ -366,23 +369,19 @@ Result<bool> Scheduler::PutNode(const NodeSpec& spec, const std::string& actor) 
     created = existing == kNoNode;
     HF_RETURN_IF_ERROR(spec.Validate());
     if (!created) {
-      // The store checks GPUs against their grants; CPU and memory are
-      // checked here, so a stored node never holds more than it has.
-      const int64_t cpu = cluster_.total_cpu(existing) - cluster_.free_cpu(existing);
-      const int64_t mem = cluster_.total_memory(existing) - cluster_.free_memory(existing);
-      if (spec.cpu_milli < cpu || spec.memory_mib < mem) {
-        return FailedPrecondition("node " + spec.name + ": its tasks hold " + std::to_string(cpu) +
-                                  " mCPU and " + std::to_string(mem) + " MiB; the new spec has " +
-                                  std::to_string(spec.cpu_milli) + " mCPU and " +
-                                  std::to_string(spec.memory_mib) + " MiB");
-      }
+      // Checked on a copy of the node first, so that the store is written
+      // only when memory will take it too (the store checks GPUs against
+      // their grants; CPU and memory are checked by ClusterState).
+      HF_RETURN_IF_ERROR(cluster_.CheckUpdate(existing, spec));
     }
     HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) { return tx.PutNode(spec); }));
     if (created) {
       HF_CHECK(cluster_.AddNode(spec).ok());
     } else {
-      Status s = RebuildLocked();
-      if (!s.ok()) return s;
+      // In place: the node keeps its tasks and what its agent measured, and
+      // no other node is touched.
+      HF_CHECK(cluster_.UpdateNode(existing, spec).ok());
+      BumpNodeLocked(spec.name);
     }
     retry_all_ = true;
   }
@@ -395,7 +394,10 @@ Status Scheduler::DeleteNode(const std::string& name, const std::string& actor) 
   {
     std::lock_guard lock(*mu_);
     HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) { return tx.DeleteNode(name); }));
-    HF_RETURN_IF_ERROR(RebuildLocked());
+    // The store refuses a node with allocations, so memory has none there.
+    const NodeId n = cluster_.FindNode(name);
+    if (n != kNoNode) HF_CHECK(cluster_.RemoveNode(n).ok());
+    BumpNodeLocked(name);
   }
   Publish("node", {{"action", "deleted"}, {"name", name}, {"by", actor}});
   return Status::Ok();
@@ -497,7 +499,7 @@ Status Scheduler::Heartbeat(const std::string& node, const std::optional<NodeUsa
     if (usage) {
       NodeUsage u = *usage;
       u.reported_at_ms = clock_->NowMs();
-      cluster_.ReportUsage(n, u);
+      HF_RETURN_IF_ERROR(cluster_.ReportUsage(n, u));
       // Measured load changed: waiting tasks may now pass the thresholds. At
       // most one retry a second for this, however many agents report.
       usage_changed_ = true;
@@ -607,7 +609,24 @@ Result<store::TaskRecord> Scheduler::ReportTask(const std::string& node, TaskKey
     if (p == nullptr || cluster_.spec(p->alloc.node).name != node) {
       return Conflict("task " + std::to_string(id) + " is not assigned to node " + node);
     }
-    if (exit.state == TaskState::kRunning) {
+    if (exit.state == TaskState::kScheduled) {
+      // Only a task not started yet waits; the reason is stored when new.
+      std::string reason;
+      if (p->state == TaskState::kScheduled) {
+        HF_RETURN_IF_ERROR(store_->Read([&](const store::ReadTx& tx) -> Status {
+          HF_ASSIGN_OR_RETURN(store::TaskRecord r, tx.GetTask(id));
+          reason = r.pending_reason;
+          return Status::Ok();
+        }));
+      }
+      if (p->state == TaskState::kScheduled && reason != exit.message) {
+        HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
+          HF_RETURN_IF_ERROR(tx.UpdateTaskState(id, TaskState::kScheduled, exit.message));
+          return tx.AppendTaskEvent(id, "waiting", exit.message);
+        }));
+        event = {{"action", "waiting"}, {"id", id}, {"node", node}, {"detail", exit.message}};
+      }
+    } else if (exit.state == TaskState::kRunning) {
       if (p->state != TaskState::kRunning) {
         HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
           HF_RETURN_IF_ERROR(tx.UpdateTaskState(id, TaskState::kRunning, ""));

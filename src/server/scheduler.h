@@ -86,7 +86,9 @@ struct NodeAssignment {
 
 // How a task's process ended, as its agent reports it.
 struct TaskExit {
-  TaskState state = TaskState::kSucceeded;  // kRunning, kSucceeded or kFailed
+  // kScheduled: not started yet, waiting (for what: `message`); kRunning;
+  // kSucceeded or kFailed.
+  TaskState state = TaskState::kSucceeded;
   std::optional<int> exit_code;
   std::optional<int> signal;
   std::string message;
@@ -159,8 +161,10 @@ class Scheduler {
                                          std::chrono::milliseconds wait);
   // Watches waiting now (for tests and metrics).
   size_t watch_count() const;
-  // A task's process started (kRunning) or ended (kSucceeded / kFailed).
-  // Conflict when the task is not placed on `node` (a stale copy).
+  // A task's process waits to start (kScheduled: the message, e.g. "waiting
+  // for task 12 to exit", becomes its pending_reason, with a "waiting"
+  // event, each time it changes), started (kRunning) or ended (kSucceeded /
+  // kFailed). Conflict when the task is not placed on `node` (a stale copy).
   Result<store::TaskRecord> ReportTask(const std::string& node, TaskKey id, const TaskExit& exit);
   // Nodes whose agent has not sent a heartbeat for `grace` become NotReady;
   // their tasks go back to the queue. Only nodes that sent a heartbeat since

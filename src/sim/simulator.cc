@@ -78,7 +78,10 @@ class Engine {
       const SimNode& n = w.nodes[i];
       auto id = cluster_.AddNode(n.spec);
       if (!id.ok()) return InvalidArgument(w.nodes_source + ": " + id.status().message());
-      if (n.usage) cluster_.ReportUsage(*id, *n.usage);
+      if (n.usage) {
+        Status s = cluster_.ReportUsage(*id, *n.usage);
+        if (!s.ok()) return InvalidArgument(w.nodes_source + ": node " + n.spec.name + ": " + s.message());
+      }
       capacity_ += cluster_.total_gpu_milli(*id);
     }
     auto fw = framework::Framework::Create(plugins::InTreeRegistry(), options.policy, &clock_);

@@ -313,7 +313,8 @@ nodes:
     memory_mib: 262144
     gpus: [{model: A100}, {model: A100}, {model: A100}, {model: A100}]
     rdma: [{name: mlx5_0}]
-    usage: {gpus: [{index: 0, utilization: 0.99}]}
+    usage: {gpus: [{index: 0, utilization: 0.99}, {index: 1, utilization: 0.99},
+                   {index: 2, utilization: 0.99}, {index: 3, utilization: 0.99}]}
   - name: fabric
     cpu_milli: 64000
     memory_mib: 262144

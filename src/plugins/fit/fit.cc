@@ -130,4 +130,11 @@ void Fit::Filter(const Task& task, const ClusterState& cluster, std::vector<Node
   }
 }
 
+bool Fit::PassesWithout(const Task& task, const ClusterState& cluster,
+                        const NodeWithout& without) {
+  return cluster.schedulable(without.node) &&
+         without.free.Check(task.requests, cluster.MaskOf(task.requests.gpu_models)) ==
+             FitFailure::kNone;
+}
+
 }  // namespace hf::plugins

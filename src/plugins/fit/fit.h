@@ -30,6 +30,10 @@ class Fit final : public framework::FilterPlugin {
   uint32_t Points() const override { return framework::kFilterPoint; }
   void Filter(const Task& task, const ClusterState& cluster, std::vector<NodeId>& nodes,
               framework::Rejections& rejections) override;
+  // The node is Ready and what would be free without the tasks taken out
+  // holds the task.
+  bool PassesWithout(const Task& task, const ClusterState& cluster,
+                     const NodeWithout& without) override;
 
  private:
   static constexpr framework::ReasonId kPass = UINT16_MAX;

@@ -59,24 +59,24 @@ Status Preempt::Configure(const framework::PluginArgs& args) {
 }
 
 framework::PreemptionPlan Preempt::PostFilter(const Task& task, const ClusterState& cluster,
-                                              const framework::Rejections& rejections) {
+                                              const framework::Rejections& rejections,
+                                              const framework::FilterProbe& filters) {
   if (mode_ == "disabled") return {};
-  const ClusterState::ModelMask allowed = cluster.MaskOf(task.requests.gpu_models);
   // Without a clock no running task has provably run long enough, unless the
   // minimum runtime is 0.
   const int64_t now_ms = clock_ ? clock_->NowMs() : 0;
   best_ = Choice{};
   best_victims_.clear();
-  Sweep(task, cluster, rejections, allowed, /*allow_running=*/false, now_ms);
+  Sweep(task, cluster, rejections, filters, /*allow_running=*/false, now_ms);
   if (best_.node == kNoNode && mode_ == "running") {
-    Sweep(task, cluster, rejections, allowed, /*allow_running=*/true, now_ms);
+    Sweep(task, cluster, rejections, filters, /*allow_running=*/true, now_ms);
   }
   if (best_.node == kNoNode) return {};
   return {best_.node, best_victims_};
 }
 
 void Preempt::Sweep(const Task& task, const ClusterState& cluster,
-                    const framework::Rejections& rejections, ClusterState::ModelMask allowed,
+                    const framework::Rejections& rejections, const framework::FilterProbe& filters,
                     bool allow_running, int64_t now_ms) {
   for (NodeId n : rejections.rejected()) {
     if (!reasons_->resolvable(rejections.reason(n)) || !cluster.schedulable(n)) continue;
@@ -94,12 +94,12 @@ void Preempt::Sweep(const Task& task, const ClusterState& cluster,
             int64_t{r.gpu} * r.gpu_milli) {
       continue;
     }
-    TryNode(task, cluster, n, allowed, allow_running, now_ms);
+    TryNode(task, cluster, n, filters, allow_running, now_ms);
   }
 }
 
 void Preempt::TryNode(const Task& task, const ClusterState& cluster, NodeId n,
-                      ClusterState::ModelMask allowed, bool allow_running, int64_t now_ms) {
+                      const framework::FilterProbe& filters, bool allow_running, int64_t now_ms) {
   eligible_.clear();
   bool any_running = false;
   int32_t lowest = std::numeric_limits<int32_t>::max();
@@ -123,31 +123,33 @@ void Preempt::TryNode(const Task& task, const ClusterState& cluster, NodeId n,
   // Any victim set has a highest priority of at least `lowest`.
   if (best_.node != kNoNode && lowest > best_.max_priority) return;
 
-  const Requests& req = task.requests;
-  free_.cpu_milli = cluster.free_cpu(n);
-  free_.memory_mib = cluster.free_memory(n);
+  // Every eligible victim out: if the node does not pass then, no set will.
+  without_.node = n;
+  without_.free.cpu_milli = cluster.free_cpu(n);
+  without_.free.memory_mib = cluster.free_memory(n);
   const auto milli = cluster.gpu_free_milli(n);
   const auto memory = cluster.gpu_free_memory(n);
   const auto bits = cluster.gpu_model_bits(n);
-  free_.gpu_milli.assign(milli.begin(), milli.end());
-  free_.gpu_memory_mib.assign(memory.begin(), memory.end());
-  free_.gpu_model_bit.assign(bits.begin(), bits.end());
-  for (const PlacedTask* p : eligible_) free_.Return(cluster, p->alloc);
-  if (free_.Check(req, allowed) != FitFailure::kNone) return;
+  without_.free.gpu_milli.assign(milli.begin(), milli.end());
+  without_.free.gpu_memory_mib.assign(memory.begin(), memory.end());
+  without_.free.gpu_model_bit.assign(bits.begin(), bits.end());
+  without_.load = NodeLoad::Of(cluster, n);
+  for (const PlacedTask* p : eligible_) without_.Remove(cluster, *p);
+  if (!filters.Passes(task, cluster, without_)) return;
 
-  // Reprieve: give back, most important first, every victim the task can
-  // still fit without. What is left is minimal: putting any one victim back
-  // would not fit at the moment it was tried, and later reprieves only take
-  // more resources.
+  // Reprieve: put back, most important first, every victim the node still
+  // passes with. What is left is minimal: putting any one victim back would
+  // not pass at the moment it was tried, and later reprieves only take more
+  // (filters are monotone).
   std::sort(eligible_.begin(), eligible_.end(), MoreImportant);
   victims_.clear();
   Choice c;
   c.node = n;
   c.max_priority = std::numeric_limits<int32_t>::min();
   for (const PlacedTask* p : eligible_) {
-    free_.Take(cluster, p->alloc);
-    if (free_.Check(req, allowed) == FitFailure::kNone) continue;
-    free_.Return(cluster, p->alloc);
+    without_.Add(cluster, *p);
+    if (filters.Passes(task, cluster, without_)) continue;
+    without_.Remove(cluster, *p);
     // Victims come in decreasing priority, so the first one sets the maximum;
     // once it is worse than the best node so far this node cannot win.
     if (best_.node != kNoNode && p->priority > best_.max_priority) return;
@@ -155,7 +157,7 @@ void Preempt::TryNode(const Task& task, const ClusterState& cluster, NodeId n,
     c.max_priority = std::max(c.max_priority, p->priority);
     c.sum_priority += p->priority;
   }
-  // A node the task fits on without evicting anything was rejected for some
+  // A node that passes without evicting anything was rejected for some
   // other reason that eviction cannot clear.
   if (victims_.empty()) return;
   c.count = victims_.size();

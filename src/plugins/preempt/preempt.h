@@ -9,10 +9,12 @@
 // preemptible; a running task is not a victim before it has run
 // `min_runtime_seconds` (config, default 60; anti-thrashing).
 // Only nodes that Filter rejected for a resolvable reason (insufficient
-// resources) are considered. On each such node: remove every eligible victim,
-// check the task fits, then add victims back, most important first (higher
-// priority, then later start), while the task still fits: what remains is the
-// minimal victim set. Among nodes, choose the lowest highest-victim priority,
+// resources, load above a threshold) are considered. On each such node:
+// take every eligible victim out, check that the node passes every filter
+// then (the framework's FilterProbe: resources fit, and the load estimate
+// without the victims is under the thresholds), then put victims back, most
+// important first (higher priority, then later start), while it still
+// passes: what remains is the minimal victim set. Among nodes, choose the lowest highest-victim priority,
 // then the lowest sum of victim priorities, then the fewest victims, then the
 // lowest NodeId. The framework evicts the victims and binds the preemptor in
 // the same step, so the freed resources are reserved for it.
@@ -27,7 +29,7 @@
 #include <vector>
 
 #include "core/cluster_state.h"
-#include "core/fit.h"
+#include "core/what_if.h"
 #include "core/model.h"
 #include "framework/plugin.h"
 
@@ -44,7 +46,8 @@ class Preempt final : public framework::PostFilterPlugin {
   Status Configure(const framework::PluginArgs& args) override;
   std::vector<std::string> ConfigKeys() const override { return {"min_runtime_seconds"}; }
   framework::PreemptionPlan PostFilter(const Task& task, const ClusterState& cluster,
-                                       const framework::Rejections& rejections) override;
+                                       const framework::Rejections& rejections,
+                                       const framework::FilterProbe& filters) override;
 
  private:
   static constexpr int64_t kDefaultMinRuntimeMs = 60'000;
@@ -61,10 +64,10 @@ class Preempt final : public framework::PostFilterPlugin {
   // One sweep over the resolvable rejected nodes; running tasks are victims
   // only when `allow_running`. Leaves the best plan in best_/best_victims_.
   void Sweep(const Task& task, const ClusterState& cluster, const framework::Rejections& rejections,
-             ClusterState::ModelMask allowed, bool allow_running, int64_t now_ms);
+             const framework::FilterProbe& filters, bool allow_running, int64_t now_ms);
   // Finds the minimal victim set on node n and keeps it if it beats best_.
   void TryNode(const Task& task, const ClusterState& cluster, NodeId n,
-               ClusterState::ModelMask allowed, bool allow_running, int64_t now_ms);
+               const framework::FilterProbe& filters, bool allow_running, int64_t now_ms);
 
   const framework::ReasonTable* reasons_;
   const Clock* clock_;
@@ -75,7 +78,7 @@ class Preempt final : public framework::PostFilterPlugin {
   // does not allocate per node or per victim once warmed up.
   std::vector<const PlacedTask*> eligible_;
   std::vector<TaskKey> victims_;
-  NodeFree free_;
+  NodeWithout without_;
   Choice best_;
   std::vector<TaskKey> best_victims_;
 };

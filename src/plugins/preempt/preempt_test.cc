@@ -18,6 +18,7 @@
 #include "framework/reasons.h"
 #include "framework/registry.h"
 #include "plugins/fit/fit.h"
+#include "plugins/thresholds/thresholds.h"
 
 namespace hf::plugins {
 namespace {
@@ -34,6 +35,9 @@ struct NodeRow {
   std::string model = "A100";
   int64_t cpu_milli = 16000;
   NodeCondition condition = NodeCondition::kReady;
+  // Measured utilisation of every GPU, reported after the tasks are placed
+  // (running ones listed as measured); negative: no report.
+  double gpu_utilization = -1;
 };
 
 struct PlacedRow {
@@ -139,9 +143,28 @@ void BuildCluster(const Case& c, ClusterState& cluster) {
     const Status st = cluster.Bind(t, a, row.state, row.started_at_ms);
     ASSERT_TRUE(st.ok()) << t.name << ": " << st.message();
   }
-  for (const NodeRow& row : c.nodes)
-    cluster.SetCondition(cluster.FindNode(row.name), row.condition);
+  for (const NodeRow& row : c.nodes) {
+    const NodeId n = cluster.FindNode(row.name);
+    cluster.SetCondition(n, row.condition);
+    if (row.gpu_utilization < 0) continue;
+    NodeUsage u;
+    for (int32_t i = 0; i < row.gpus; ++i) u.gpus.push_back({i, row.gpu_utilization, 0});
+    u.running_tasks.emplace();
+    for (const PlacedRow& p : c.placed) {
+      if (p.node == row.name && p.state == TaskState::kRunning) u.running_tasks->push_back(p.key);
+    }
+    ASSERT_TRUE(cluster.ReportUsage(n, u).ok());
+  }
 }
+
+// The filters preemption consults, as the framework runs them.
+struct Probe final : framework::FilterProbe {
+  std::vector<framework::FilterPlugin*> filters;
+  bool Passes(const Task& t, const ClusterState& c, const NodeWithout& w) const override {
+    return std::all_of(filters.begin(), filters.end(),
+                       [&](framework::FilterPlugin* f) { return f->PassesWithout(t, c, w); });
+  }
+};
 
 Task MakePreemptor(const Preemptor& p) {
   Task t;
@@ -346,6 +369,45 @@ const Case kCases[] = {
      .want_node = "n0",
      .want_victims = {1, 3},
      .want_gpus = {{0, kWholeGpuMilli, 0}}},
+    // A node above gpu_load_threshold (0.95 > 0.9) whose load comes from
+    // preemptible tasks: without one of them (a quarter of the node's GPUs,
+    // so a quarter of its measured load) it is at 0.70, and it has a free
+    // GPU. The one that has run longest goes.
+    {.name = "busy_node_sheds_the_load_of_one_victim",
+     .mode = "running",
+     .min_runtime_seconds = 0,
+     .nodes = {{.name = "n0", .gpus = 4, .gpu_utilization = 0.95}},
+     .placed = {Running(1, "n0", 1, 400'000, {0}), Running(2, "n0", 1, 300'000, {1}),
+                Running(3, "n0", 1, 200'000, {2})},
+     .want_node = "n0",
+     .want_victims = {1}},
+    // The same node loaded by tasks that may not be preempted: no plan.
+    {.name = "busy_node_of_non_preemptible_tasks",
+     .mode = "running",
+     .min_runtime_seconds = 0,
+     .nodes = {{.name = "n0", .gpus = 4, .gpu_utilization = 0.95}},
+     .placed = {NotPreemptible(Running(1, "n0", 1, 400'000, {0})),
+                NotPreemptible(Running(2, "n0", 1, 300'000, {1})),
+                NotPreemptible(Running(3, "n0", 1, 200'000, {2}))}},
+    // Full and busy: one victim frees both the GPU and enough load.
+    {.name = "full_busy_node",
+     .mode = "running",
+     .min_runtime_seconds = 0,
+     .nodes = {{.name = "n0", .gpus = 4, .gpu_utilization = 0.95}},
+     .placed = {Running(1, "n0", 1, 400'000, {0}), Running(2, "n0", 1, 300'000, {1}),
+                Running(3, "n0", 1, 200'000, {2}), Running(4, "n0", 1, 100'000, {3})},
+     .want_node = "n0",
+     .want_victims = {1}},
+    // At 1.0 on 8 GPUs with 2-GPU tasks: one victim takes 0.25 off (0.75).
+    // In the scheduled mode only the scheduled task is a victim: its share
+    // is still in flight, on top of the measurement.
+    {.name = "busy_node_scheduled_victim_in_flight",
+     .mode = "scheduled",
+     .nodes = {{.name = "n0", .gpus = 8, .gpu_utilization = 0.85}},
+     .placed = {Running(1, "n0", 1, 400'000, {0, 1}), Running(2, "n0", 1, 300'000, {2, 3}),
+                Scheduled(3, "n0", 1, {4, 5})},
+     .want_node = "n0",
+     .want_victims = {3}},
 };
 
 class PreemptTableTest : public testing::TestWithParam<Case> {};
@@ -357,19 +419,22 @@ TEST_P(PreemptTableTest, Direct) {
   framework::ReasonTable reasons;
   ManualClock clock(kNow);
   const framework::PluginDeps deps{&reasons, &clock};
+  LoadThreshold threshold(deps);
   Fit fit(deps);
   Preempt preempt(deps);
   ASSERT_TRUE(preempt.Configure({c.mode, {{"min_runtime_seconds", c.min_runtime_seconds}}}).ok());
+  Probe probe;
+  probe.filters = {&threshold, &fit};
 
   const Task task = MakePreemptor(c.task);
   std::vector<NodeId> nodes(cluster.node_count());
   std::iota(nodes.begin(), nodes.end(), NodeId{0});
   framework::Rejections rejections;
   rejections.Reset(cluster.node_count(), reasons.size());
-  fit.Filter(task, cluster, nodes, rejections);
+  for (framework::FilterPlugin* f : probe.filters) f->Filter(task, cluster, nodes, rejections);
   ASSERT_TRUE(nodes.empty()) << "the preemptor must fit nowhere before preemption";
 
-  const framework::PreemptionPlan plan = preempt.PostFilter(task, cluster, rejections);
+  const framework::PreemptionPlan plan = preempt.PostFilter(task, cluster, rejections, probe);
   if (c.want_node.empty()) {
     EXPECT_EQ(plan.node, kNoNode);
     EXPECT_TRUE(plan.victims.empty());
@@ -439,7 +504,11 @@ TEST(PreemptTest, LowestNodeIdWinsWhateverTheRejectionOrder) {
   rejections.Reject(1, gpu);
   rejections.Reject(0, gpu);
 
-  const framework::PreemptionPlan plan = preempt.PostFilter(MakePreemptor({}), cluster, rejections);
+  Fit fit({&reasons, &clock});
+  Probe probe;
+  probe.filters = {&fit};
+  const framework::PreemptionPlan plan =
+      preempt.PostFilter(MakePreemptor({}), cluster, rejections, probe);
   EXPECT_EQ(plan.node, NodeId{0});
   EXPECT_EQ(plan.victims, std::vector<TaskKey>{1});
 }
@@ -463,7 +532,10 @@ TEST(PreemptTest, SkipsUnschedulableAndUnresolvableNodes) {
   rejections.Reject(0, gpu);
   rejections.Reject(1, rdma);
 
-  EXPECT_EQ(preempt.PostFilter(MakePreemptor({}), cluster, rejections).node, kNoNode);
+  Fit fit({&reasons, &clock});
+  Probe probe;
+  probe.filters = {&fit};
+  EXPECT_EQ(preempt.PostFilter(MakePreemptor({}), cluster, rejections, probe).node, kNoNode);
 }
 
 struct ConfigCase {
@@ -533,7 +605,9 @@ TEST(PreemptConfigureTest, RefusedSettingsChangeNothing) {
   framework::Rejections rejections;
   rejections.Reset(cluster.node_count(), reasons.size());
   fit.Filter(task, cluster, nodes, rejections);
-  const framework::PreemptionPlan plan = preempt.PostFilter(task, cluster, rejections);
+  Probe probe;
+  probe.filters = {&fit};
+  const framework::PreemptionPlan plan = preempt.PostFilter(task, cluster, rejections, probe);
   EXPECT_EQ(plan.node, NodeId{0});
   EXPECT_EQ(plan.victims, std::vector<TaskKey>{1});
 }

@@ -5,9 +5,11 @@
 namespace hf::plugins {
 
 LoadThreshold::LoadThreshold(const framework::PluginDeps& deps) {
-  cpu_reason_ = deps.reasons->Intern("above load_threshold", false);
-  gpu_reason_ = deps.reasons->Intern("above gpu_load_threshold", false);
-  memory_reason_ = deps.reasons->Intern("above memory_threshold", false);
+  // Resolvable: evicting tasks takes their share of the load away
+  // (PassesWithout says whether enough of it does).
+  cpu_reason_ = deps.reasons->Intern("above load_threshold", true);
+  gpu_reason_ = deps.reasons->Intern("above gpu_load_threshold", true);
+  memory_reason_ = deps.reasons->Intern("above memory_threshold", true);
 }
 
 Status LoadThreshold::Configure(const framework::PluginArgs& args) {
@@ -62,6 +64,13 @@ void LoadThreshold::Filter(const Task& task, const ClusterState& cluster,
     }
   }
   nodes.resize(out);
+}
+
+bool LoadThreshold::PassesWithout(const Task& task, const ClusterState& cluster,
+                                  const NodeWithout& without) {
+  if (!without.load.measured()) return true;
+  const LoadEstimate e = without.load.estimate();
+  return e.cpu <= cpu_ && e.memory <= memory_ && (task.requests.gpu <= 0 || e.gpu <= gpu_);
 }
 
 }  // namespace hf::plugins

@@ -7,6 +7,12 @@
 // as Koordinator's LoadAware does) so a burst of placements between two
 // reports cannot overshoot. A node with no measurement yet passes.
 //
+// Preemption: a node is judged on its estimate without the candidate
+// victims (NodeLoad: each victim's share of the node leaves the part it is
+// in), so a busy node whose load comes from preemptible tasks can take a
+// preemptor, and one loaded by others cannot. The reasons are resolvable
+// for that reason.
+//
 // Speed: ClusterState keeps these estimates in max-trees; the filter asks
 // them for the nodes above each threshold and leaves the candidate list
 // untouched when there are none (the usual case).
@@ -31,6 +37,8 @@ class LoadThreshold final : public framework::FilterPlugin {
   std::vector<std::string> ConfigKeys() const override { return {"load_threshold", "gpu_load_threshold", "memory_threshold"}; }
   void Filter(const Task& task, const ClusterState& cluster, std::vector<NodeId>& nodes,
               framework::Rejections& rejections) override;
+  bool PassesWithout(const Task& task, const ClusterState& cluster,
+                     const NodeWithout& without) override;
 
  private:
   double cpu_ = 0.8, gpu_ = 0.9, memory_ = 0.85;
