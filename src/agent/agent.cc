@@ -99,6 +99,17 @@ std::string ToUtf8(const std::string& raw, bool final, size_t& consumed) {
   return out;
 }
 
+// The allocation in a task's `allocation` file (written by Launch); nullopt
+// when the file is missing or unreadable.
+std::optional<Allocation> ReadAllocationFile(const std::filesystem::path& path) {
+  std::ifstream f(path);
+  if (!f) return std::nullopt;
+  json j = json::parse(f, nullptr, false);
+  Result<Allocation> a = ParseAllocation(j);
+  if (j.is_discarded() || !a.ok()) return std::nullopt;
+  return std::move(a).value();
+}
+
 // The port in a task's `port` file (written by Launch); nullopt when the
 // file is missing or does not hold a port.
 std::optional<uint16_t> ReadPortFile(const std::filesystem::path& path) {
@@ -188,6 +199,7 @@ void Agent::AdoptLeftovers() {
     if (pid > 0 && start != 0 && kill(static_cast<pid_t>(pid), 0) == 0 &&
         ProcStartTime(static_cast<pid_t>(pid)) == start &&
         supervisor_.Adopt(id, static_cast<pid_t>(pid), start).ok()) {
+      held_[id] = ReadAllocationFile(entry.path() / "allocation");
       std::string with_port;
       if (std::optional<uint16_t> port = ReadPortFile(entry.path() / "port")) {
         ports_[id] = *port;
@@ -284,6 +296,8 @@ void Agent::HeartbeatLoop() {
   int failures = 0;
   bool usage_error_logged = false;
   do {
+    // Taken before measuring: these ran through the whole measurement.
+    const std::vector<uint64_t> running = supervisor_.Ids();
     Result<NodeUsage> usage = CurrentUsage(opt_.inventory);
     if (!usage.ok()) {
       if (!usage_error_logged) Log("usage: " + usage.status().message() + "; measuring instead");
@@ -292,7 +306,8 @@ void Agent::HeartbeatLoop() {
     } else {
       usage_error_logged = false;
     }
-    const json body = {{"node", opt_.inventory.spec.name}, {"usage", UsageToJson(*usage)}};
+    json body = {{"node", opt_.inventory.spec.name}, {"usage", UsageToJson(*usage)}};
+    body["usage"]["running_tasks"] = running;
     Result<cli::HttpResponse> r =
         client.Send("POST", std::string(kApi) + "/heartbeat", body.dump());
     if (!r.ok()) {
@@ -335,6 +350,7 @@ void Agent::ReaperLoop() {
         // copy of it here would never be stopped.
         const bool unreported = unreported_.erase(e.id) > 0;
         ports_.erase(e.id);
+        held_.erase(e.id);
         if (e.stopped || unreported) {
           Log("task " + std::to_string(e.id) + " stopped");
           ended.emplace_back(e.id, json());
@@ -362,6 +378,14 @@ void Agent::ReaperLoop() {
         final_pending_.insert(e.id);
         ended.emplace_back(e.id, std::move(body));
       }
+      // What the ended processes held is free: the tasks waiting for them
+      // start now, not after the output is shipped. (A new copy of an ended
+      // task itself waits for the second pass below: it shares the folder.)
+      if (!ended.empty() && !waiting_.empty()) {
+        std::set<uint64_t> ended_ids;
+        for (const auto& e : ended) ended_ids.insert(e.first);
+        StartWaiting(ended_ids);
+      }
     }
     // The last output is shipped before the final report, so that the
     // server has all of it once the task is done.
@@ -378,24 +402,22 @@ void Agent::ReaperLoop() {
         if (final_pending_.erase(id) > 0 && !body.is_null()) {
           outbox_.push_back(Report{id, std::move(body)});
         }
-        // Assigned back here while it was stopping: start the new copy now
-        // that the old one is gone (its pid file is removed above).
-        if (auto it = relaunch_.find(id); body.is_null() && it != relaunch_.end()) {
-          const Assignment a = std::move(it->second);
-          relaunch_.erase(it);
-          if (!supervisor_.Has(id)) Launch(a);
-        }
       }
+      // Assigned back here while it was stopping: the new copy starts now
+      // that the old one is gone (its pid file is removed above).
+      if (!waiting_.empty()) StartWaiting();
     }
     if (std::chrono::steady_clock::now() >= next_ship) {
       for (uint64_t id : supervisor_.Ids()) ShipLogs(client, id, false);
       next_ship = std::chrono::steady_clock::now() + seconds(1);
     }
     FlushReports(client);
-    // Exits are polled every 100 ms; reports queued by Reconcile (a task
-    // started: "running") wake the loop at once.
+    // Exits are polled every 100 ms, or every 10 ms while a task waits for
+    // one (it starts within that of the exit); reports queued by Reconcile
+    // (a task started: "running") wake the loop at once.
     std::unique_lock<std::mutex> lock(mu_);
-    if (cv_.wait_for(lock, milliseconds(100), [this] { return stop_.load() || reports_waiting_; }) &&
+    const milliseconds poll(waiting_.empty() ? 100 : 10);
+    if (cv_.wait_for(lock, poll, [this] { return stop_.load() || reports_waiting_; }) &&
         stop_.load()) {
       break;
     }
@@ -509,8 +531,6 @@ void Agent::FlushReports(const cli::HttpClient& client) {
 
 void Agent::Reconcile(const AssignmentList& list) {
   std::lock_guard<std::mutex> lock(mu_);
-  // Rebuilt from this list: a task no longer assigned is not started again.
-  relaunch_.clear();
   std::set<uint64_t> assigned;
   for (const Assignment& a : list.tasks) assigned.insert(a.id);
   for (const auto& [id, why] : list.bad) {
@@ -527,22 +547,34 @@ void Agent::Reconcile(const AssignmentList& list) {
     finished_[id] = body;
     outbox_.push_back(Report{id, std::move(body)});
   }
+  // Stops first: what they hold is what the new tasks below may wait for.
+  for (uint64_t id : supervisor_.Ids()) {
+    if (assigned.count(id) == 0 && unreported_.count(id) == 0) {
+      Log("task " + std::to_string(id) + " is no longer assigned here: stopping it");
+      unreported_.insert(id);
+      supervisor_.Stop(id, opt_.grace_period);
+    }
+  }
+  // Rebuilt from this list: a task no longer assigned does not start.
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (assigned.count(it->first) == 0) waiting_reported_.erase(it->first);
+    it = assigned.count(it->first) == 0 ? waiting_.erase(it) : std::next(it);
+  }
   for (const Assignment& a : list.tasks) {
     if (supervisor_.Has(a.id) && unreported_.count(a.id) != 0) {
       // Being stopped (it was unassigned, or preempted) and assigned here
-      // again: the reaper starts a fresh copy once the old one has exited,
-      // so two never run at once and none is left unstarted.
-      relaunch_[a.id] = a;
+      // again: a fresh copy starts once the old one has exited, so two
+      // never run at once and none is left unstarted.
+      StartOrWait(a);
       continue;
     }
     if (supervisor_.Has(a.id)) {
+      held_[a.id] = a.allocation;
       // The server still has it scheduled: the "running" report was lost
       // or not yet sent. Report it (again), unless a report is queued.
       const bool queued = std::any_of(outbox_.begin(), outbox_.end(),
                                       [&](const Report& r) { return r.id == a.id; });
-      if (a.state == "scheduled" && !queued && unreported_.count(a.id) == 0) {
-        outbox_.push_back(Report{a.id, RunningReport(a.id)});
-      }
+      if (a.state == "scheduled" && !queued) outbox_.push_back(Report{a.id, RunningReport(a.id)});
       continue;
     }
     if (auto f = finished_.find(a.id); f != finished_.end()) {
@@ -554,14 +586,7 @@ void Agent::Reconcile(const AssignmentList& list) {
       if (!queued) outbox_.push_back(Report{a.id, f->second});
       continue;
     }
-    Launch(a);
-  }
-  for (uint64_t id : supervisor_.Ids()) {
-    if (assigned.count(id) == 0 && unreported_.count(id) == 0) {
-      Log("task " + std::to_string(id) + " is no longer assigned here: stopping it");
-      unreported_.insert(id);
-      supervisor_.Stop(id, opt_.grace_period);
-    }
+    StartOrWait(a);
   }
   for (auto it = finished_.begin(); it != finished_.end();) {
     it = assigned.count(it->first) == 0 ? finished_.erase(it) : std::next(it);
@@ -570,6 +595,42 @@ void Agent::Reconcile(const AssignmentList& list) {
     reports_waiting_ = true;
     cv_.notify_all();
   }
+}
+
+void Agent::StartOrWait(const Assignment& a) {
+  std::vector<LiveProcess> live;
+  for (uint64_t id : supervisor_.Ids()) {
+    auto held = held_.find(id);
+    live.push_back({id, held == held_.end() ? std::nullopt : held->second,
+                    unreported_.count(id) != 0});
+  }
+  const Blockers blockers = StartBlockers(opt_.inventory.spec, a.id, a.allocation, live);
+  if (blockers.empty()) {
+    waiting_.erase(a.id);
+    waiting_reported_.erase(a.id);
+    Launch(a);
+    return;
+  }
+  waiting_[a.id] = a;
+  const std::string why = WaitingMessage(blockers);
+  std::string& reported = waiting_reported_[a.id];
+  if (reported == why) return;
+  reported = why;
+  Log("task " + std::to_string(a.id) + " (" + a.task.name + ") is " + why);
+  outbox_.push_back(Report{a.id, json{{"node", opt_.inventory.spec.name},
+                                      {"id", a.id},
+                                      {"state", "waiting"},
+                                      {"message", why}}});
+  reports_waiting_ = true;
+  cv_.notify_all();
+}
+
+void Agent::StartWaiting(const std::set<uint64_t>& later) {
+  std::vector<Assignment> waiting;
+  for (const auto& [id, a] : waiting_) {
+    if (later.count(id) == 0) waiting.push_back(a);
+  }
+  for (const Assignment& a : waiting) StartOrWait(a);
 }
 
 void Agent::Launch(const Assignment& a) {
@@ -606,6 +667,13 @@ void Agent::Launch(const Assignment& a) {
     pf.close();
     if (!pf) return failed("cannot write " + port_file.string());
   }
+  // What it was given, for a restarted agent that adopts it (gate.h).
+  const std::filesystem::path alloc_file = dir / "allocation";
+  {
+    std::ofstream af(alloc_file, std::ios::trunc);
+    af << AllocationToJson(a.allocation, node).dump() << "\n";
+    if (!af) return failed("cannot write " + alloc_file.string());
+  }
   LaunchSpec spec{.id = a.id,
                   .argv = port ? SubstitutePort(a.task.command, *port) : a.task.command,
                   .env = EnvStrings(BuildTaskEnv(base_env_, a.id, a.task, a.allocation, port)),
@@ -617,6 +685,7 @@ void Agent::Launch(const Assignment& a) {
     return failed(pid.status().message());
   }
   if (port) ports_[a.id] = *port;
+  held_[a.id] = a.allocation;
   Log("task " + std::to_string(a.id) + " (" + a.task.name + ") started, pid " +
       std::to_string(*pid) + (port ? ", port " + std::to_string(*port) : ""));
   {

@@ -3,22 +3,31 @@
 //
 // Threads, each with its own HTTP client:
 //   - the caller's thread (Run): registers, then long-polls the assignments
-//     and reconciles: an assigned task not running here is launched; a local
-//     task missing from the list is stopped (SIGTERM to its group, SIGKILL
-//     after the grace period) and not reported, because the server already
-//     moved it on (cancelled, preempted);
+//     and reconciles: a local task missing from the list is stopped first
+//     (SIGTERM to its group, SIGKILL after the grace period) and not
+//     reported, because the server already moved it on (cancelled,
+//     preempted); then an assigned task not running here is launched —
+//     unless a process being stopped still holds what it was given (its
+//     GPUs, or CPU or memory only that exit frees; gate.h). Such a task waits,
+//     reported as "waiting" with the tasks it waits for, and starts as soon
+//     as they have exited;
 //   - heartbeats: every heartbeat_interval_s, the usage (usage file or
 //     measured); a 404 means the server forgot the node: register again;
-//   - reaper: every 100 ms, reaps ended processes, ships output, and sends the status
-//     reports in the order they were made ("running" before the end), keeping
-//     them while the server cannot be reached. A 409 answer (the task is not
-//     assigned here) stops the task.
+//   - reaper: every 100 ms (every 10 ms while a task waits for another to
+//     exit), reaps ended processes, starts the waiting tasks they blocked,
+//     ships output, and sends the status reports in the order they were
+//     made ("waiting", "running", then the end), keeping them while the
+//     server cannot be reached. A 409 answer (the task is not assigned here)
+//     stops the task.
+//   - heartbeats carry the ids of the tasks running when the usage was
+//     measured (usage.running_tasks), so that the server keeps a task's
+//     in-flight estimate until a measurement holds it.
 //
 // Shutdown (RequestStop, e.g. on SIGINT/SIGTERM): heartbeats and polling stop
 // and Run returns; running tasks are left running, in their own process
 // groups, and nothing is reported for them. A restarted agent adopts them
-// (AdoptLeftovers, from WORK_DIR/tasks/<id>/pid) instead of launching them
-// again.
+// (AdoptLeftovers, from WORK_DIR/tasks/<id>/pid, with the allocation in
+// WORK_DIR/tasks/<id>/allocation) instead of launching them again.
 //
 // Service tasks: a task whose command contains "{port}" gets a free TCP port
 // (docs/AGENT.md, "Services"): "{port}" is replaced by it, PORT and
@@ -47,6 +56,7 @@
 #include <string>
 
 #include "agent/assignment.h"
+#include "agent/gate.h"
 #include "agent/inventory.h"
 #include "agent/supervisor.h"
 #include "cli/http_client.h"
@@ -99,6 +109,12 @@ class Agent {
   void ShipLogs(const cli::HttpClient& client, uint64_t id, bool final);
   std::string TaskDir(uint64_t id) const;
   void Reconcile(const AssignmentList& list);
+  // Starts `a` now, or, while stopping processes hold what it was given,
+  // keeps it in waiting_ and reports why (once per change). Caller holds mu_.
+  void StartOrWait(const Assignment& a);
+  // StartOrWait for every waiting task but those in `later` (after
+  // processes ended). Caller holds mu_.
+  void StartWaiting(const std::set<uint64_t>& later = {});
   void Launch(const Assignment& a);
   void Enqueue(uint64_t id, nlohmann::json body);
   // The "running" report of task `id`, with its port (and host) when it has
@@ -121,9 +137,14 @@ class Agent {
   bool reports_waiting_ = false;  // Reconcile queued reports; wakes the reaper. Guarded by mu_.
   // Tasks stopped by reconcile: their end is not reported. Guarded by mu_.
   std::set<uint64_t> unreported_;
-  // Tasks assigned here again while their old copy is still stopping; the
-  // reaper starts them when it exits. Guarded by mu_.
-  std::map<uint64_t, Assignment> relaunch_;
+  // Assigned tasks that wait for stopping processes to exit (gate.h), with
+  // the reason last reported for each; the reaper starts them. Guarded by
+  // mu_.
+  std::map<uint64_t, Assignment> waiting_;
+  std::map<uint64_t, std::string> waiting_reported_;
+  // What each live process was given (nullopt: adopted without a readable
+  // allocation file). Guarded by mu_.
+  std::map<uint64_t, std::optional<Allocation>> held_;
   // Tasks that ended here (or failed to start), with their final report, so
   // that a list still naming them re-sends the report instead of running
   // them twice. Guarded by mu_.

@@ -30,6 +30,8 @@ int64_t IntOr(const json& j, const char* key, int64_t fallback) {
   return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
 }
 
+}  // namespace
+
 Result<Allocation> ParseAllocation(const json& j) {
   if (!j.is_object()) return InvalidArgument("allocation must be an object");
   Allocation a;
@@ -51,6 +53,8 @@ Result<Allocation> ParseAllocation(const json& j) {
   }
   return a;
 }
+
+namespace {
 
 Result<Assignment> ParseOne(const json& e) {
   Assignment out;

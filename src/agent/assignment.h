@@ -32,6 +32,11 @@ struct AssignmentList {
   std::map<uint64_t, std::string> bad;
 };
 
+// An allocation's JSON, as the assignments carry it (and as the agent keeps
+// it in a task's folder): {cpu_milli, memory_mib, gpus: [{index, milli,
+// memory_mib}], rdma_device}.
+Result<Allocation> ParseAllocation(const nlohmann::json& j);
+
 // The body of GET /api/v1/agent/assignments. Fields of the task JSON that are
 // not part of a submission (id, state, node, timestamps, ...) are ignored,
 // so the server may add fields. InvalidArgument when the body has no

@@ -7,7 +7,9 @@ both A100 nodes of rack-a, one RDMA NIC each, the inference replicas sharing a
 T4 GPU, the H100 task pending with its reason) and run as real processes; the
 urgent fine-tune preempts one of the two running low-priority sweep trials,
 whose process is stopped and which is pending again with "preempted by task
-..." in its events. The demo's chat model (examples/demo/model.json) gets its
+..." in its events; the fine-tune's process starts only after the trial's
+has checkpointed (it traps SIGTERM for a second) and exited, and says
+meanwhile that it waits for it. The demo's chat model (examples/demo/model.json) gets its
 replica on a T4 and answers through the "chat" endpoint with its key. At the
 end the model is deleted, every task is cancelled and no task process is left
 behind.
@@ -17,6 +19,7 @@ usage: test_demo.py HETEROFLOW_BINARY
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -152,6 +155,26 @@ def main(binary, tmp):
         if not sweep_dir:
             fail("the sweep never ran in an agent's work dir")
         wait_until(lambda: not task_processes(sweep_dir[0]), 10, "the sweep's process stopped")
+
+        # The order on the GPUs: the fine-tune's process started after the
+        # trial's had checkpointed and exited, never beside it.
+        def stamp(task_id, what):
+            path = os.path.join(work, urgent_now["node"], "tasks", str(task_id), "output.log")
+            try:
+                with open(path) as f:
+                    m = re.search(what + r" at (\d+\.\d+)", f.read())
+            except OSError:
+                return None
+            return float(m.group(1)) if m else None
+        stopped = wait_until(lambda: stamp(sweep["id"], "stopped"), 10, "the trial's stop time")
+        started = wait_until(lambda: stamp(urgent["id"], "started"), 10, "the fine-tune's start time")
+        if started < stopped:
+            fail("the fine-tune started at %.3f, %.3f s before the trial it preempted exited (%.3f)"
+                 % (started, stopped - started, stopped))
+        events = expect(srv.get(API + "/tasks/%d" % urgent["id"]), 200)["events"]
+        waits = [e for e in events if e["kind"] == "waiting"]
+        if not waits or "waiting for task %d to exit" % sweep["id"] not in waits[0]["message"]:
+            fail("the fine-tune's events do not say it waited for task %d: %s" % (sweep["id"], events))
 
     def chat_model():
         with open(os.path.join(DEMO, "model.json")) as f:
