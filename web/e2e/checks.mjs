@@ -75,6 +75,21 @@ export async function checkToggle(t) {
   await withPage(t, {}, async (page) => {
     await login(page, t.base, t.adminToken);
     await open(page, t.base, '/plugins');
+    // Filters have no weight; load_threshold shows the scheduler config's
+    // thresholds, read-only, with the way to change them.
+    await tid(page, 'plugin-row-fit').first().waitFor({ state: 'visible' });
+    for (const filter of ['fit', 'load_threshold']) {
+      assert(!(await tid(page, `plugin-weight-${filter}`).count()), `plugin-weight-${filter} is shown for a filter`);
+    }
+    assert(await tid(page, 'plugin-weight-binpack').count(), 'plugin-weight-binpack is missing');
+    const config = await t.api.config();
+    for (const k of ['load_threshold', 'gpu_load_threshold', 'memory_threshold']) {
+      const shown = (await tid(page, `plugin-threshold-${k}`).first().innerText()).trim();
+      assert(Number(shown) === config[k], `plugin-threshold-${k} shows "${shown}", the config says ${config[k]}`);
+    }
+    await tid(page, 'plugin-thresholds-edit').first().click();
+    await page.waitForURL(/\/config$/, { timeout: 5000 });
+    await open(page, t.base, '/plugins');
     const before = (await t.api.plugins())[name];
     assert(before.enabled, `${name} should start enabled: ${JSON.stringify(before)}`);
     assert((await statusText(page, name)) === 'active', `plugin-status-${name} reads "${await statusText(page, name)}", want "active"`);
@@ -441,6 +456,24 @@ const PAGES = [
   ['tasks', '/tasks', '[data-testid^="task-row-"]'],
   ['task-detail', null, '[data-testid="task-events"]'],
 ];
+
+// A preemptor waits for its victim's process to exit: the urgent fine-tune
+// of the demo shows the "waiting" event naming the evicted sweep trial.
+export async function checkTaskWaiting(t) {
+  const id = t.taskIds['finetune-70b-urgent'];
+  const evicted = (await t.api.tasks()).filter((x) => x.name.startsWith('hparam-sweep-') && x.state !== 'running');
+  assert(evicted.length === 1, `want one evicted sweep trial, got ${evicted.map((x) => x.name + ' ' + x.state).join(', ')}`);
+  await withPage(t, {}, async (page) => {
+    await login(page, t.base, t.adminToken);
+    await open(page, t.base, `/tasks/${id}`);
+    const events = tid(page, 'task-events').first();
+    await events.waitFor({ state: 'visible' });
+    await waitUntil(async () => /waiting for task \d+ to exit/.test(await events.innerText()), 5000,
+      'task-events to show the waiting event');
+    const text = await events.innerText();
+    assert(text.includes(`waiting for task ${evicted[0].id} to exit`), `task-events do not name the evicted trial ${evicted[0].id}: ${text.slice(0, 400)}`);
+  });
+}
 
 // 8. Screenshots of every page in both languages, each checked for layout.
 export async function checkScreenshots(t) {

@@ -24,7 +24,8 @@ import { cleanupAll, makeTempDir, onCleanup, startServer } from './harness.mjs';
 import { seedCluster } from './seed.mjs';
 import { CheckFailure, notes } from './browser.mjs';
 import {
-  checkChinese, checkConfig, checkExclusive, checkLogin, checkPreview, checkScreenshots, checkToggle, checkViewer,
+  checkChinese, checkConfig, checkExclusive, checkLogin, checkPreview, checkScreenshots, checkTaskWaiting,
+  checkToggle, checkViewer,
 } from './checks.mjs';
 import { checkInference } from './inference.mjs';
 
@@ -39,6 +40,7 @@ const CHECKS = [
   ['live-preview', checkPreview],
   ['chinese', checkChinese],
   ['viewer-readonly', checkViewer],
+  ['task-waiting', checkTaskWaiting],
   ['inference', checkInference],
   ['screenshots', checkScreenshots],
 ];

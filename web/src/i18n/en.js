@@ -103,6 +103,8 @@ export default {
     saveFailed: 'Could not change {name}',
     reloaded: '{name} reloaded',
     reloadFailed: 'Could not reload {name}',
+    thresholds: 'Thresholds (scheduler config)',
+    editThresholds: 'Change them in the scheduler config',
     conflictHelp: '{a} and {b} cannot both be enabled: disable one first.',
     modes: {
       disabled: 'disabled',
@@ -368,7 +370,7 @@ export default {
     node: 'Node',
     request: 'Request',
     age: 'Age',
-    reason: 'Pending reason',
+    reason: 'Why it waits',
     page: 'Page {n}',
     back: 'All tasks',
     cancel: 'Cancel task',

@@ -103,6 +103,8 @@ export default {
     saveFailed: '无法修改 {name}',
     reloaded: '{name} 已重新加载',
     reloadFailed: '无法重新加载 {name}',
+    thresholds: '阈值（调度器配置）',
+    editThresholds: '在调度器配置中修改',
     conflictHelp: '{a} 与 {b} 不能同时启用：请先停用其中一个。',
     modes: {
       disabled: '禁用抢占',
@@ -368,7 +370,7 @@ export default {
     node: '节点',
     request: '资源请求',
     age: '已存在',
-    reason: '待调度原因',
+    reason: '等待原因',
     page: '第 {n} 页',
     back: '全部任务',
     cancel: '取消任务',

@@ -129,3 +129,12 @@ export function requestSummary(task, fmtMiB = (v) => `${v} MiB`) {
   if (task && task.rdma_required) parts.push('RDMA');
   return parts.join(' · ') || '—';
 }
+
+// Why a task is not running yet, or '' when nothing holds it: a pending task's
+// reason for not being placed, or a scheduled task's reason for not being
+// started ("waiting for task 12 to exit", while a preempted task's process
+// still holds its GPUs).
+export function waitReason(task) {
+  if (!task || (task.state !== 'pending' && task.state !== 'scheduled')) return '';
+  return task.pending_reason || '';
+}

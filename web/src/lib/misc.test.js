@@ -74,7 +74,15 @@ describe('cluster aggregations', () => {
   });
 });
 
-import { requestSummary } from './cluster.js';
+import { requestSummary, waitReason } from './cluster.js';
+describe('waitReason', () => {
+  it('says why a pending or scheduled task waits, and nothing for the others', () => {
+    expect(waitReason({ state: 'pending', pending_reason: '0/4 nodes available: 4 insufficient GPU' })).toBe('0/4 nodes available: 4 insufficient GPU');
+    expect(waitReason({ state: 'scheduled', pending_reason: 'waiting for task 12 to exit (it holds GPU 0)' })).toBe('waiting for task 12 to exit (it holds GPU 0)');
+    expect(waitReason({ state: 'scheduled', pending_reason: '' })).toBe('');
+    expect(waitReason({ state: 'running', pending_reason: 'stale' })).toBe('');
+  });
+});
 describe('requestSummary', () => {
   it('says what a task asks for', () => {
     expect(requestSummary({ requests: { gpu: 2, gpu_milli: 1000, gpu_models: ['A100-80G'], cpu_milli: 8000, memory_mib: 65536 }, rdma_required: true }))

@@ -5,14 +5,21 @@
 const FIELDS = ['enabled', 'weight', 'mode'];
 
 // The editable candidate, prefilled from GET /api/v1/plugins:
-// {name: {enabled, weight, mode?}}.
+// {name: {enabled, weight?, mode?}}. A plugin that only filters has no
+// weight (the API says null), so its candidate has none to edit.
 export function candidateFromPlugins(plugins) {
   const c = {};
   for (const p of plugins || []) {
-    c[p.name] = { enabled: !!p.enabled, weight: p.weight };
+    c[p.name] = { enabled: !!p.enabled };
+    if (hasWeight(p)) c[p.name].weight = p.weight;
     if (p.mode !== undefined) c[p.name].mode = p.mode;
   }
   return c;
+}
+
+// Whether a plugin has a weight: filters do not (GET /plugins gives null).
+export function hasWeight(p) {
+  return p && p.weight !== null && p.weight !== undefined;
 }
 
 function sameValue(a, b) {

@@ -8,7 +8,7 @@ const plugins = [
   { name: 'binpack', enabled: true, weight: 1, required: false },
   { name: 'spread', enabled: false, weight: 1, required: false },
   { name: 'preempt', enabled: true, weight: 1, mode: 'scheduled', modes: ['disabled', 'scheduled', 'running'] },
-  { name: 'fit', enabled: true, weight: 1, required: true },
+  { name: 'fit', enabled: true, weight: null, required: true },
 ];
 
 describe('candidate and diff', () => {
@@ -16,6 +16,8 @@ describe('candidate and diff', () => {
     const c = candidateFromPlugins(plugins);
     expect(c.binpack).toEqual({ enabled: true, weight: 1 });
     expect(c.preempt.mode).toBe('scheduled');
+    // A filter has no weight to edit.
+    expect(c.fit).toEqual({ enabled: true });
     expect(policyDiff(plugins, c)).toEqual({});
   });
   it('keeps only what changed', () => {
