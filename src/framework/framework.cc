@@ -24,6 +24,7 @@ struct Framework::Slot {
   PluginSettings settings;
   PluginStatus status = PluginStatus::kInactive;
   std::string message;
+  uint64_t generation = 0;  // counts ApplySettings calls (FinishReload)
 };
 
 Framework::Framework(const Registry& registry, const Clock* clock) {
@@ -180,6 +181,7 @@ Status Framework::ApplySettings(Slot& slot, const PluginSettings& s) {
                            (known.empty() ? "it takes none" : "known: " + known) + ")");
   }
   const PluginStatus before = slot.status;
+  ++slot.generation;
   slot.status = PluginStatus::kConfiguring;
   Status st = slot.plugin->Configure(PluginArgs{settings.mode, settings.config});
   if (st.code() == StatusCode::kInvalidArgument) {
@@ -199,12 +201,14 @@ void Framework::RebuildPointLists() {
   scorers_.clear();
   device_binders_.clear();
   attachment_binders_.clear();
-  reloadable_.clear();
   for (auto& slot : slots_) {
     if (!slot->settings.enabled) continue;
     Plugin* p = slot->plugin.get();
-    reloadable_.push_back(p);
-    if (slot->status != PluginStatus::kActive) continue;  // error: left out, scheduler goes on
+    // In error: left out, and the scheduler goes on. Reloading: as before
+    // (healthy plugins keep the sources they had until the new ones are in).
+    const bool healthy = slot->status == PluginStatus::kActive ||
+                         (slot->status == PluginStatus::kConfiguring && slot->message.empty());
+    if (!healthy) continue;
     if (auto* f = dynamic_cast<FilterPlugin*>(p)) filters_.push_back(f);
     if (auto* f = dynamic_cast<PostFilterPlugin*>(p)) post_filters_.push_back(f);
     if (auto* s = dynamic_cast<ScorePlugin*>(p)) {
@@ -266,16 +270,41 @@ Status Framework::UpdatePlugin(std::string_view name, const PluginPatch& patch) 
   return Status::Ok();
 }
 
-Status Framework::ReloadPlugin(std::string_view name) {
+Result<Framework::PendingReload> Framework::StartReload(std::string_view name) {
   Slot* slot = FindSlot(name);
   if (!slot) return NotFound("unknown plugin " + std::string(name));
-  slot->status = PluginStatus::kConfiguring;
-  Status st = slot->plugin->Reload();
+  // Point lists are left as they are: a healthy plugin keeps serving what
+  // it had loaded until the new sources are in.
+  if (slot->settings.enabled) slot->status = PluginStatus::kConfiguring;
+  return PendingReload{slot->factory->name, slot->plugin->StartReload(), slot->generation};
+}
+
+std::vector<Framework::PendingReload> Framework::StartDueReloads() {
+  std::vector<PendingReload> due;
+  for (auto& slot : slots_) {
+    if (!slot->settings.enabled || !slot->plugin->ReloadDue()) continue;
+    due.push_back(*StartReload(slot->factory->name));
+  }
+  return due;
+}
+
+Status Framework::FinishReload(const PendingReload& reload) {
+  Slot* slot = FindSlot(reload.plugin);
+  if (!slot) return NotFound("unknown plugin " + reload.plugin);
+  // Settings applied meanwhile loaded their sources themselves.
+  if (slot->generation != reload.generation) return Status::Ok();
+  const Status st = reload.job.apply ? reload.job.apply() : Status::Ok();
   slot->message = st.ok() ? "" : st.message();
   if (!slot->settings.enabled) slot->status = PluginStatus::kInactive;
   else slot->status = st.ok() ? PluginStatus::kActive : PluginStatus::kError;
   RebuildPointLists();
   return st;
+}
+
+Status Framework::ReloadPlugin(std::string_view name) {
+  HF_ASSIGN_OR_RETURN(PendingReload reload, StartReload(name));
+  if (reload.job.load) reload.job.load();
+  return FinishReload(reload);
 }
 
 Status Framework::SetSchedulerConfig(const SchedulerConfig& config) {
@@ -423,12 +452,6 @@ bool Framework::CommitPreemption(const Task& task, ClusterState& cluster,
 
 Decision Framework::Schedule(const Task& task, ClusterState& cluster, const ScheduleOptions& options) {
   Decision d;
-  std::vector<std::string> due;
-  for (Plugin* p : reloadable_) {
-    if (p->ReloadDue()) due.emplace_back(p->Name());
-  }
-  for (const auto& name : due) (void)ReloadPlugin(name);  // failures show as status `error`
-
   const size_t n = cluster.node_count();
   // Runs fn, timing it when the caller asked for timings.
   const auto timed = [&](std::string_view plugin, const char* point, auto&& fn) {

@@ -127,7 +127,24 @@ class Framework {
   // (a bad value; a weight for a plugin without one; config for
   // load_threshold, whose thresholds are SetSchedulerConfig's).
   Status UpdatePlugin(std::string_view name, const PluginPatch& patch);
-  // Re-reads a plugin's outside sources (e.g. the topology file).
+  // Reloading a plugin's outside sources (e.g. the topology file) without
+  // reading them under the caller's lock: StartReload (lock held) puts the
+  // plugin in `configuring` and returns the job; the caller runs job.load
+  // without the lock, then FinishReload (lock held) installs what it read:
+  // `active`, or `error` with the reason, which it returns. A plugin keeps
+  // its part in scheduling while it reloads if it had one. When its settings
+  // changed in between (UpdatePlugin loads them itself) the reload is
+  // dropped. NotFound for an unknown plugin.
+  struct PendingReload {
+    std::string plugin;
+    ReloadJob job;
+    uint64_t generation = 0;  // the settings it was started under
+  };
+  Result<PendingReload> StartReload(std::string_view name);
+  // StartReload for every enabled plugin whose sources changed (ReloadDue).
+  std::vector<PendingReload> StartDueReloads();
+  Status FinishReload(const PendingReload& reload);
+  // All three steps at once, under the caller's lock (tests, tools).
   Status ReloadPlugin(std::string_view name);
 
   const SchedulerConfig& scheduler_config() const { return scheduler_; }
@@ -173,7 +190,6 @@ class Framework {
   };
   std::vector<Scorer> scorers_;
   std::vector<BindPlugin*> device_binders_, attachment_binders_;
-  std::vector<Plugin*> reloadable_;
 
   // Per-cycle scratch, reused to avoid allocation on the hot path.
   std::vector<NodeId> nodes_;

@@ -18,6 +18,7 @@
 #define HF_FRAMEWORK_PLUGIN_H_
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -51,6 +52,17 @@ struct PluginArgs {
   nlohmann::json config = nlohmann::json::object();
 };
 
+// A reload of a plugin's outside sources (files) in two steps, so that slow
+// I/O never runs under the framework's lock: `load` reads the sources into
+// state of its own (it must not touch the plugin: it runs without the lock,
+// while the plugin schedules); `apply` installs what was read, with the
+// lock, under Configure's error contract. Both are empty for a plugin with
+// nothing to load.
+struct ReloadJob {
+  std::function<void()> load;
+  std::function<Status()> apply;
+};
+
 // What plugins get from the framework when they are built.
 struct PluginDeps {
   ReasonTable* reasons = nullptr;
@@ -79,9 +91,11 @@ class Plugin {
     (void)args;
     return Status::Ok();
   }
-  // Re-reads outside sources (files). Same error contract as Configure.
-  virtual Status Reload() { return Status::Ok(); }
-  // Cheap test, called at most once per cycle, whether Reload() is due.
+  // Re-reads outside sources (files), as a job the framework runs in two
+  // steps (see ReloadJob). Default: nothing to reload.
+  virtual ReloadJob StartReload() { return {}; }
+  // Cheap test, called by the server's watcher (every half second), whether
+  // the outside sources changed and a reload is due.
   virtual bool ReloadDue() { return false; }
 };
 

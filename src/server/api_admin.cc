@@ -139,20 +139,19 @@ Response ControlPlane::ListAudit(const Request& req) const {
 
 Response ControlPlane::ReloadPlugin(const Request& req, const Caller& caller) {
   const std::string name(req.Param("name"));
-  json out;
+  Result<framework::Framework::PendingReload> reload = NotFound("");
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Status s = framework_->ReloadPlugin(name);
-    if (!s.ok()) return StatusError(s);
-    Result<framework::PluginInfo> info = framework_->GetPlugin(name);
-    if (!info.ok()) return StatusError(info.status());
-    out = PluginInfoToJson(*info);
+    reload = framework_->StartReload(name);
+    if (!reload.ok()) return StatusError(reload.status());
     RefreshViewsLocked();
   }
-  scheduler_->PolicyChanged();
-  events_.Publish("plugin", json{{"action", "reloaded"}, {"name", name}, {"by", caller.name}},
-                  clock_.NowMs());
-  return JsonResponse(200, out);
+  // The file is read without the framework's lock.
+  FinishReloads({*reload}, caller.name);
+  std::lock_guard<std::mutex> lock(mu_);
+  Result<framework::PluginInfo> info = framework_->GetPlugin(name);
+  if (!info.ok()) return StatusError(info.status());
+  return JsonResponse(200, PluginInfoToJson(*info));
 }
 
 Response ControlPlane::OpenApi() const {

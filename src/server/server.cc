@@ -574,6 +574,24 @@ void ControlPlane::AddRoutes() {
   AddInferenceRoutes();
 }
 
+void ControlPlane::FinishReloads(const std::vector<framework::Framework::PendingReload>& reloads,
+                                 const std::string& by) {
+  for (const auto& r : reloads) {
+    if (r.job.load) r.job.load();
+  }
+  {
+    std::lock_guard lock(mu_);
+    // A failure shows as status `error` with its reason.
+    for (const auto& r : reloads) (void)framework_->FinishReload(r);
+    RefreshViewsLocked();
+  }
+  scheduler_->PolicyChanged();
+  for (const auto& r : reloads) {
+    events_.Publish("plugin", json{{"action", "reloaded"}, {"name", r.plugin}, {"by", by}},
+                    clock_.NowMs());
+  }
+}
+
 void ControlPlane::RefreshViewsLocked() {
   json list = json::array();
   for (const framework::PluginInfo& p : framework_->Plugins()) list.push_back(PluginInfoToJson(p));
@@ -732,6 +750,21 @@ Status ControlPlane::Start() {
       events_.Ping();
     }
   });
+  source_watcher_ = std::jthread([this](std::stop_token stop) {
+    std::mutex m;
+    std::condition_variable_any cv;
+    std::unique_lock lock(m);
+    while (!cv.wait_for(lock, stop, std::chrono::milliseconds(500), [] { return false; })) {
+      if (stop.stop_requested()) break;
+      std::vector<framework::Framework::PendingReload> due;
+      {
+        std::lock_guard fw_lock(mu_);
+        due = framework_->StartDueReloads();
+        if (!due.empty()) RefreshViewsLocked();  // `configuring` shows while it reads
+      }
+      if (!due.empty()) FinishReloads(due, "file watcher");
+    }
+  });
   ready_ = true;
   return Status::Ok();
 }
@@ -744,9 +777,10 @@ void ControlPlane::Stop() {
   if (inference_) inference_->Stop();
   if (scheduler_) scheduler_->Stop();
   if (http_) http_->Stop();
-  if (pinger_.joinable()) {
-    pinger_.request_stop();
-    pinger_.join();
+  for (std::jthread* t : {&pinger_, &source_watcher_}) {
+    if (!t->joinable()) continue;
+    t->request_stop();
+    t->join();
   }
   if (scheduler_) scheduler_->Stop();
 }

@@ -148,6 +148,11 @@ class ControlPlane {
 
   Response Events();
   Response InferencePanel() const;
+  // Runs reloads that StartReload/StartDueReloads began (mu_ NOT held):
+  // reads their sources without mu_, installs them with it, refreshes the
+  // views, retries waiting tasks and publishes a "reloaded" event each.
+  void FinishReloads(const std::vector<framework::Framework::PendingReload>& reloads,
+                     const std::string& by);
   void AddInferenceRoutes();
   Response OpenApi() const;
   Response Metrics() const;
@@ -182,6 +187,9 @@ class ControlPlane {
   std::string ui_missing_;          // why not, for GET /
   std::unique_ptr<HttpServer> http_;
   std::jthread pinger_;  // keeps event streams alive
+  // Every half second, reloads the plugins whose outside sources (the
+  // topology file) changed, whether or not anything is being scheduled.
+  std::jthread source_watcher_;
 };
 
 // The `server` subcommand; argv[0] is "server". Returns the exit code.

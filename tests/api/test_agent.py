@@ -239,9 +239,10 @@ def main(binary, tmp):
 
     def reassigned_while_stopping():
         # A preempted task whose process takes a while to exit is placed back
-        # on the same node before it has: the agent starts the new copy once
-        # the old one is gone (never two at once, never none), and a cancel
-        # afterwards still stops it.
+        # on the same node before it has (its preemptor, waiting for it, is
+        # cancelled): the agent starts the new copy once the old one is gone
+        # (never two at once, never none), and a cancel afterwards still
+        # stops it.
         expect(srv.call("PUT", API + "/plugins/preempt",
                         {"enabled": True, "mode": "running",
                          "config": {"min_runtime_seconds": 0}}), 200)
@@ -262,7 +263,8 @@ def main(binary, tmp):
         hi = expect(srv.call("POST", API + "/tasks", {
             "name": "preemptor", "priority": 100, "requests": {"cpu_milli": 500, "gpu": 2},
             "command": ["sleep", "60"]}), 201)
-        wait_until(lambda: get_task(hi["id"])["state"] == "running", 10, "preemptor running")
+        wait_until(lambda: "waiting for task %d" % vid in get_task(hi["id"])["pending_reason"], 10,
+                   "the preemptor waiting for the victim's old copy")
         if not pid_alive(first):
             fail("the victim's old copy exited before its 1.5 s SIGTERM handler finished")
         expect(srv.call("POST", API + "/tasks/%d/cancel" % hi["id"]), 200)

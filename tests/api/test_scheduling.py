@@ -15,7 +15,10 @@ heartbeats sent as an agent would, tasks through /api/v1/tasks):
   - registering, replacing or deleting another node keeps every node's
     measured load (load awareness survives a rolling agent restart);
   - a node above gpu_load_threshold whose load comes from preemptible tasks
-    takes a preemptor; one loaded by non-preemptible tasks does not.
+    takes a preemptor; one loaded by non-preemptible tasks does not;
+  - the topology file is watched: a broken file shows `error` within 2 s and
+    the fixed one `active`, with nothing submitted; a reload whose file blocks
+    shows `configuring` while the API and the scheduler go on.
 
 usage: test_scheduling.py HETEROFLOW_BINARY
 """
@@ -282,6 +285,56 @@ def main(binary, tmp):
             cancel_all()
             expect(srv.call("DELETE", API + "/nodes/" + node), 200)
 
+    def topology_file_watched():
+        path = os.path.join(tmp, "topology.yaml")
+        good = "zones:\n  - name: z1\n    switches:\n      - name: s1\n        racks:\n" \
+               "          - {name: r1, nodes: [topo-a]}\n"
+
+        def write(text):
+            # Replaced, as editors and config managers do.
+            with open(path + ".new", "w") as f:
+                f.write(text)
+            os.replace(path + ".new", path)
+
+        def status():
+            return {p["name"]: p for p in
+                    expect(srv.get(API + "/plugins"), 200)["plugins"]}["topology"]["status"]
+
+        def becomes(want, within):
+            t0 = time.monotonic()
+            wait_until(lambda: status() == want, within, "topology %s" % want, interval=0.05)
+            return time.monotonic() - t0
+        write(good)
+        expect(srv.call("PUT", API + "/plugins/topology", {"config": {"topology_config": path}}), 200)
+        if status() != "active":
+            fail("a good file: %s" % status())
+        # Nothing is submitted: the file is watched on its own.
+        write("zones: {")
+        took = becomes("error", 2)
+        write(good)
+        took = max(took, becomes("active", 2))
+        print("     seen within %.2f s" % took, flush=True)
+        # A reload reads without the framework's lock: while the file blocks
+        # (a FIFO nobody writes yet) the plugin shows `configuring`, and the
+        # API and the scheduler go on.
+        fifo = os.path.join(tmp, "topology.fifo")
+        os.mkfifo(fifo)
+        os.replace(fifo, path)
+        becomes("configuring", 3)
+        srv.register_node("topo-a", gpus=1, model="T4", gpu_memory_mib=15360)
+        i = submit(task("during-reload", model="T4"))
+        settled(i, "scheduled")
+        if status() != "configuring":
+            fail("the reload finished without its file")
+        with open(path, "w") as f:
+            f.write(good)
+        becomes("active", 3)
+        # No second read of the FIFO: the plugin goes back to the nodes' own positions.
+        expect(srv.call("PUT", API + "/plugins/topology", {"config": {"topology_config": ""}}), 200)
+        os.remove(path)
+        cancel_all()
+        expect(srv.call("DELETE", API + "/nodes/topo-a"), 200)
+
     c.run("integer fields take JSON integers only; gpu_models [] is any model", integers_only)
     c.run("an unknown plugin in score_weights is a 400 naming the key", score_weights_unknown_plugin)
     c.run("thresholds live in the scheduler config only; filters have no weight",
@@ -291,6 +344,7 @@ def main(binary, tmp):
     c.run("in-flight estimates survive a heartbeat before the start", inflight_survives_early_heartbeat)
     c.run("node registration, replacement and deletion keep measured load", node_changes_keep_load)
     c.run("preemption on nodes above gpu_load_threshold", preemption_on_busy_nodes)
+    c.run("the topology file is watched while nothing is scheduled", topology_file_watched)
     srv.stop()
     c.finish()
 

@@ -207,23 +207,44 @@ Status Topology::Configure(const framework::PluginArgs& args) {
   return Reload();
 }
 
+framework::ReloadJob Topology::StartReload() {
+  // What `load` reads lives here until `apply` installs it; `load` touches
+  // nothing of the plugin.
+  struct Read {
+    std::string path;
+    FileStamp stamp;
+    Result<TopologyMap> file = TopologyMap{};
+  };
+  auto read = std::make_shared<Read>();
+  read->path = state_->path;
+  return {[read] {
+            if (read->path.empty()) return;
+            // Stamped before reading: a change made while reading is then
+            // seen as a change by the next ReloadDue, never lost.
+            read->stamp = StampOf(read->path);
+            read->file = LoadTopologyFile(read->path);
+          },
+          [this, read]() -> Status {
+            State& s = *state_;
+            ++s.generation;
+            s.file.clear();
+            s.loaded_stamp = read->stamp;
+            s.last_check_ms = clock_ ? clock_->NowMs() : 0;
+            if (read->path.empty()) return Status::Ok();
+            if (!read->file.ok()) {
+              // The nodes' own positions stand in meanwhile; the framework
+              // leaves the plugin out while it is in status `error`.
+              return Unavailable("topology_config " + read->file.status().message());
+            }
+            s.file = std::move(read->file).value();
+            return Status::Ok();
+          }};
+}
+
 Status Topology::Reload() {
-  State& s = *state_;
-  ++s.generation;
-  s.file.clear();
-  if (s.path.empty()) return Status::Ok();
-  // Stamp before reading: a change made while reading is then seen as a
-  // change by the next ReloadDue, never lost.
-  s.loaded_stamp = StampOf(s.path);
-  s.last_check_ms = clock_ ? clock_->NowMs() : 0;
-  Result<TopologyMap> loaded = LoadTopologyFile(s.path);
-  if (!loaded.ok()) {
-    // The nodes' own positions stand in meanwhile; the framework leaves the
-    // plugin out while it is in status `error`.
-    return Unavailable("topology_config " + loaded.status().message());
-  }
-  s.file = std::move(loaded).value();
-  return Status::Ok();
+  framework::ReloadJob job = StartReload();
+  job.load();
+  return job.apply();
 }
 
 bool Topology::ReloadDue() {

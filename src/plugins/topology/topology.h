@@ -4,8 +4,9 @@
 // switches -> racks -> nodes; see topology_file.h) when set, otherwise from
 // each node's own `topology` fields. A missing or invalid file puts the plugin
 // in status `error` with the reason; the scheduler goes on without it. The
-// file is re-read when its modification time changes (checked at most once a
-// second) or on request (Reload).
+// file is re-read when it changes (ReloadDue compares its modification time,
+// size and inode, at most once a second; the server's watcher asks) or on
+// request; the reading runs without the framework's lock (StartReload).
 //
 // Score: proximity levels: same node 100, same rack 75, same switch 50, same
 // zone 25, elsewhere 0. Two parts, each the best level from the node to:
@@ -45,8 +46,10 @@ class Topology final : public framework::PreScorePlugin,
   }
   Status Configure(const framework::PluginArgs& args) override;
   std::vector<std::string> ConfigKeys() const override { return {"topology_config"}; }
-  Status Reload() override;
+  framework::ReloadJob StartReload() override;
   bool ReloadDue() override;
+  // StartReload's job, both steps at once.
+  Status Reload();
   bool PreScore(const Task& task, const ClusterState& cluster,
                 std::span<const NodeId> feasible) override;
   void Score(const Task& task, const ClusterState& cluster, std::span<const NodeId> nodes,

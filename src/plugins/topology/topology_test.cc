@@ -647,10 +647,55 @@ TEST(TopologyConfigTest, ChangedFileIsReloadedAtMostOncePerSecond) {
     SCOPED_TRACE(step.name);
     if (step.write) WriteFile(path, step.write);
     clock.Advance(step.advance_ms);
+    // What the server's watcher does every half second.
+    for (const auto& r : (*fw)->StartDueReloads()) {
+      r.job.load();
+      (void)(*fw)->FinishReload(r);
+    }
     const framework::Decision d = (*fw)->Schedule(MakeTask(key++, "t", "", {}, 1), cluster);
     EXPECT_TRUE(d.scheduled) << d.reason;
     EXPECT_EQ(StatusOf(**fw), step.expected);
   }
+}
+
+TEST(TopologyConfigTest, ReloadReadsWithoutTheLockAndShowsConfiguring) {
+  const std::string path = TempPath("two_steps");
+  WriteFile(path, kAppendixExample);
+  ManualClock clock(1'000'000);
+  framework::Policy policy;
+  policy.plugins["topology"] = {{"topology_config", path}};
+  auto fw = framework::Framework::Create(InTreeRegistry(), policy, &clock);
+  ASSERT_TRUE(fw.ok()) << fw.status().ToString();
+  WriteFile(path, "zones: {");
+  clock.Advance(1000);
+  std::vector<framework::Framework::PendingReload> due = (*fw)->StartDueReloads();
+  ASSERT_EQ(due.size(), 1u);
+  // Started: configuring, and the plugin still takes part with what it had.
+  EXPECT_EQ(StatusOf(**fw), framework::PluginStatus::kConfiguring);
+  ClusterState cluster;
+  ASSERT_TRUE(cluster.AddNode(GpuNode(Layout::kNvlink)).ok());
+  const framework::Decision d =
+      (*fw)->Schedule(MakeTask(1, "t", "", {}, 2), cluster, {.explain = true});
+  ASSERT_TRUE(d.scheduled);
+  const auto& names = d.explanation->score_plugins;
+  EXPECT_NE(std::find(names.begin(), names.end(), "topology"), names.end());
+  // Read (here, as the watcher does without the lock), then installed.
+  due[0].job.load();
+  EXPECT_EQ(StatusOf(**fw), framework::PluginStatus::kConfiguring);
+  EXPECT_EQ((*fw)->FinishReload(due[0]).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(StatusOf(**fw), framework::PluginStatus::kError);
+  // Settings applied while a reload runs win: the late reload is dropped.
+  WriteFile(path, kAppendixExample);
+  clock.Advance(1000);
+  due = (*fw)->StartDueReloads();
+  ASSERT_EQ(due.size(), 1u);
+  WriteFile(path, "zones: {");
+  due[0].job.load();
+  framework::PluginPatch patch;
+  patch.config = nlohmann::json{{"topology_config", ""}};
+  ASSERT_TRUE((*fw)->UpdatePlugin("topology", patch).ok());
+  EXPECT_TRUE((*fw)->FinishReload(due[0]).ok());
+  EXPECT_EQ(StatusOf(**fw), framework::PluginStatus::kActive);
 }
 
 TEST(TopologyConfigTest, NoClockNeverReloads) {
