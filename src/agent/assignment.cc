@@ -21,7 +21,7 @@ using nlohmann::json;
 // The submission fields of a task (SPEC Appendix A); TaskFromJson refuses
 // anything else, and the assignment's task JSON carries more (id, state...).
 constexpr const char* kSubmissionFields[] = {
-    "name",        "group",   "priority",           "kind",
+    "name",        "group",   "group_placement",    "priority",           "kind",
     "requests",    "rdma_required", "depends_on",  "preemptible",
     "requeue_on_node_loss", "command", "env"};
 

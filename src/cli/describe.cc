@@ -170,6 +170,7 @@ std::string DescribeModel(const json& m, int64_t now_s) {
   f.Add("Requests", RequestsText(Child(m, "requests")));
   f.Add("Priority", Text(m, "priority"));
   f.Add("Preemptible", Text(m, "preemptible"));
+  f.Add("Placement", Text(m, "placement"));
   f.Add("Startup Timeout", Text(m, "startup_timeout_s") + "s");
   f.Add("Autoscaling", AutoscalingText(Child(m, "autoscaling")));
   const json& decision = Child(m, "last_decision");
@@ -240,6 +241,7 @@ std::string DescribeTask(const json& t, int64_t now_s) {
   f.Add("State", Text(t, "state"));
   f.Add("Priority", Text(t, "priority"));
   f.Add("Group", Text(t, "group"));
+  if (Text(t, "group") != kNone) f.Add("Group Placement", Text(t, "group_placement"));
   f.Add("Kind", Text(t, "kind"));
   f.Add("Preemptible", Text(t, "preemptible"));
   f.Add("Node", Text(t, "node"));
@@ -248,6 +250,8 @@ std::string DescribeTask(const json& t, int64_t now_s) {
     f.Add("RDMA", "required");
   }
   f.Add("Allocation", AllocationText(Child(t, "allocation")));
+  // A pending task's reason is why it is not placed; a scheduled one's, why
+  // its agent has not started it yet ("waiting for task 12 to exit ...").
   f.Add("Pending Reason", Text(t, "pending_reason"));
   f.Add("Depends On", Join(Child(t, "depends_on")));
   f.Add("Command", Join(Child(t, "command"), " "));

@@ -33,6 +33,17 @@ std::optional<TaskState> ParseTaskState(const std::string& s) {
   return std::nullopt;
 }
 
+const char* GroupPlacementName(GroupPlacement p) {
+  return p == GroupPlacement::kSpread ? "spread" : "pack";
+}
+
+std::optional<GroupPlacement> ParseGroupPlacement(const std::string& s) {
+  for (GroupPlacement p : {GroupPlacement::kPack, GroupPlacement::kSpread}) {
+    if (s == GroupPlacementName(p)) return p;
+  }
+  return std::nullopt;
+}
+
 Status NodeSpec::Validate() const {
   if (name.empty()) return InvalidArgument("node name must not be empty");
   if (cpu_milli < 0) return InvalidArgument("node " + name + ": cpu_milli must be >= 0");

@@ -102,6 +102,14 @@ std::optional<TaskState> ParseTaskState(const std::string& s);
 
 enum class TaskKind : uint8_t { kBatch, kInference };
 
+// How a task sits among the other tasks of its group (the topology plugin's
+// group term): packed close, as the ranks of a training job that talk over
+// NCCL want; or spread apart, as the replicas of a service want, so that
+// losing one node (or rack) does not take them all.
+enum class GroupPlacement : uint8_t { kPack, kSpread };
+const char* GroupPlacementName(GroupPlacement p);
+std::optional<GroupPlacement> ParseGroupPlacement(const std::string& s);
+
 using TaskKey = uint64_t;
 
 // A unit of work to place. `key` is a dense, unique id chosen by the owner
@@ -111,6 +119,7 @@ struct Task {
   TaskKey key = 0;
   std::string name;
   std::string group;  // the instances of one distributed job share a group
+  GroupPlacement group_placement = GroupPlacement::kPack;
   int32_t priority = 0;
   TaskKind kind = TaskKind::kBatch;
   Requests requests;

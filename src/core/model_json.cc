@@ -112,9 +112,9 @@ Result<Task> TaskFromJson(const json& j, const std::string& prefix) {
                            " must be an object, got " + TypeName(j));
   }
   HF_RETURN_IF_ERROR(CheckKeys(j, prefix,
-                               {"name", "group", "priority", "kind", "requests", "rdma_required",
-                                "depends_on", "preemptible", "requeue_on_node_loss", "command",
-                                "env"}));
+                               {"name", "group", "group_placement", "priority", "kind", "requests",
+                                "rdma_required", "depends_on", "preemptible",
+                                "requeue_on_node_loss", "command", "env"}));
   Task t;
   if (!j.contains("name")) return InvalidArgument(Field(prefix, "name") + " is required");
   for (const auto& [key, v] : j.items()) {
@@ -125,6 +125,12 @@ Result<Task> TaskFromJson(const json& j, const std::string& prefix) {
       HF_RETURN_IF_ERROR(ReadString(v, f, t.group));
       // An empty group means "not part of a distributed job".
       if (!t.group.empty()) HF_RETURN_IF_ERROR(CheckName(t.group, f));
+    } else if (key == "group_placement") {
+      std::string placement;
+      HF_RETURN_IF_ERROR(ReadString(v, f, placement));
+      std::optional<GroupPlacement> p = ParseGroupPlacement(placement);
+      if (!p) return InvalidArgument(f + " must be \"pack\" or \"spread\"");
+      t.group_placement = *p;
     } else if (key == "priority") {
       HF_RETURN_IF_ERROR(ReadInt<int32_t>(v, f, std::numeric_limits<int32_t>::min(),
                                           std::numeric_limits<int32_t>::max(), t.priority));
@@ -163,6 +169,7 @@ const char* TaskKindName(TaskKind kind) { return kind == TaskKind::kInference ? 
 json TaskToJson(const Task& t) {
   return {{"name", t.name},
           {"group", t.group},
+          {"group_placement", GroupPlacementName(t.group_placement)},
           {"priority", t.priority},
           {"kind", TaskKindName(t.kind)},
           {"requests", RequestsToJson(t.requests)},

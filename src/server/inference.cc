@@ -572,6 +572,7 @@ Task InferenceService::ReplicaTask(Model& m) {
   Task t;
   t.name = m.spec.name + "-" + std::to_string(m.next_replica++);
   t.group = kGroupPrefix + m.spec.name;
+  t.group_placement = m.spec.placement;
   t.kind = TaskKind::kInference;
   t.priority = m.spec.priority;
   t.preemptible = m.spec.preemptible;

@@ -71,7 +71,7 @@ Result<ModelSpec> ModelSpecFromJson(const json& j, const std::string& path_name)
   HF_RETURN_IF_ERROR(CheckKeys(j, "",
                                {"name", "model", "command", "env", "health_path", "requests",
                                 "priority", "preemptible", "min_replicas", "max_replicas",
-                                "autoscaling", "startup_timeout_s"}));
+                                "autoscaling", "startup_timeout_s", "placement"}));
   ModelSpec m;
   if (j.contains("name")) {
     HF_RETURN_IF_ERROR(ReadName(j["name"], "name", m.name));
@@ -122,6 +122,12 @@ Result<ModelSpec> ModelSpecFromJson(const json& j, const std::string& path_name)
       HF_RETURN_IF_ERROR(ParseAutoscaling(v, m.autoscaling));
     } else if (key == "startup_timeout_s") {
       HF_RETURN_IF_ERROR(ReadNumber(v, key, 0, 86400, true, m.startup_timeout_s));
+    } else if (key == "placement") {
+      std::string placement;
+      HF_RETURN_IF_ERROR(ReadString(v, key, placement));
+      std::optional<GroupPlacement> p = ParseGroupPlacement(placement);
+      if (!p) return InvalidArgument("placement must be \"spread\" or \"pack\"");
+      m.placement = *p;
     }
   }
   if (m.model.empty()) m.model = m.name;
@@ -158,7 +164,8 @@ json ModelSpecToJson(const ModelSpec& m) {
             {"preemptible", m.preemptible},
             {"min_replicas", m.min_replicas},
             {"max_replicas", m.max_replicas},
-            {"startup_timeout_s", m.startup_timeout_s}};
+            {"startup_timeout_s", m.startup_timeout_s},
+            {"placement", GroupPlacementName(m.placement)}};
   if (m.autoscaling.enabled) {
     const AutoscalingSpec& a = m.autoscaling;
     j["autoscaling"] = {{"target_inflight_per_replica", a.target_inflight_per_replica},

@@ -49,6 +49,10 @@ struct ModelSpec {
   AutoscalingSpec autoscaling;
   // A replica not ready this long after its process started is replaced.
   double startup_timeout_s = 600;
+  // Where replicas go relative to each other: spread over nodes (and racks)
+  // by default, so that one node's loss takes one replica; pack to keep them
+  // together. Affects placements from now on: no rolling update.
+  GroupPlacement placement = GroupPlacement::kSpread;
 };
 
 // `path_name`: the name from the URL of a PUT (the body's name, if any, must

@@ -822,6 +822,9 @@ TEST(StoreSpecJsonTest, UsesAppendixAFieldNames) {
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->requests.gpu, 4);
   EXPECT_EQ(t->requests.gpu_models.size(), 2u);
+  // Every field of Appendix A comes back as it went in, beside the default
+  // group_placement that the appendix does not name.
+  submitted["group_placement"] = "pack";
   EXPECT_EQ(TaskToJson(*t), submitted);
 }
 

@@ -18,7 +18,9 @@ heartbeats sent as an agent would, tasks through /api/v1/tasks):
     takes a preemptor; one loaded by non-preemptible tasks does not;
   - the topology file is watched: a broken file shows `error` within 2 s and
     the fixed one `active`, with nothing submitted; a reload whose file blocks
-    shows `configuring` while the API and the scheduler go on.
+    shows `configuring` while the API and the scheduler go on;
+  - a deployment's replicas spread over nodes by default; `placement: pack`
+    keeps them together.
 
 usage: test_scheduling.py HETEROFLOW_BINARY
 """
@@ -335,6 +337,44 @@ def main(binary, tmp):
         cancel_all()
         expect(srv.call("DELETE", API + "/nodes/topo-a"), 200)
 
+    def replicas_spread():
+        for n in ("inf-a", "inf-b", "inf-c"):
+            srv.register_node(n, gpus=2, model="L40S", gpu_memory_mib=46080)
+
+        def replica_nodes(model, count):
+            def placed():
+                ts = [t for t in srv.tasks_full() if t["group"] == "inference." + model
+                      and t["state"] in ("scheduled", "running")]
+                return ts if len(ts) == count else None
+            ts = wait_until(placed, 10, "%d replicas of %s placed" % (count, model))
+            return ts
+        base = {"command": ["srv", "--port", "{port}"], "min_replicas": 3,
+                "requests": {"gpu": 1, "gpu_milli": 300, "gpu_models": ["L40S"]}}
+        # By default a deployment's replicas go to different nodes.
+        m = expect(srv.call("POST", API + "/inference/models", dict(base, name="spread-m")), 201)
+        ts = replica_nodes("spread-m", 3)
+        if len({t["node"] for t in ts}) != 3:
+            fail("replicas of a deployment went to %s" % [t["node"] for t in ts])
+        if m.get("placement") != "spread" or any(t.get("group_placement") != "spread" for t in ts):
+            fail("the default placement is %r (replicas: %s)"
+                 % (m.get("placement"), [t.get("group_placement") for t in ts]))
+        expect(srv.call("DELETE", API + "/inference/models/spread-m"), 200)
+        # placement: pack keeps them together.
+        expect(srv.call("POST", API + "/inference/models",
+                        dict(base, name="pack-m", placement="pack")), 201)
+        ts = replica_nodes("pack-m", 3)
+        if len({t["node"] for t in ts}) != 1:
+            fail("replicas of a packed deployment went to %s" % [t["node"] for t in ts])
+        expect(srv.call("DELETE", API + "/inference/models/pack-m"), 200)
+        expect_error(srv.call("POST", API + "/inference/models",
+                              dict(base, name="bad-m", placement="apart")), 400,
+                     mentions=("placement",))
+        wait_until(lambda: not [t for t in srv.tasks() if t["group"].startswith("inference.")
+                                and t["state"] in ("pending", "scheduled", "running")], 15,
+                   "the replicas cancelled")
+        for n in ("inf-a", "inf-b", "inf-c"):
+            expect(srv.call("DELETE", API + "/nodes/" + n), 200)
+
     c.run("integer fields take JSON integers only; gpu_models [] is any model", integers_only)
     c.run("an unknown plugin in score_weights is a 400 naming the key", score_weights_unknown_plugin)
     c.run("thresholds live in the scheduler config only; filters have no weight",
@@ -345,6 +385,7 @@ def main(binary, tmp):
     c.run("node registration, replacement and deletion keep measured load", node_changes_keep_load)
     c.run("preemption on nodes above gpu_load_threshold", preemption_on_busy_nodes)
     c.run("the topology file is watched while nothing is scheduled", topology_file_watched)
+    c.run("a deployment's replicas spread over nodes unless it packs them", replicas_spread)
     srv.stop()
     c.finish()
 

@@ -85,15 +85,17 @@ struct Topology::State {
   std::vector<uint32_t> node_mark, rack_mark, sw_mark, zone_mark;
   uint32_t epoch = 0;
   bool deps_apply = false, group_apply = false;
+  bool group_spreads = false;  // the task's group_placement is spread
   // Per place, its rack, switch and zone bits this cycle (rack | switch << 2 |
   // zone << 4), gathered once in PreScore so that Score reads one byte.
   std::vector<uint8_t> place_bits;
 
   // The score for every combination of a node's marks (index: node bits |
   // rack bits << 2 | switch bits << 4 | zone bits << 6), per combination of
-  // the parts that apply (deps_apply | group_apply << 1). With it Score is a
-  // few loads and a table look-up per node, without branches.
-  std::array<std::array<double, 256>, 4> score_table;
+  // the parts that apply and how the group part counts (deps_apply |
+  // group_apply << 1 | group_spreads << 2). With it Score is a few loads and
+  // a table look-up per node, without branches.
+  std::array<std::array<double, 256>, 8> score_table;
 
   void EnsurePositions(const ClusterState& cluster);
   void NextEpoch();
@@ -106,20 +108,25 @@ struct Topology::State {
 };
 
 Topology::State::State() {
-  for (uint32_t parts = 0; parts < 4; ++parts) {
+  for (uint32_t parts = 0; parts < 8; ++parts) {
+    const bool spread = parts & 4;
     for (uint32_t index = 0; index < 256; ++index) {
       double sum = 0;
       for (uint32_t bit : {kDepsBit, kGroupBit}) {
         if (!(parts & bit)) continue;
         // The closest level at which this part is marked: node, rack, switch, zone.
+        double closeness = 0;
         for (uint32_t level = 0; level < 4; ++level) {
           if ((index >> (2 * level)) & bit) {
-            sum += 100.0 - 25.0 * level;
+            closeness = 100.0 - 25.0 * level;
             break;
           }
         }
+        // A spread group scores distance instead: away from the other
+        // members (another zone 100, ... the same node 0).
+        sum += bit == kGroupBit && spread ? 100.0 - closeness : closeness;
       }
-      const int count = std::popcount(parts);
+      const int count = std::popcount(parts & 3);
       score_table[parts][index] = count ? sum / count : 0.0;
     }
   }
@@ -272,6 +279,7 @@ bool Topology::PreScore(const Task& task, const ClusterState& cluster,
     }
   }
   s.group_apply = false;
+  s.group_spreads = task.group_placement == GroupPlacement::kSpread;
   if (!task.group.empty()) {
     for (const NodeCount& c : cluster.GroupNodes(task.group)) {
       s.Mark(c.node, kGroupBit);
@@ -286,7 +294,8 @@ bool Topology::PreScore(const Task& task, const ClusterState& cluster,
 void Topology::Score(const Task& task, const ClusterState& cluster, std::span<const NodeId> nodes,
                      std::span<double> scores) {
   const State& s = *state_;
-  const auto& table = s.score_table[uint32_t(s.deps_apply) | uint32_t(s.group_apply) << 1];
+  const auto& table = s.score_table[uint32_t(s.deps_apply) | uint32_t(s.group_apply) << 1 |
+                                    uint32_t(s.group_apply && s.group_spreads) << 2];
   for (size_t i = 0; i < nodes.size(); ++i) {
     const NodeId n = nodes[i];
     scores[i] = table[s.Bits(s.node_mark[n]) | uint32_t{s.place_bits[s.place_of[n]]} << 2];

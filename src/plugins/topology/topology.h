@@ -11,8 +11,12 @@
 // Score: proximity levels: same node 100, same rack 75, same switch 50, same
 // zone 25, elsewhere 0. Two parts, each the best level from the node to:
 //   - the nodes running the task's depends_on (tasks or groups of that name);
-//   - the nodes running other instances of the task's group (so a group packs
-//     into one rack).
+//   - the nodes running other instances of the task's group: for a group
+//     that packs (group_placement "pack", training jobs) the same levels, so a
+//     group packs into one rack; for one that spreads ("spread", inference
+//     replicas) the opposite, 100 minus the level (elsewhere 100, another
+//     rack of the same switch 50, the same node 0), so that its members land
+//     on different nodes, racks and switches.
 // The score is the mean of the parts that apply; the plugin is skipped for a
 // task to which neither applies.
 //

@@ -232,6 +232,7 @@ struct ScoreRow {
   std::vector<std::string> depends_on;
   bool expected_applies;
   std::vector<double> expected;  // n0..n6
+  GroupPlacement placement = GroupPlacement::kPack;
 };
 
 void RunScoreRows(const std::vector<ScoreRow>& rows, Harness* shared = nullptr) {
@@ -242,7 +243,8 @@ void RunScoreRows(const std::vector<ScoreRow>& rows, Harness* shared = nullptr) 
     for (const Running& r : row.running) Place(cluster, MakeTask(key++, r.name, r.group), r.node);
     Harness own;
     Topology& topology = shared ? shared->topology : own.topology;
-    const Task task = MakeTask(1, "me", row.group, row.depends_on);
+    Task task = MakeTask(1, "me", row.group, row.depends_on);
+    task.group_placement = row.placement;
     std::vector<NodeId> nodes(cluster.node_count());
     for (NodeId n = 0; n < nodes.size(); ++n) nodes[n] = n;
     ASSERT_EQ(topology.PreScore(task, cluster, nodes), row.expected_applies);
@@ -300,7 +302,65 @@ TEST(TopologyScoreTest, DistanceLevels) {
        {"feature-store"},
        true,
        {0, 0, 0, 0, 0, 100, 0}},
+      // A group that spreads scores distance from its members (n1): its own
+      // node 0, its rack 25, its switch 50, its zone 75, elsewhere 100.
+      {"a spreading group moves away from its members",
+       {{"svc-0", "svc", 1}},
+       "svc",
+       {},
+       true,
+       {25, 0, 50, 75, 100, 100, 75},
+       GroupPlacement::kSpread},
+      // Members on n1 and n4: each node takes its distance to the nearest.
+      {"a spreading group keeps away from every member",
+       {{"svc-0", "svc", 1}, {"svc-1", "svc", 4}},
+       "svc",
+       {},
+       true,
+       {25, 0, 50, 75, 0, 100, 75},
+       GroupPlacement::kSpread},
+      // Spreading is the group's part only: dependencies still pull (n0's
+      // dependency part {100, 75, 50, 25, 0, 0, 25}, mean with the above).
+      {"dependencies still pull a spreading task",
+       {{"feature-store", "", 0}, {"svc-0", "svc", 1}},
+       "svc",
+       {"feature-store"},
+       true,
+       {62.5, 37.5, 50, 50, 50, 50, 50},
+       GroupPlacement::kSpread},
   });
+}
+
+TEST(TopologyScoreTest, ReplicasSpreadOverNodesTrainingPacks) {
+  // Three one-GPU nodes, binpack on: half-GPU tasks of one group. A group
+  // that spreads puts its second and third task on the other nodes; one that
+  // packs puts the second beside the first, on its GPU.
+  for (const GroupPlacement placement : {GroupPlacement::kSpread, GroupPlacement::kPack}) {
+    SCOPED_TRACE(GroupPlacementName(placement));
+    ClusterState cluster;
+    for (const char* n : {"a", "b", "c"}) {
+      NodeSpec s = Node(n, {});
+      s.gpus = {{0, "", "L4", "nvidia", 24576, 0, 0, 0}};
+      ASSERT_TRUE(cluster.AddNode(s).ok());
+    }
+    ManualClock clock;
+    auto fw = framework::Framework::Create(InTreeRegistry(), {}, &clock);
+    ASSERT_TRUE(fw.ok()) << fw.status().ToString();
+    std::vector<NodeId> nodes;
+    for (TaskKey k = 1; k <= 3; ++k) {
+      Task t = MakeTask(k, "replica-" + std::to_string(k), "inference.m", {}, 1);
+      t.requests.gpu_milli = 500;
+      t.group_placement = placement;
+      const framework::Decision d = (*fw)->Schedule(t, cluster);
+      ASSERT_TRUE(d.scheduled) << d.reason;
+      nodes.push_back(d.alloc.node);
+    }
+    if (placement == GroupPlacement::kSpread) {
+      EXPECT_EQ(nodes, (std::vector<NodeId>{0, 1, 2}));
+    } else {
+      EXPECT_EQ(nodes[0], nodes[1]);
+    }
+  }
 }
 
 TEST(TopologyScoreTest, OneInstanceAcrossClusters) {

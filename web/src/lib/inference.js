@@ -61,6 +61,7 @@ export function emptyModelForm() {
     memory_mib: 2048,
     priority: 0,
     preemptible: true,
+    placement: 'spread', // replicas on different nodes (or 'pack': together)
     min_replicas: 1,
     max_replicas: 1,
     startup_timeout_s: 600,
@@ -120,6 +121,7 @@ export function formFromModel(m) {
   f.memory_mib = r.memory_mib ?? 0;
   f.priority = m.priority ?? 0;
   f.preemptible = m.preemptible ?? true;
+  f.placement = m.placement === 'pack' ? 'pack' : 'spread';
   f.min_replicas = m.min_replicas ?? 1;
   f.max_replicas = m.max_replicas ?? 1;
   f.startup_timeout_s = m.startup_timeout_s ?? 600;
@@ -215,6 +217,7 @@ export function modelBody(f) {
     requests,
     priority: num(f.priority),
     preemptible: !!f.preemptible,
+    placement: f.placement === 'pack' ? 'pack' : 'spread',
     min_replicas: num(f.min_replicas),
     max_replicas: num(f.max_replicas),
     startup_timeout_s: num(f.startup_timeout_s),

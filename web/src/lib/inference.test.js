@@ -8,7 +8,7 @@ const VIEW = {
   name: 'chat-7b', model: 'Qwen/Qwen2-7B', command: ['python3', '/x/fake_model.py', '--port', '{port}'],
   env: { A: '1', B: 'x=y' }, health_path: '/health',
   requests: { gpu: 1, gpu_milli: 1, gpu_memory_mib: 1024, gpu_models: ['T4'], cpu_milli: 500, memory_mib: 1024 },
-  priority: 5, preemptible: false, min_replicas: 1, max_replicas: 3, startup_timeout_s: 300,
+  priority: 5, preemptible: false, placement: 'pack', min_replicas: 1, max_replicas: 3, startup_timeout_s: 300,
   autoscaling: { target_inflight_per_replica: 2, upscale_delay_s: 1, downscale_delay_s: 30, window_s: 5, queue_size: 10, cold_start_timeout_s: 60 },
   revision: 3, status: 'running', replicas: [], endpoints: [], last_decision: null,
 };
@@ -83,7 +83,7 @@ describe('modelBody', () => {
     expect(modelBody(f)).toEqual({
       name: 'chat', model: 'chat', command: ['python3', 'serve.py', '--port', '{port}'], env: { A: '1' }, health_path: '/health',
       requests: { cpu_milli: 500, memory_mib: 2048, gpu_models: ['T4'], gpu_memory_mib: 1024 },
-      priority: 0, preemptible: true, min_replicas: 1, max_replicas: 1, startup_timeout_s: 600,
+      priority: 0, preemptible: true, placement: 'spread', min_replicas: 1, max_replicas: 1, startup_timeout_s: 600,
     });
   });
   it('sends whole GPUs as a count and autoscaling when on', () => {
