@@ -15,6 +15,7 @@ NodeLoad NodeLoad::Of(const ClusterState& cluster, NodeId n) {
 }
 
 void NodeLoad::Change(const ClusterState& cluster, const PlacedTask& p, int sign) {
+  if (!measured_) return;  // no estimate to change (most nodes, most of the time)
   const LoadEstimate share = cluster.Share(p);
   LoadEstimate& part = p.inflight ? removed_inflight_ : removed_measured_;
   part.cpu += sign * share.cpu;

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <shared_mutex>
@@ -82,6 +83,19 @@ void RaiseOpenFileLimit(rlim_t wanted) {
     std::fprintf(stderr, "server: cannot raise the open-file limit to %llu\n",
                  static_cast<unsigned long long>(wanted));
   }
+}
+
+// A thread that calls fn every `period` until it is asked to stop.
+std::jthread Periodic(std::chrono::milliseconds period, std::function<void()> fn) {
+  return std::jthread([period, fn = std::move(fn)](std::stop_token stop) {
+    std::mutex m;
+    std::condition_variable_any cv;
+    std::unique_lock lock(m);
+    while (!cv.wait_for(lock, stop, period, [] { return false; })) {
+      if (stop.stop_requested()) break;
+      fn();
+    }
+  });
 }
 
 }  // namespace
@@ -741,29 +755,15 @@ Status ControlPlane::Start() {
   HF_RETURN_IF_ERROR(http_->Start());
   scheduler_->Start();
   inference_->Start();
-  pinger_ = std::jthread([this](std::stop_token stop) {
-    std::mutex m;
-    std::condition_variable_any cv;
-    std::unique_lock lock(m);
-    while (!cv.wait_for(lock, stop, std::chrono::seconds(15), [] { return false; })) {
-      if (stop.stop_requested()) break;
-      events_.Ping();
+  pinger_ = Periodic(std::chrono::seconds(15), [this] { events_.Ping(); });
+  source_watcher_ = Periodic(std::chrono::milliseconds(500), [this] {
+    std::vector<framework::Framework::PendingReload> due;
+    {
+      std::lock_guard fw_lock(mu_);
+      due = framework_->StartDueReloads();
+      if (!due.empty()) RefreshViewsLocked();  // `configuring` shows while it reads
     }
-  });
-  source_watcher_ = std::jthread([this](std::stop_token stop) {
-    std::mutex m;
-    std::condition_variable_any cv;
-    std::unique_lock lock(m);
-    while (!cv.wait_for(lock, stop, std::chrono::milliseconds(500), [] { return false; })) {
-      if (stop.stop_requested()) break;
-      std::vector<framework::Framework::PendingReload> due;
-      {
-        std::lock_guard fw_lock(mu_);
-        due = framework_->StartDueReloads();
-        if (!due.empty()) RefreshViewsLocked();  // `configuring` shows while it reads
-      }
-      if (!due.empty()) FinishReloads(due, "file watcher");
-    }
+    if (!due.empty()) FinishReloads(due, "file watcher");
   });
   ready_ = true;
   return Status::Ok();

@@ -21,6 +21,7 @@ A route that is not there (404 "no route for ...") is reported as
 fails loudly, never silently, while the route is being written.
 """
 import atexit
+import glob
 import http.client
 import json
 import os
@@ -554,6 +555,19 @@ def main_guard(fn):
     finally:
         _kill_all()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def task_processes(root):
+    """Pids of processes whose working directory is under `root` (a task's
+    processes run in its agent's work dir)."""
+    pids = []
+    for d in glob.glob("/proc/[0-9]*"):
+        try:
+            if os.readlink(d + "/cwd").startswith(root):
+                pids.append(int(d[6:]))
+        except OSError:
+            pass
+    return pids
 
 
 def stable_tasks(tasks):

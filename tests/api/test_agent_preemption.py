@@ -18,7 +18,6 @@ write the time they start. Checked:
 
 usage: test_agent_preemption.py HETEROFLOW_BINARY
 """
-import glob
 import os
 import re
 import subprocess
@@ -27,7 +26,8 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hfapi import _LIVE, API, Checks, Server, expect, fail, main_guard, wait_until  # noqa: E402
+from hfapi import (_LIVE, API, Checks, Server, expect, fail, main_guard, task_processes,  # noqa: E402
+                   wait_until)
 
 NODE = "gate-n1"
 GRACE_S = 6
@@ -39,18 +39,6 @@ gpus:
   - {index: 0, model: A100-80G, memory_mib: 81920}
   - {index: 1, model: A100-80G, memory_mib: 81920}
 """ % NODE
-
-
-def task_processes(root):
-    """Pids of processes whose working directory is under `root`."""
-    pids = []
-    for d in glob.glob("/proc/[0-9]*"):
-        try:
-            if os.readlink(d + "/cwd").startswith(root):
-                pids.append(int(d[6:]))
-        except OSError:
-            pass
-    return pids
 
 
 def stamp_cmd(word, rest="while true; do sleep 5 & wait $!; done"):

@@ -26,22 +26,11 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hfapi import _LIVE, API, Checks, Server, expect, fail, main_guard, wait_until  # noqa: E402
+from hfapi import (_LIVE, API, Checks, Server, expect, fail, main_guard, task_processes,  # noqa: E402
+                   wait_until)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEMO = os.path.join(REPO, "examples", "demo")
-
-
-def task_processes(root):
-    """Pids of processes whose working directory is under `root`."""
-    pids = []
-    for d in glob.glob("/proc/[0-9]*"):
-        try:
-            if os.readlink(d + "/cwd").startswith(root):
-                pids.append(int(d[6:]))
-        except OSError:
-            pass
-    return pids
 
 
 def main(binary, tmp):

@@ -35,6 +35,13 @@ class Rdma final : public framework::FilterPlugin,
   }
   void Filter(const Task& task, const ClusterState& cluster, std::vector<NodeId>& nodes,
               framework::Rejections& rejections) override;
+  // Filter's verdict on one node (it does not depend on the node's tasks),
+  // without the one-node list the default builds: preemption asks per
+  // candidate victim set.
+  bool PassesWithout(const Task& task, const ClusterState& cluster,
+                     const NodeWithout& without) override {
+    return !task.rdma_required || cluster.has_rdma(without.node);
+  }
   bool PreScore(const Task& task, const ClusterState& cluster,
                 std::span<const NodeId> feasible) override;
   void Score(const Task& task, const ClusterState& cluster, std::span<const NodeId> nodes,
