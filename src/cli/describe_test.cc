@@ -46,14 +46,19 @@ TEST(DescribeTest, PendingTaskWithEvents) {
 }
 
 TEST(DescribeTest, ScheduledTaskShowsItsAllocation) {
-  const json task = json::parse(R"({
+  const json task = json::parse(R"json({
     "id": 17, "name": "train", "state": "scheduled", "node": "gpu-a1", "rdma_required": true,
     "requests": {"cpu_milli": 4000, "memory_mib": 16384, "gpu": 2},
     "allocation": {"node": "gpu-a1", "cpu_milli": 4000, "memory_mib": 16384,
                    "gpus": [{"index": 0, "milli": 1000, "memory_mib": 0},
                             {"index": 1, "milli": 1000, "memory_mib": 40960}],
-                   "rdma_device": "mlx5_0"}})");
+                   "rdma_device": "mlx5_0"},
+    "pending_reason": "waiting for task 12 to exit (it holds GPU 0)"})json");
   const std::string text = DescribeTask(task, kNow);
+  // Why its agent has not started it: a victim still holds its GPU.
+  EXPECT_NE(text.find("Pending Reason:  waiting for task 12 to exit (it holds GPU 0)\n"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("RDMA:            required\n"), std::string::npos) << text;
   EXPECT_NE(text.find("Allocation:      cpu 4, memory 16Gi, gpus 0 (1000m), 1 (1000m, 40Gi), "
                       "rdma mlx5_0\n"),
