@@ -51,17 +51,27 @@ token="${HETEROFLOW_ADMIN_TOKEN:-}"
 [ -z "$token" ] && [ -f "$data/admin.token" ] && token="$(cat "$data/admin.token")"
 api() { curl -fsS -H "Authorization: Bearer $token" -H 'Content-Type: application/json' "$@"; }
 
-# The agents' token (role agent), made once with the admin token.
-if [ ! -s "$data/agent.token" ] && [ -n "$token" ]; then
-  (umask 077 && api -X POST "$base/api/v1/tokens" -d '{"name":"demo-agents","role":"agent"}' |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])' > "$data/agent.token")
+# One agent token per node (role agent, bound to that node: it can act for
+# no other), made once with the admin token, kept 0600 in DATA_DIR and handed
+# to the agent as a file, never on its command line.
+nodes=()
+for inv in examples/demo/agents/*.yaml; do
+  case "$inv" in *-usage.yaml) continue ;; esac
+  nodes+=("$(basename "$inv" .yaml)")
+done
+if [ -n "$token" ]; then
+  for name in "${nodes[@]}"; do
+    [ -s "$data/agent-$name.token" ] && continue
+    (umask 077 && api -X POST "$base/api/v1/tokens" \
+       -d "{\"name\":\"demo-agent-$name\",\"role\":\"agent\",\"node\":\"$name\"}" |
+      python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])' > "$data/agent-$name.token")
+  done
 fi
-if [ -s "$data/agent.token" ]; then
-  for inv in examples/demo/agents/*.yaml; do
-    case "$inv" in *idle-usage.yaml) continue ;; esac
-    name="$(basename "$inv" .yaml)"
-    ./build/heteroflow agent --server "$base" --token "$(cat "$data/agent.token")" \
-      --inventory "$inv" --work-dir "$work/$name" > "$data/agents/$name.log" 2>&1 &
+if [ -s "$data/agent-${nodes[0]}.token" ]; then
+  for name in "${nodes[@]}"; do
+    ./build/heteroflow agent --server "$base" --token-file "$data/agent-$name.token" \
+      --inventory "examples/demo/agents/$name.yaml" --work-dir "$work/$name" \
+      > "$data/agents/$name.log" 2>&1 &
     agents+=($!)
   done
   for _ in $(seq 100); do

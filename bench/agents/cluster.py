@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Helpers for bench/agents/run.sh (standard library only).
 
-  cluster.py token PORT ADMIN_TOKEN ROLE          creates a token of ROLE (POST /api/v1/tokens)
-                                                   and prints its secret
+  cluster.py agent-token PORT ADMIN_TOKEN NODE FILE
+                                                   creates an agent token bound to NODE (POST
+                                                   /api/v1/tokens) and writes it to FILE (0600)
   cluster.py inventories DIR NODES GPUS           writes DIR/agent-<i>.yaml, declared inventories
                                                    of NODES nodes (bench-a0..) with GPUS A100-80G
                                                    GPUs, 96 cores, 1 TiB, and an idle usage file
@@ -30,11 +31,14 @@ def call(port, token, method, path, body=None):
     return r.status, raw
 
 
-def token(port, admin, role):
-    status, raw = call(port, admin, "POST", "/api/v1/tokens", {"name": "bench-" + role, "role": role})
+def agent_token(port, admin, node, path):
+    status, raw = call(port, admin, "POST", "/api/v1/tokens",
+                       {"name": "bench-agent-" + node, "role": "agent", "node": node})
     if status != 201:
         sys.exit("POST /api/v1/tokens: HTTP %d %s" % (status, raw[:300]))
-    print(json.loads(raw)["token"])
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(json.loads(raw)["token"] + "\n")
 
 
 def inventories(folder, nodes, gpus):
@@ -74,8 +78,8 @@ def ready(port, tok, nodes, timeout):
 
 def main():
     a = sys.argv
-    if len(a) == 5 and a[1] == "token":
-        token(int(a[2]), a[3], a[4])
+    if len(a) == 6 and a[1] == "agent-token":
+        agent_token(int(a[2]), a[3], a[4], a[5])
     elif len(a) == 5 and a[1] == "inventories":
         inventories(a[2], int(a[3]), int(a[4]))
     elif len(a) in (5, 6) and a[1] == "ready":

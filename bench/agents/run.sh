@@ -5,8 +5,8 @@
 #   bench/agents/run.sh [BINARY]        (default build/heteroflow)
 #
 # Each phase gets a fresh server (`heteroflow server --listen 127.0.0.1:0
-# --data-dir $(mktemp -d)/...`, admin token from HETEROFLOW_ADMIN_TOKEN) and
-# an agent-role token (POST /api/v1/tokens):
+# --data-dir $(mktemp -d)/...`, admin token from HETEROFLOW_ADMIN_TOKEN), and
+# each agent a token bound to its node (POST /api/v1/tokens, in a 0600 file):
 #   a. steady: AGENTS real `heteroflow agent` processes with declared
 #      inventories (AGENTS nodes x GPUS A100s); bench/agents/e2e_agents.py
 #      submits COUNT one-GPU tasks running TASK_CMD at RATE/s (one per
@@ -112,7 +112,6 @@ start_server() {
     curl -fs "http://127.0.0.1:$port/readyz" >/dev/null && break
     sleep 0.1
   done
-  agent_token="$(python3 "$here/cluster.py" token "$port" "$HF_TOKEN" agent)"
 }
 
 # start_agents NAME: AGENTS agents with declared inventories; waits until
@@ -123,7 +122,8 @@ start_agents() {
   for i in $(seq 0 $((AGENTS - 1))); do
     mkdir -p "$dir/agent-$i"
     work_dirs+=("$dir/agent-$i")
-    "$bin" agent --server "http://127.0.0.1:$port" --token "$agent_token" \
+    python3 "$here/cluster.py" agent-token "$port" "$HF_TOKEN" "bench-a$i" "$dir/agent-$i.token"
+    "$bin" agent --server "http://127.0.0.1:$port" --token-file "$dir/agent-$i.token" \
       --inventory "$dir/inv/agent-$i.yaml" --work-dir "$dir/agent-$i" \
       >"$dir/agent-$i.log" 2>&1 &
     agent_pids+=("$!")
@@ -163,7 +163,9 @@ if [[ " $PHASES " == *" c "* ]]; then
        "(server on CPUs ${pin_server:-any}, load generator on ${LOAD_CPUS:-any}) =="
   [ -n "$pin_server" ] || echo "(not pinned: no taskset, or a single CPU)"
   start_server heartbeat "$pin_server"
-  "${pin_load[@]}" python3 "$here/heartbeat_load.py" --port "$port" --token "$agent_token" \
+  # One client speaks for every simulated node: the admin token may act for
+  # any node (an agent token acts for its own only).
+  "${pin_load[@]}" python3 "$here/heartbeat_load.py" --port "$port" --token "$HF_TOKEN" \
     --server-pid "$pid" --nodes "$HB_NODES" --polls "$POLLS" --duration "$HB_DURATION" \
     --interval "$HB_INTERVAL" --conns "$HB_CONNS" --gpus "$GPUS" | tee "$tmp/hb.txt"
   stop_all

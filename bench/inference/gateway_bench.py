@@ -88,9 +88,14 @@ class Bench:
             time.sleep(0.05)
         self.port = port["port"]
         self.wait(lambda: self.call("GET", "/readyz")[0] == 200, 30, "server /readyz")
-        st, tok = self.call("POST", "/api/v1/tokens", {"name": "bench-agent", "role": "agent"})
+        st, tok = self.call("POST", "/api/v1/tokens",
+                            {"name": "bench-agent", "role": "agent", "node": "bench-inf"})
         if st != 201:
             sys.exit("POST /api/v1/tokens: %d %r" % (st, tok))
+        token_file = os.path.join(self.tmp, "agent.token")
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(tok["token"] + "\n")
         inv = os.path.join(self.tmp, "node.yaml")
         with open(os.path.join(self.tmp, "usage.yaml"), "w") as f:
             f.write("cpu_load: 0.1\nmemory_used: 0.1\ngpus: [{index: 0, utilization: 0.1, "
@@ -103,7 +108,7 @@ class Bench:
         self.agent_log = open(os.path.join(self.tmp, "agent.log"), "w")
         self.agent = subprocess.Popen(
             [self.args.binary, "agent", "--server", "http://127.0.0.1:%d" % self.port,
-             "--token", tok["token"], "--inventory", inv, "--work-dir", self.work,
+             "--token-file", token_file, "--inventory", inv, "--work-dir", self.work,
              "--advertise-address", "127.0.0.1"],
             stdout=self.agent_log, stderr=self.agent_log)
         self.wait(lambda: self.call("GET", "/api/v1/nodes/bench-inf")[0] == 200, 30, "node bench-inf")

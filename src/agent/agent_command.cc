@@ -14,6 +14,7 @@
 
 #include "agent/agent.h"
 #include "core/json_fields.h"
+#include "core/private_files.h"
 
 namespace hf::agent {
 
@@ -21,14 +22,17 @@ int RunAgentCommand(int argc, char** argv) {
   CLI::App app{"heteroflow agent: run this node's tasks for a HeteroFlow server (docs/AGENT.md)",
                "heteroflow agent"};
   std::string server;
-  std::string token;
+  std::string token_file;
   std::string node_name;
   std::string inventory_path;
   std::string work_dir = "heteroflow-agent";
   int grace_period_s = 10;
   std::string advertise_address;
   app.add_option("--server", server, "server URL http://HOST:PORT[/PREFIX]")->required();
-  app.add_option("--token", token, "agent token (role agent or admin); else $HETEROFLOW_TOKEN");
+  app.add_option("--token-file", token_file,
+                 "file holding the node's agent token (made for this node: POST /api/v1/tokens "
+                 "{\"role\": \"agent\", \"node\": NAME}); readable by its owner only (0600); "
+                 "else $HETEROFLOW_AGENT_TOKEN. Never on the command line, where ps shows it");
   app.add_option("--node-name", node_name,
                  "the node's name (default: the inventory's name, else the hostname)");
   app.add_option("--inventory", inventory_path,
@@ -53,11 +57,20 @@ int RunAgentCommand(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  if (token.empty()) {
-    if (const char* t = std::getenv("HETEROFLOW_TOKEN")) token = t;
+  std::string token;
+  if (!token_file.empty()) {
+    Result<std::string> t = ReadSecretFile(token_file);
+    if (!t.ok()) {
+      std::fprintf(stderr, "heteroflow agent: %s\n", t.status().message().c_str());
+      return 2;
+    }
+    token = std::move(t).value();
+  } else if (const char* t = std::getenv("HETEROFLOW_AGENT_TOKEN")) {
+    token = t;
   }
   if (token.empty()) {
-    std::fprintf(stderr, "heteroflow agent: no token: pass --token or set HETEROFLOW_TOKEN\n");
+    std::fprintf(stderr,
+                 "heteroflow agent: no token: pass --token-file or set HETEROFLOW_AGENT_TOKEN\n");
     return 2;
   }
   if (!advertise_address.empty()) {

@@ -13,6 +13,9 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
     case StatusCode::kUnavailable: return "UNAVAILABLE";
     case StatusCode::kInternal: return "INTERNAL";
+    // The API's code is the name in lower case: "forbidden", as for a role
+    // that may not act.
+    case StatusCode::kPermissionDenied: return "FORBIDDEN";
   }
   return "UNKNOWN";
 }

@@ -25,6 +25,7 @@ enum class StatusCode {
   kResourceExhausted,   // capacity would be exceeded
   kUnavailable,         // a dependency (file, peer) cannot be reached now
   kInternal,            // a bug or an I/O error we cannot classify
+  kPermissionDenied,    // the caller is known but may not do this (e.g. for another node)
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -59,6 +60,9 @@ inline Status ResourceExhausted(std::string m) {
 }
 inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status PermissionDenied(std::string m) {
+  return {StatusCode::kPermissionDenied, std::move(m)};
+}
 
 // Either a value or an error Status (never an OK Status without a value).
 template <typename T>

@@ -19,6 +19,7 @@ json TokenJson(const store::TokenRecord& t, int64_t now_ms) {
   return {{"id", t.id},
           {"name", t.name},
           {"role", t.role},
+          {"node", t.node.empty() ? json(nullptr) : json(t.node)},
           {"created_at", FormatTimeMs(t.created_at_ms)},
           {"expires_at", OptTime(t.expires_at_ms)},
           {"revoked_at", OptTime(t.revoked_at_ms)},
@@ -33,7 +34,7 @@ constexpr int64_t kMaxTokenLifetimeS = 10LL * 365 * 24 * 3600;
 Response ControlPlane::CreateToken(const Request& req, const Caller& caller) {
   Result<json> body = ParseJsonBody(req.body);
   if (!body.ok()) return StatusError(body.status());
-  std::string name, role;
+  std::string name, role, node;
   std::optional<int64_t> expires_in;
   for (const auto& [key, v] : body->items()) {
     if (key == "name") {
@@ -42,6 +43,11 @@ Response ControlPlane::CreateToken(const Request& req, const Caller& caller) {
     } else if (key == "role") {
       if (!v.is_string()) return StatusError(InvalidArgument("role must be a string"));
       role = v.get<std::string>();
+    } else if (key == "node") {
+      if (!v.is_string() || !IsValidName(v.get<std::string>())) {
+        return StatusError(InvalidArgument("node must be a node name"));
+      }
+      node = v.get<std::string>();
     } else if (key == "expires_in_s") {
       if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > kMaxTokenLifetimeS) {
         return StatusError(InvalidArgument("expires_in_s must be an integer in [1, " +
@@ -60,15 +66,26 @@ Response ControlPlane::CreateToken(const Request& req, const Caller& caller) {
     return StatusError(InvalidArgument("role must be one of admin, operator, viewer, agent; got '" +
                                        role + "'"));
   }
+  // An agent token acts for exactly one node (the Kubernetes Node
+  // authorizer's rule): it is made for it.
+  if (role == RoleName(Role::kAgent) && node.empty()) {
+    return StatusError(InvalidArgument(
+        "node is required for an agent token: the one node its agent acts for"));
+  }
+  if (role != RoleName(Role::kAgent) && !node.empty()) {
+    return StatusError(InvalidArgument("node applies to agent tokens only"));
+  }
   const std::string secret = GenerateToken();
   const int64_t now = clock_.NowMs();
   std::optional<int64_t> expires_at;
   if (expires_in) expires_at = now + *expires_in * 1000;
   store::TokenRecord rec;
   Status s = store_->Write([&](store::Tx& tx) -> Status {
-    HF_ASSIGN_OR_RETURN(int64_t id, tx.InsertToken(name, role, HashToken(secret), expires_at));
-    HF_RETURN_IF_ERROR(tx.AppendAudit(caller.name, "tokens." + name, nullptr,
-                                      json{{"id", id}, {"role", role}}));
+    HF_ASSIGN_OR_RETURN(int64_t id,
+                        tx.InsertToken(name, role, HashToken(secret), expires_at, node));
+    json audited = {{"id", id}, {"role", role}};
+    if (!node.empty()) audited["node"] = node;
+    HF_RETURN_IF_ERROR(tx.AppendAudit(caller.name, "tokens." + name, nullptr, audited));
     HF_ASSIGN_OR_RETURN(std::vector<store::TokenRecord> all, tx.ListTokens());
     for (auto& t : all) {
       if (t.id == id) rec = std::move(t);

@@ -112,6 +112,20 @@ json AssignmentJson(const NodeAssignment& a, const std::string& node) {
 
 }  // namespace
 
+Status ControlPlane::ActsFor(const Caller& caller, const std::string& node) {
+  if (caller.role != Role::kAgent) return Status::Ok();  // admin: any node
+  if (caller.node.empty()) {
+    return PermissionDenied("token " + caller.name +
+                            " is not bound to a node; an agent token is made for one node: "
+                            "POST /api/v1/tokens {\"role\": \"agent\", \"node\": NAME}");
+  }
+  if (caller.node != node) {
+    return PermissionDenied("token " + caller.name + " acts for node " + caller.node + ", not " +
+                            node);
+  }
+  return Status::Ok();
+}
+
 Response ControlPlane::AgentRegister(const Request& req, const Caller& caller) {
   Result<json> body = ParseJsonBody(req.body);
   if (!body.ok()) return StatusError(body.status());
@@ -120,6 +134,8 @@ Response ControlPlane::AgentRegister(const Request& req, const Caller& caller) {
   if (!body->contains("node")) return StatusError(InvalidArgument("node (the inventory) is required"));
   Result<NodeSpec> spec = ParseNodeSpec((*body)["node"]);
   if (!spec.ok()) return StatusError(json_fields::Prefixed(spec.status(), "node"));
+  s = ActsFor(caller, spec->name);
+  if (!s.ok()) return StatusError(s);
   Result<bool> created = scheduler_->PutNode(*spec, caller.name);
   if (!created.ok()) return StatusError(created.status());
   // A registration is a sign of life: a NotReady node comes back.
@@ -128,13 +144,15 @@ Response ControlPlane::AgentRegister(const Request& req, const Caller& caller) {
   return JsonResponse(200, json{{"node", spec->name}, {"heartbeat_interval_s", HeartbeatIntervalS(options_.node_grace_period_s)}});
 }
 
-Response ControlPlane::AgentHeartbeat(const Request& req) {
+Response ControlPlane::AgentHeartbeat(const Request& req, const Caller& caller) {
   Result<json> body = ParseJsonBody(req.body);
   if (!body.ok()) return StatusError(body.status());
   Status s = json_fields::CheckKeys(*body, "", {"node", "usage"});
   if (!s.ok()) return StatusError(s);
   Result<std::string> node = NodeName(*body);
   if (!node.ok()) return StatusError(node.status());
+  s = ActsFor(caller, *node);
+  if (!s.ok()) return StatusError(s);
   std::optional<NodeUsage> usage;
   if (body->contains("usage")) {
     Result<NodeUsage> u = ParseUsage((*body)["usage"]);
@@ -146,7 +164,7 @@ Response ControlPlane::AgentHeartbeat(const Request& req) {
   return JsonResponse(200, json{{"heartbeat_interval_s", HeartbeatIntervalS(options_.node_grace_period_s)}});
 }
 
-Response ControlPlane::AgentAssignments(const Request& req) {
+Response ControlPlane::AgentAssignments(const Request& req, const Caller& caller) {
   std::string node;
   uint64_t version = 0;
   int wait_s = 30;
@@ -166,6 +184,7 @@ Response ControlPlane::AgentAssignments(const Request& req) {
     }
   }
   if (!IsValidName(node)) return StatusError(InvalidArgument("node must be a node name"));
+  if (Status s = ActsFor(caller, node); !s.ok()) return StatusError(s);
   // The answer waits in the scheduler's watch table, not on a handler thread.
   Response res;
   res.defer = [this, node, version, wait_s](Reply reply) {
@@ -181,7 +200,7 @@ Response ControlPlane::AgentAssignments(const Request& req) {
   return res;
 }
 
-Response ControlPlane::AgentStatus(const Request& req) {
+Response ControlPlane::AgentStatus(const Request& req, const Caller& caller) {
   Result<json> body = ParseJsonBody(req.body);
   if (!body.ok()) return StatusError(body.status());
   Status s = json_fields::CheckKeys(
@@ -189,6 +208,8 @@ Response ControlPlane::AgentStatus(const Request& req) {
   if (!s.ok()) return StatusError(s);
   Result<std::string> node = NodeName(*body);
   if (!node.ok()) return StatusError(node.status());
+  s = ActsFor(caller, *node);
+  if (!s.ok()) return StatusError(s);
   int64_t id = 0;
   s = json_fields::ReadInt(body->value("id", json(nullptr)), "id", int64_t{1}, INT64_MAX, id);
   if (!s.ok()) return StatusError(s);
@@ -272,13 +293,15 @@ std::string TaskLogPath(const std::string& data_dir, uint64_t id) {
 
 }  // namespace
 
-Response ControlPlane::AgentLogs(const Request& req) {
+Response ControlPlane::AgentLogs(const Request& req, const Caller& caller) {
   Result<json> body = ParseJsonBody(req.body);
   if (!body.ok()) return StatusError(body.status());
   Status s = json_fields::CheckKeys(*body, "", {"node", "id", "offset", "data"});
   if (!s.ok()) return StatusError(s);
   Result<std::string> node = NodeName(*body);
   if (!node.ok()) return StatusError(node.status());
+  s = ActsFor(caller, *node);
+  if (!s.ok()) return StatusError(s);
   int64_t id = 0, offset = 0;
   s = json_fields::ReadInt(body->value("id", json(nullptr)), "id", int64_t{1}, INT64_MAX, id);
   if (s.ok()) s = json_fields::ReadInt(body->value("offset", json(nullptr)), "offset", int64_t{0},
@@ -289,11 +312,18 @@ Response ControlPlane::AgentLogs(const Request& req) {
   }
   const std::string& data = (*body)["data"].get_ref<const std::string&>();
   // Only a task that exists and has been placed (it has events beyond
-  // "submitted") may have output.
+  // "submitted") may have output, and only from its node: while it is
+  // placed on another node, this one's agent may not add to it. (A task
+  // placed nowhere now takes the last output of a run that ended or was
+  // preempted.)
   s = store_->Read([&](const store::ReadTx& tx) -> Status {
     HF_ASSIGN_OR_RETURN(store::TaskRecord rec, tx.GetTask(static_cast<TaskKey>(id)));
     if (rec.state == TaskState::kPending && rec.node.empty()) {
       return FailedPrecondition("task " + std::to_string(id) + " is not placed");
+    }
+    if (!rec.node.empty() && rec.node != *node) {
+      return PermissionDenied("task " + std::to_string(id) + " runs on node " + rec.node +
+                              ", not " + *node);
     }
     return Status::Ok();
   });

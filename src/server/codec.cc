@@ -269,6 +269,8 @@ int HttpStatusFor(StatusCode code) {
       return 503;
     case StatusCode::kInternal:
       return 500;
+    case StatusCode::kPermissionDenied:
+      return 403;
   }
   return 500;
 }

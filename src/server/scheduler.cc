@@ -374,7 +374,15 @@ Result<bool> Scheduler::PutNode(const NodeSpec& spec, const std::string& actor) 
       // their grants; CPU and memory are checked by ClusterState).
       HF_RETURN_IF_ERROR(cluster_.CheckUpdate(existing, spec));
     }
-    HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) { return tx.PutNode(spec); }));
+    // Every change of a node's inventory is audited: a GPU may fail, and an
+    // agent may only report its own node (docs/SECURITY.md).
+    const json old_spec = created ? json(nullptr) : NodeSpecToJson(cluster_.spec(existing));
+    const json new_spec = NodeSpecToJson(spec);
+    HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
+      HF_RETURN_IF_ERROR(tx.PutNode(spec));
+      if (old_spec == new_spec) return Status::Ok();
+      return tx.AppendAudit(actor, "nodes." + spec.name, old_spec, new_spec);
+    }));
     if (created) {
       HF_CHECK(cluster_.AddNode(spec).ok());
     } else {

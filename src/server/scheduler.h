@@ -132,8 +132,9 @@ class Scheduler {
   // one is FailedPrecondition; NotFound when there is no such task.
   Result<store::TaskRecord> Cancel(TaskKey id, const std::string& actor);
 
-  // Registers a node or replaces its spec (keeping its condition). Returns
-  // true when it was new. Errors as store::Tx::PutNode.
+  // Registers a node or replaces its spec (keeping its condition), with an
+  // audit entry "nodes.<name>" by `actor` when the spec is new or changed.
+  // Returns true when it was new. Errors as store::Tx::PutNode.
   Result<bool> PutNode(const NodeSpec& spec, const std::string& actor);
   // FailedPrecondition while tasks are allocated on it.
   Status DeleteNode(const std::string& name, const std::string& actor);

@@ -416,7 +416,7 @@ bool ControlPlane::Authorize(const Request& req, Action action, Caller& caller,
                                              " may not " + ActionName(action));
     return false;
   }
-  caller = {rec->name, *role};
+  caller = {rec->name, *role, rec->node};
   return true;
 }
 
@@ -555,15 +555,15 @@ void ControlPlane::AddRoutes() {
   Route("POST", "/api/v1/agent/register", A::kAgentReport, "an agent registers its node",
         [this](const Request& r, const Caller& c) { return AgentRegister(r, c); }, "AgentRegister");
   Route("POST", "/api/v1/agent/heartbeat", A::kAgentReport, "an agent reports measured usage",
-        [this](const Request& r, const Caller&) { return AgentHeartbeat(r); }, "AgentHeartbeat");
+        [this](const Request& r, const Caller& c) { return AgentHeartbeat(r, c); }, "AgentHeartbeat");
   Route("GET", "/api/v1/agent/assignments", A::kAgentReport,
         "long poll: the tasks a node should run",
-        [this](const Request& r, const Caller&) { return AgentAssignments(r); });
+        [this](const Request& r, const Caller& c) { return AgentAssignments(r, c); });
   Route("POST", "/api/v1/agent/status", A::kAgentReport, "an agent reports a task's process state",
-        [this](const Request& r, const Caller&) { return AgentStatus(r); }, "AgentStatus");
+        [this](const Request& r, const Caller& c) { return AgentStatus(r, c); }, "AgentStatus");
 
   Route("POST", "/api/v1/agent/logs", A::kAgentReport, "an agent appends a task's output",
-        [this](const Request& r, const Caller&) { return AgentLogs(r); }, "AgentLogs");
+        [this](const Request& r, const Caller& c) { return AgentLogs(r, c); }, "AgentLogs");
   Route("GET", "/api/v1/tasks/{id}/logs", A::kRead, "a task's output from `offset` (text)",
         [this](const Request& r, const Caller&) { return TaskLogs(r); });
 

@@ -77,6 +77,7 @@ class ControlPlane {
   struct Caller {
     std::string name;
     Role role = Role::kViewer;
+    std::string node;  // the one node an agent token acts for
   };
 
   // One route as the OpenAPI document describes it.
@@ -139,11 +140,15 @@ class ControlPlane {
   Response ListTokens() const;
   Response RevokeToken(const Request& req, const Caller& caller);
 
+  // Node identity (docs/SECURITY.md): an agent token acts for its own node
+  // only; anything else is 403 (PermissionDenied) and changes nothing.
+  // Admin tokens may act for any node.
+  static Status ActsFor(const Caller& caller, const std::string& node);
   Response AgentRegister(const Request& req, const Caller& caller);
-  Response AgentHeartbeat(const Request& req);
-  Response AgentAssignments(const Request& req);
-  Response AgentStatus(const Request& req);
-  Response AgentLogs(const Request& req);
+  Response AgentHeartbeat(const Request& req, const Caller& caller);
+  Response AgentAssignments(const Request& req, const Caller& caller);
+  Response AgentStatus(const Request& req, const Caller& caller);
+  Response AgentLogs(const Request& req, const Caller& caller);
   Response TaskLogs(const Request& req) const;
 
   Response Events();

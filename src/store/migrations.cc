@@ -166,12 +166,19 @@ UPDATE plugin_config SET config = json_remove(config, '$.weight')
  WHERE name IN ('fit', 'load_threshold') AND json_valid(config);
 )sql";
 
+// An agent token acts for exactly one node (docs/SECURITY.md). Tokens made
+// before have none, and agent routes refuse them.
+constexpr char kV6TokenNode[] = R"sql(
+ALTER TABLE tokens ADD COLUMN node TEXT;
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "nodes, gpus, tasks, events, allocations, gpu grants with capacity triggers", kV1Core},
     {2, "plugin and scheduler config", kV2Config},
     {3, "tokens and audit log", kV3Auth},
     {4, "inference models, endpoints and replica addresses", kV4Inference},
     {5, "filter plugins carry no weight", kV5FilterWeights},
+    {6, "agent tokens are bound to a node", kV6TokenNode},
 };
 
 Status EnsureVersionTable(Db& db) {

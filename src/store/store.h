@@ -107,6 +107,9 @@ struct TokenRecord {
   int64_t created_at_ms = 0;
   std::optional<int64_t> expires_at_ms;
   std::optional<int64_t> revoked_at_ms;
+  // The one node an agent token acts for; empty for other roles (and for
+  // agent tokens made before tokens were bound, which agent routes refuse).
+  std::string node;
 
   // Not revoked and not expired at now_ms.
   bool ActiveAt(int64_t now_ms) const {
@@ -211,8 +214,10 @@ class Tx : public ReadTx {
 
   // Returns the new token's id. InvalidArgument for an unknown role or a hash
   // that is not 64 lowercase hex digits; AlreadyExists for a taken name or hash.
+  // `node`: the node an agent token acts for ("" for none).
   Result<int64_t> InsertToken(const std::string& name, const std::string& role,
-                              const std::string& sha256_hex, std::optional<int64_t> expires_at_ms);
+                              const std::string& sha256_hex, std::optional<int64_t> expires_at_ms,
+                              const std::string& node = "");
   // Marks it revoked (idempotent: the first revocation time stays).
   // NotFound when no token has that id.
   Status RevokeToken(int64_t id);

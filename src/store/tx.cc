@@ -94,9 +94,10 @@ Result<TaskRecord> ReadTask(const Stmt& s) {
   return r;
 }
 
-// Columns: id, name, role, hash, created_at, expires_at, revoked_at.
+// Columns: id, name, role, hash, created_at, expires_at, revoked_at, node.
 constexpr char kTokenColumns[] =
-    "SELECT id, name, role, hash, created_at, expires_at, revoked_at FROM tokens";
+    "SELECT id, name, role, hash, created_at, expires_at, revoked_at, COALESCE(node, '') "
+    "FROM tokens";
 
 TokenRecord ReadToken(const Stmt& s) {
   TokenRecord t;
@@ -107,6 +108,7 @@ TokenRecord ReadToken(const Stmt& s) {
   t.created_at_ms = s.Int(4);
   t.expires_at_ms = s.OptInt(5);
   t.revoked_at_ms = s.OptInt(6);
+  t.node = s.Text(7);
   return t;
 }
 
@@ -538,7 +540,7 @@ Status Tx::PutSchedulerConfig(const json& config) {
 
 Result<int64_t> Tx::InsertToken(const std::string& name, const std::string& role,
                                 const std::string& sha256_hex,
-                                std::optional<int64_t> expires_at_ms) {
+                                std::optional<int64_t> expires_at_ms, const std::string& node) {
   if (name.empty()) return InvalidArgument("token name must not be empty");
   if (role != "admin" && role != "operator" && role != "viewer" && role != "agent") {
     return InvalidArgument("token role must be admin, operator, viewer or agent, not \"" + role +
@@ -550,12 +552,14 @@ Result<int64_t> Tx::InsertToken(const std::string& name, const std::string& role
   HF_ASSIGN_STMT(
       stmt,
       db_->Prepare(
-          "INSERT INTO tokens (name, role, hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?)"));
+          "INSERT INTO tokens (name, role, hash, created_at, expires_at, node)"
+          " VALUES (?, ?, ?, ?, ?, NULLIF(?, ''))"));
   Status s = stmt.Bind(1, name)
                  .Bind(2, role)
                  .Bind(3, sha256_hex)
                  .Bind(4, now_ms_)
                  .Bind(5, expires_at_ms)
+                 .Bind(6, node)
                  .Run();
   if (s.code() == StatusCode::kAlreadyExists) {
     // The message must not echo the hash: tokens are never logged.

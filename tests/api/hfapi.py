@@ -22,6 +22,7 @@ fails loudly, never silently, while the route is being written.
 """
 import atexit
 import glob
+import hashlib
 import http.client
 import json
 import os
@@ -373,11 +374,14 @@ class Server:
     def livez(self):
         return self.call("GET", "/livez", token=None)
 
-    def make_token(self, role, name=None, expires_in_s=None):
+    def make_token(self, role, name=None, expires_in_s=None, node=None):
         """Creates a token of `role` via POST /api/v1/tokens; returns the
-        creation answer (with "token", the secret)."""
+        creation answer (with "token", the secret). An agent token is bound
+        to `node`."""
         name = name or "e2e-%s-%d-%d" % (role, os.getpid(), next(_counter))
         body = {"name": name, "role": role}
+        if node is not None:
+            body["node"] = node
         if expires_in_s is not None:
             body["expires_in_s"] = expires_in_s
         r = self.call("POST", API + "/tokens", body)
@@ -390,6 +394,16 @@ class Server:
         if got["role"] != role or got["name"] != name:
             fail("token creation answer: want role %s name %s, got %r" % (role, name, got))
         return got
+
+    def agent_token_file(self, node, folder):
+        """A token bound to `node`, in a 0600 file under `folder` (for
+        `heteroflow agent --token-file`); returns the file's path."""
+        token = self.make_token("agent", node=node)["token"]
+        path = os.path.join(folder, "agent-%s.token" % node)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(token + "\n")
+        return path
 
     def register_node(self, name, gpus=8, model="A100-80G", gpu_memory_mib=81920,
                       cpu_milli=96000, memory_mib=786432, rdma=False, topology=None,
@@ -555,6 +569,11 @@ def main_guard(fn):
     finally:
         _kill_all()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def HashToken(token):
+    """What the server stores of a token: SHA-256, 64 lower-case hex digits."""
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def task_processes(root):

@@ -40,7 +40,7 @@ usage_file: usage.yaml
 class Agent:
     """`heteroflow agent` as a child process; killed at exit like the server."""
 
-    def __init__(self, binary, srv, token, tmp, tag=""):
+    def __init__(self, binary, srv, token_file, tmp, tag=""):
         self.inventory = os.path.join(tmp, "inventory.yaml")
         with open(self.inventory, "w") as f:
             f.write(INVENTORY)
@@ -50,7 +50,7 @@ class Agent:
         self.stderr_path = os.path.join(tmp, "agent%s.stderr" % tag)
         self._stderr = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(
-            [binary, "agent", "--server", "http://127.0.0.1:%d" % srv.port, "--token", token,
+            [binary, "agent", "--server", "http://127.0.0.1:%d" % srv.port, "--token-file", token_file,
              "--inventory", self.inventory, "--work-dir", self.work, "--grace-period-s", "2"],
             stdout=self._stderr, stderr=self._stderr)
         self.kill = self.proc.kill
@@ -96,7 +96,7 @@ def marker_pids(marker):
 
 def main(binary, tmp):
     srv = Server(binary, os.path.join(tmp, "data"))
-    token = srv.make_token("agent", name="agents")["token"]
+    token = srv.agent_token_file(NODE, tmp)
     agent = Agent(binary, srv, token, tmp)
     c = Checks("node agent")
 

@@ -38,7 +38,6 @@ def copies():
 def main(binary, tmp):
     srv = Server(binary, os.path.join(tmp, "data"), args=["--node-grace-period", "3"])
     c = Checks("agent failover")
-    token = srv.make_token("agent")["token"]
     procs = {}
 
     def start_agent(name, util=0.1):
@@ -50,7 +49,8 @@ def main(binary, tmp):
         set_util(name, util)
         log = open(os.path.join(tmp, name + ".log"), "ab")
         p = subprocess.Popen([binary, "agent", "--server", "http://127.0.0.1:%d" % srv.port,
-                              "--token", token, "--inventory", inv, "--work-dir",
+                              "--token-file", srv.agent_token_file(name, tmp),
+                              "--inventory", inv, "--work-dir",
                               os.path.join(tmp, "work-" + name), "--grace-period-s", "2"],
                              stdout=log, stderr=log)
         _LIVE.append(type("AgentProc", (), {"proc": p})())

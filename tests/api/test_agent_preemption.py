@@ -58,7 +58,7 @@ def main(binary, tmp):
     c = Checks("agent preemption")
     expect(srv.call("PUT", API + "/plugins/preempt",
                     {"mode": "running", "config": {"min_runtime_seconds": 0}}), 200)
-    token = srv.make_token("agent")["token"]
+    token_file = srv.agent_token_file(NODE, tmp)
     inv = os.path.join(tmp, "inventory.yaml")
     with open(inv, "w") as f:
         f.write(INVENTORY)
@@ -68,7 +68,7 @@ def main(binary, tmp):
     def start_agent():
         log = open(os.path.join(tmp, "agent.log"), "ab")
         p = subprocess.Popen([binary, "agent", "--server", "http://127.0.0.1:%d" % srv.port,
-                              "--token", token, "--inventory", inv, "--work-dir", work,
+                              "--token-file", token_file, "--inventory", inv, "--work-dir", work,
                               "--grace-period-s", str(GRACE_S)], stdout=log, stderr=log)
         _LIVE.append(type("AgentProc", (), {"proc": p})())
         agent["proc"] = p

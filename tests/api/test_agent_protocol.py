@@ -25,12 +25,28 @@ GRACE_S = 2
 def main(binary, tmp):
     srv = Server(binary, os.path.join(tmp, "data"), args=["--node-grace-period", str(GRACE_S)])
     c = Checks("agent protocol")
-    agent = srv.make_token("agent")["token"]
     operator = srv.make_token("operator")["token"]
     st = {}
+    agent_tokens = {}
+
+    def token_for(node):
+        """An agent token bound to `node`, made once."""
+        if node not in agent_tokens:
+            agent_tokens[node] = srv.make_token("agent", node=node)["token"]
+        return agent_tokens[node]
 
     def call(method, path, body=None, token=None):
-        return srv.call(method, API + path, body, token=token or agent)
+        # As an agent does: with the token of the node the request is for.
+        node = None
+        if isinstance(body, dict):
+            node = body.get("node")
+            if isinstance(node, dict):
+                node = node.get("name")
+        elif "node=" in path:
+            node = path.split("node=")[1].split("&")[0]
+        if token is None and isinstance(node, str) and node:
+            token = token_for(node if node != "Bad Name" else "ag-1")
+        return srv.call(method, API + path, body, token=token or token_for("ag-1"))
 
     def task(tid):
         return expect(srv.get(API + "/tasks/%d" % tid), 200)
@@ -154,7 +170,7 @@ def main(binary, tmp):
         before = expect(srv.get(API + "/nodes"), 200)
         expect_error(srv.call("POST", API + "/agent/heartbeat", {"node": "ag-1"}, token=operator),
                      403, "forbidden")
-        expect_error(srv.call("GET", API + "/tasks", token=agent), 403, "forbidden")
+        expect_error(srv.call("GET", API + "/tasks", token=token_for("ag-1")), 403, "forbidden")
         expect_error(call("POST", "/agent/register", {"node": {"name": "Bad Name"}}), 400,
                      "invalid_argument")
         expect_error(call("POST", "/agent/register", {"node": {"name": "x", "gpus": [{"index": "zero"}]}}),

@@ -38,15 +38,15 @@ def main(binary, tmp):
     c = Checks("demo")
     st = {}
     work = os.path.join(tmp, "agents")
-    agent_token = srv.make_token("agent")["token"]
     agents = []
     for inv in sorted(glob.glob(os.path.join(DEMO, "agents", "*.yaml"))):
-        if inv.endswith("idle-usage.yaml"):
+        if inv.endswith("-usage.yaml"):
             continue
         name = os.path.basename(inv)[:-5]
         log = open(os.path.join(tmp, "agent-%s.log" % name), "wb")
         p = subprocess.Popen([binary, "agent", "--server", "http://127.0.0.1:%d" % srv.port,
-                              "--token", agent_token, "--inventory", inv,
+                              "--token-file", srv.agent_token_file(name, tmp),
+                              "--inventory", inv,
                               "--work-dir", os.path.join(work, name), "--grace-period-s", "2"],
                              stdout=log, stderr=log)
         agents.append(p)

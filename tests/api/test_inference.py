@@ -78,7 +78,6 @@ def main(binary, tmp):
 def run(binary, tmp):
     srv = Server(binary, os.path.join(tmp, "data"), args=["--node-grace-period", "5"])
     c = Checks("inference")
-    agent_token = srv.make_token("agent")["token"]
 
     def start_agent(name, gpus, model="A100-80G", memory=81920, used=None):
         inv = os.path.join(tmp, name + ".yaml")
@@ -90,7 +89,8 @@ def run(binary, tmp):
         set_usage(name, gpus, used or [0] * gpus)
         log = open(os.path.join(tmp, name + ".log"), "ab")
         p = subprocess.Popen([binary, "agent", "--server", "http://127.0.0.1:%d" % srv.port,
-                              "--token", agent_token, "--inventory", inv, "--work-dir",
+                              "--token-file", srv.agent_token_file(name, tmp),
+                              "--inventory", inv, "--work-dir",
                               os.path.join(tmp, "work-" + name), "--grace-period-s", "2",
                               "--advertise-address", "127.0.0.1"],
                              stdout=log, stderr=log)

@@ -780,7 +780,8 @@ def main(binary, tmp):
         problems = []
         for role in ("viewer", "operator", "agent"):
             try:
-                tokens[role.upper()] = srv.make_token(role)["token"]
+                tokens[role.upper()] = srv.make_token(
+                    role, node="mal-node" if role == "agent" else None)["token"]
             except Exception as e:  # noqa: BLE001 - reported below
                 problems.append("%s: %s" % (role, e))
         try:

@@ -9,7 +9,7 @@
 // dirs, which only our agents create).
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, mkdirSync, openSync, closeSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, mkdirSync, openSync, closeSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -155,8 +155,11 @@ export class Api {
     return b.nodes;
   }
 
-  async makeToken(role, name) {
-    const b = await this.expect('POST', `${API}/tokens`, { name: name || `e2e-${role}-${randomBytes(3).toString('hex')}`, role }, [201]);
+  // An agent token is bound to `node`.
+  async makeToken(role, name, node) {
+    const body = { name: name || `e2e-${role}-${randomBytes(3).toString('hex')}`, role };
+    if (node) body.node = node;
+    const b = await this.expect('POST', `${API}/tokens`, body, [201]);
     if (!/^hf_[0-9a-f]{64}$/.test(String(b.token))) throw new ApiError(`token creation answer lacks a token: ${JSON.stringify(b)}`);
     return b.token;
   }
@@ -237,7 +240,9 @@ function tail(file, n = 2000) {
  * Starts one real agent per inventory file; at cleanup stops the agents
  * (SIGTERM) and then the task processes they left running.
  */
-export async function startAgents({ binary, base, token, inventories, workDir }) {
+// One agent per inventory, each with a token bound to its node (made with
+// `api`), handed over as a 0600 file.
+export async function startAgents({ binary, base, api, inventories, workDir }) {
   const agentsDir = path.join(workDir, 'agents');
   mkdirSync(agentsDir, { recursive: true });
   const children = [];
@@ -262,7 +267,9 @@ export async function startAgents({ binary, base, token, inventories, workDir })
     const work = path.join(agentsDir, name);
     mkdirSync(work, { recursive: true });
     const logFd = openSync(path.join(agentsDir, `${name}.log`), 'w');
-    const child = spawn(binary, ['agent', '--server', base, '--token', token, '--inventory', inv, '--work-dir', work], {
+    const tokenFile = path.join(agentsDir, `${name}.token`);
+    writeFileSync(tokenFile, `${await api.makeToken('agent', `e2e-agent-${name}`, name)}\n`, { mode: 0o600 });
+    const child = spawn(binary, ['agent', '--server', base, '--token-file', tokenFile, '--inventory', inv, '--work-dir', work], {
       stdio: ['ignore', logFd, logFd],
       cwd: path.dirname(inv),
     });

@@ -17,10 +17,9 @@ const EXTRA_PENDING = [
 
 export async function seedCluster({ binary, repo, server, workDir }) {
   const { api, base } = server;
-  const agentToken = await api.makeToken('agent', 'e2e-agents');
   const demo = path.join(repo, 'examples', 'demo');
   const agents = await startAgents({
-    binary, base, token: agentToken, workDir,
+    binary, base, api, workDir,
     inventories: DEMO_NODES.map((n) => path.join(demo, 'agents', `${n}.yaml`)),
   });
   await waitUntil(async () => {

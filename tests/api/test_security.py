@@ -1,0 +1,147 @@
+#!/usr/bin/python3
+"""Trust (docs/SECURITY.md), attacked as a security tester would:
+
+  - node identity: an agent token is bound to one node; every agent route
+    (register, heartbeat, assignments, status, logs) refuses another node
+    with 403 and changes nothing; an agent token needs its node; a token
+    made before tokens were bound is refused by agent routes; an admin may
+    act for any node; a node's inventory changes only by its own agent (or
+    an admin), each change audited.
+
+usage: test_security.py HETEROFLOW_BINARY
+"""
+import json
+import os
+import sqlite3
+import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hfapi import (API, Checks, HashToken, Server, expect, expect_error, fail,  # noqa: E402
+                   main_guard, node_inventory, wait_until)
+
+
+def main(binary, tmp):
+    srv = Server(binary, os.path.join(tmp, "data"))
+    c = Checks("security")
+    st = {}
+
+    def identity_setup():
+        srv.register_node("node-a", gpus=1, model="T4", gpu_memory_mib=15360)
+        srv.register_node("node-b", gpus=1, model="L4", gpu_memory_mib=24576)
+        st["a"] = srv.make_token("agent", node="node-a")["token"]
+        st["b"] = srv.make_token("agent", node="node-b")["token"]
+        st["task"] = expect(srv.call("POST", API + "/tasks", {
+            "name": "secret-job", "command": ["true"], "env": {"API_KEY": "s3cr3t"},
+            "requests": {"gpu": 1, "gpu_models": ["L4"]}}), 201)["id"]
+        wait_until(lambda: expect(srv.get(API + "/tasks/%d" % st["task"]), 200)["node"] == "node-b",
+                   10, "the task placed on node-b")
+
+    def state():
+        nodes = {n["name"]: n for n in expect(srv.get(API + "/nodes"), 200)["nodes"]}
+        for n in nodes.values():
+            n.pop("updated_at", None)
+        t = expect(srv.get(API + "/tasks/%d" % st["task"]), 200)
+        t.pop("updated_at", None)
+        logs = srv.call("GET", API + "/tasks/%d/logs" % st["task"]).raw
+        return nodes, t, logs
+
+    def other_node_refused():
+        before = state()
+        b_inv = node_inventory("node-b", gpus=8, model="L4", gpu_memory_mib=24576)
+        cases = [
+            ("POST", API + "/agent/register", {"node": b_inv}, "register node-b with 8 GPUs"),
+            ("POST", API + "/agent/register", {"node": node_inventory("fake-64", gpus=64)},
+             "register a fake 64-GPU node"),
+            ("POST", API + "/agent/heartbeat",
+             {"node": "node-b", "usage": {"cpu_load": 0.99, "gpus": [{"index": 0, "utilization": 1}]}},
+             "heartbeat for node-b"),
+            ("GET", API + "/agent/assignments?node=node-b&version=0&wait_s=1", None,
+             "read node-b's assignments (its tasks' env)"),
+            ("POST", API + "/agent/status", {"node": "node-b", "id": st["task"], "state": "failed",
+                                              "exit_code": 1}, "fail node-b's task"),
+            ("POST", API + "/agent/status", {"node": "node-b", "id": st["task"], "state": "running"},
+             "report node-b's task running"),
+            ("POST", API + "/agent/logs", {"node": "node-b", "id": st["task"], "offset": 0,
+                                            "data": "forged\n"}, "write node-b's task's output"),
+            ("POST", API + "/agent/logs", {"node": "node-a", "id": st["task"], "offset": 0,
+                                            "data": "forged\n"},
+             "write node-b's task's output as node-a"),
+        ]
+        for method, path, body, what in cases:
+            r = srv.call(method, path, body, token=st["a"])
+            expect_error(r, 403, code="forbidden", what="node-a's token: " + what)
+            if "s3cr3t" in r.raw.decode("utf-8", "replace"):
+                fail("a refused call leaked a task's env: " + what)
+        if state() != before:
+            fail("refused calls changed the cluster")
+        if srv.get(API + "/nodes/fake-64").status != 404:
+            fail("the fake node was registered")
+        # A status for node-b's task sent as node-a: the task is not there.
+        expect_error(srv.call("POST", API + "/agent/status",
+                              {"node": "node-a", "id": st["task"], "state": "failed"},
+                              token=st["a"]), 409)
+        if state() != before:
+            fail("a stale report changed the cluster")
+
+    def own_node_accepted():
+        expect(srv.call("POST", API + "/agent/heartbeat", {"node": "node-b", "usage": {
+            "gpus": [{"index": 0, "utilization": 0.1}]}}, token=st["b"]), 200)
+        got = expect(srv.call("GET", API + "/agent/assignments?node=node-b&version=0&wait_s=1",
+                              token=st["b"]), 200)
+        if [t["id"] for t in got["tasks"]] != [st["task"]]:
+            fail("node-b's agent does not see its task: %s" % got)
+        # The node's own agent may change its inventory (a GPU failed; more
+        # memory): audited with both specs.
+        inv = node_inventory("node-a", gpus=1, model="T4", gpu_memory_mib=15360, cpu_milli=48000)
+        expect(srv.call("POST", API + "/agent/register", {"node": inv}, token=st["a"]), 200)
+        audit = expect(srv.get(API + "/audit"), 200)["entries"][0]
+        if audit["key"] != "nodes.node-a" or audit["old"]["cpu_milli"] != 96000 or \
+                audit["new"]["cpu_milli"] != 48000 or not audit["actor"].startswith("e2e-agent"):
+            fail("the inventory change is not audited: %s" % audit)
+        # The same inventory again (an agent restart) is no change.
+        expect(srv.call("POST", API + "/agent/register", {"node": inv}, token=st["a"]), 200)
+        if expect(srv.get(API + "/audit"), 200)["entries"][0]["id"] != audit["id"]:
+            fail("an unchanged registration was audited")
+        # Below what its tasks hold: refused as before, nothing changes.
+        shrunk = node_inventory("node-b", gpus=0, model="L4")
+        r = srv.call("POST", API + "/agent/register", {"node": shrunk}, token=st["b"])
+        if r.status < 400 or len(expect(srv.get(API + "/nodes/node-b"), 200)["gpus"]) != 1:
+            fail("node-b shrank below its allocation: %s" % r.short())
+
+    def tokens_are_bound():
+        expect_error(srv.call("POST", API + "/tokens", {"name": "loose", "role": "agent"}), 400,
+                     mentions=("node",))
+        expect_error(srv.call("POST", API + "/tokens",
+                              {"name": "odd", "role": "viewer", "node": "node-a"}), 400,
+                     mentions=("node",))
+        listed = {t["name"]: t for t in expect(srv.get(API + "/tokens"), 200)["tokens"]}
+        bound = [t for t in listed.values() if t["role"] == "agent"]
+        if sorted(t["node"] for t in bound) != ["node-a", "node-b"]:
+            fail("agent tokens do not show their node: %s" % bound)
+        # A token made before tokens were bound: agent routes refuse it.
+        srv.stop()
+        db = sqlite3.connect(srv.db_path())
+        old = "hf_" + "7" * 64
+        db.execute("INSERT INTO tokens (name, role, hash, created_at) VALUES (?, 'agent', ?, 0)",
+                   ("legacy-agent", HashToken(old)))
+        db.commit()
+        db.close()
+        srv.start()
+        expect_error(srv.call("POST", API + "/agent/heartbeat", {"node": "node-a"}, token=old), 403,
+                     mentions=("not bound to a node",))
+        # An admin may act for any node (to replay or test an agent's call).
+        expect(srv.call("POST", API + "/agent/heartbeat", {"node": "node-b"}), 200)
+
+    c.run("identity: setup", identity_setup)
+    c.run("identity: every agent route refuses another node, and nothing changes",
+          other_node_refused)
+    c.run("identity: the token's own node is served; inventory changes are audited",
+          own_node_accepted)
+    c.run("identity: agent tokens need a node; unbound ones are refused", tokens_are_bound)
+    srv.stop()
+    c.finish()
+
+
+if __name__ == "__main__":
+    main_guard(main)
