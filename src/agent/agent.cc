@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/model_json.h"
+#include "core/private_files.h"
 
 namespace hf::agent {
 namespace {
@@ -223,10 +224,16 @@ void Agent::AdoptLeftovers() {
 }
 
 int Agent::Run() {
+  // The tasks' folders hold their output and what the agent keeps of them:
+  // its owner's only, as the server's data dir (docs/SECURITY.md).
+  const Status private_dir = MakePrivateDir(opt_.work_dir);
   std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(opt_.work_dir) / "tasks", ec);
-  if (ec) {
-    Log("cannot create the work dir " + opt_.work_dir + ": " + ec.message());
+  if (private_dir.ok()) {
+    std::filesystem::create_directories(std::filesystem::path(opt_.work_dir) / "tasks", ec);
+  }
+  if (!private_dir.ok() || ec) {
+    Log("work dir " + opt_.work_dir + ": " +
+        (private_dir.ok() ? ec.message() : private_dir.message()));
     return 1;
   }
   const cli::HttpClient client(opt_.server, opt_.token, opt_.request_timeout);

@@ -23,7 +23,7 @@ using nlohmann::json;
 constexpr const char* kSubmissionFields[] = {
     "name",        "group",   "group_placement",    "priority",           "kind",
     "requests",    "rdma_required", "depends_on",  "preemptible",
-    "requeue_on_node_loss", "command", "env"};
+    "requeue_on_node_loss", "command", "env", "secret_env"};
 
 int64_t IntOr(const json& j, const char* key, int64_t fallback) {
   auto it = j.find(key);
@@ -107,6 +107,7 @@ std::map<std::string, std::string> BuildTaskEnv(const std::map<std::string, std:
                                                 std::optional<uint16_t> port) {
   std::map<std::string, std::string> env = base;
   for (const auto& [k, v] : task.env) env[k] = v;
+  for (const auto& [k, v] : task.secret_env) env[k] = v;
   std::string devices;
   int32_t share = kWholeGpuMilli;
   for (const GpuGrant& g : allocation.gpus) {

@@ -43,8 +43,8 @@ Result<Allocation> ParseAllocation(const nlohmann::json& j);
 // version or no task list.
 Result<AssignmentList> ParseAssignments(const nlohmann::json& body);
 
-// The child's environment: `base` (the agent's own), then the task's env,
-// then what the agent sets, which wins over both:
+// The child's environment: `base` (the agent's own), then the task's env and
+// secret_env, then what the agent sets, which wins over both:
 //   CUDA_VISIBLE_DEVICES  the granted GPU indices in allocation order,
 //                         comma separated ("" when no GPU: hides all GPUs);
 //   HETEROFLOW_TASK_ID    the id;

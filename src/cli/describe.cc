@@ -256,6 +256,10 @@ std::string DescribeTask(const json& t, int64_t now_s) {
   f.Add("Depends On", Join(Child(t, "depends_on")));
   f.Add("Command", Join(Child(t, "command"), " "));
   f.Add("Env", JoinMap(Child(t, "env")));
+  // Only the names: the API gives no secret's value to anyone but the agent.
+  if (Child(t, "secret_env").is_array() && !Child(t, "secret_env").empty()) {
+    f.Add("Secret Env", Join(Child(t, "secret_env")) + " (values hidden)");
+  }
   f.Add("Created", TimeWithAge(t, "created_at", now_s));
   f.Add("Updated", TimeWithAge(t, "updated_at", now_s));
   const json& events = Child(t, "events");

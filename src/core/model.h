@@ -131,6 +131,10 @@ struct Task {
   bool requeue_on_node_loss = true;
   std::vector<std::string> command;
   std::map<std::string, std::string> env;
+  // Environment values that are secrets (credentials): the task's process
+  // gets them like `env`, but the API shows only their names, and only the
+  // agent of the task's node receives the values.
+  std::map<std::string, std::string> secret_env;
 };
 
 // One GPU (or part of one) granted to a task.

@@ -114,7 +114,7 @@ Result<Task> TaskFromJson(const json& j, const std::string& prefix) {
   HF_RETURN_IF_ERROR(CheckKeys(j, prefix,
                                {"name", "group", "group_placement", "priority", "kind", "requests",
                                 "rdma_required", "depends_on", "preemptible",
-                                "requeue_on_node_loss", "command", "env"}));
+                                "requeue_on_node_loss", "command", "env", "secret_env"}));
   Task t;
   if (!j.contains("name")) return InvalidArgument(Field(prefix, "name") + " is required");
   for (const auto& [key, v] : j.items()) {
@@ -158,6 +158,14 @@ Result<Task> TaskFromJson(const json& j, const std::string& prefix) {
       HF_RETURN_IF_ERROR(ReadStringList(v, f, false, t.command));
     } else if (key == "env") {
       HF_RETURN_IF_ERROR(ReadStringMap(v, f, t.env));
+    } else if (key == "secret_env") {
+      HF_RETURN_IF_ERROR(ReadStringMap(v, f, t.secret_env));
+    }
+  }
+  for (const auto& [name, value] : t.secret_env) {
+    if (t.env.count(name)) {
+      return InvalidArgument(Field(prefix, "secret_env") + "." + Truncate(name) +
+                             " is also in env: give a variable once");
     }
   }
   HF_RETURN_IF_ERROR(Prefixed(t.requests.Validate(), prefix));
@@ -178,7 +186,16 @@ json TaskToJson(const Task& t) {
           {"preemptible", t.preemptible},
           {"requeue_on_node_loss", t.requeue_on_node_loss},
           {"command", t.command},
-          {"env", t.env}};
+          {"env", t.env},
+          {"secret_env", t.secret_env}};
+}
+
+json TaskViewJson(const Task& t) {
+  json j = TaskToJson(t);
+  json names = json::array();
+  for (const auto& [name, value] : t.secret_env) names.push_back(name);
+  j["secret_env"] = std::move(names);
+  return j;
 }
 
 Result<NodeSpec> NodeSpecFromJson(const json& j) {

@@ -26,8 +26,11 @@ nlohmann::json RequestsToJson(const Requests& r);
 // names the task in messages ("" for a single one, "tasks[3]" in a batch).
 Result<Task> TaskFromJson(const nlohmann::json& j, const std::string& prefix = "");
 // Every field, defaults included, so TaskFromJson(TaskToJson(t)) gives `t`
-// back (less its key). Callers add "id", "state", "node" and so on.
+// back (less its key). Callers add "id", "state", "node" and so on. It
+// holds secret_env's values: for the store and the task's own agent only.
 nlohmann::json TaskToJson(const Task& t);
+// TaskToJson for everyone else: secret_env as the list of its names.
+nlohmann::json TaskViewJson(const Task& t);
 const char* TaskKindName(TaskKind kind);
 
 // A node inventory: name required; labels, cpu_milli, memory_mib, gpus, rdma,

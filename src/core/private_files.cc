@@ -65,6 +65,10 @@ Status MakePrivateDir(const std::string& path) {
   if (!std::filesystem::exists(path, ec)) {
     std::filesystem::create_directories(path, ec);
     if (ec) return Unavailable("cannot create " + path + ": " + ec.message());
+    // Whatever the umask made of it: ours alone.
+    if (::chmod(path.c_str(), 0700) != 0) {
+      return Unavailable("cannot chmod " + path + ": " + std::strerror(errno));
+    }
   }
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
@@ -75,6 +79,12 @@ Status MakePrivateDir(const std::string& path) {
     return FailedPrecondition(path + " belongs to another user (uid " + std::to_string(st.st_uid) +
                               "); it must be this user's own");
   }
+  // Writable by others: anyone could have put or replaced files in it.
+  if ((st.st_mode & 022) != 0) {
+    return FailedPrecondition(path + " may be written by others (mode " + Mode(st.st_mode) +
+                              "): its files cannot be trusted; check them, then chmod 700 " + path);
+  }
+  // Readable by others (an older default): tightened.
   if ((st.st_mode & 077) != 0 && ::chmod(path.c_str(), 0700) != 0) {
     return FailedPrecondition(path + " may be entered by others (mode " + Mode(st.st_mode) +
                               ") and cannot be made private: " + std::strerror(errno));

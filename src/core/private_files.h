@@ -26,9 +26,10 @@ Result<std::string> ReadSecretFile(const std::string& path);
 Status WriteSecretFile(const std::string& path, const std::string& contents);
 
 // Creates folder `path` (and parents) when missing, with mode 0700, and
-// tightens an existing one that others may enter to 0700.
-// FailedPrecondition when it is not owned by this user or others may write
-// it and it cannot be tightened; Unavailable when it cannot be created.
+// tightens an existing one that others may read or enter to 0700.
+// FailedPrecondition, changing nothing, when it belongs to another user or
+// others may write it (its files could have been replaced); Unavailable
+// when it cannot be created.
 Status MakePrivateDir(const std::string& path);
 
 }  // namespace hf

@@ -94,14 +94,16 @@ Result<NodeUsage> ParseUsage(const json& j) {
   return u;
 }
 
-json AssignmentJson(const NodeAssignment& a, const std::string& node) {
+// `with_secrets`: the task's secret_env values, for the agent of its own
+// node; anyone else (an admin replaying the call) gets their names.
+json AssignmentJson(const NodeAssignment& a, const std::string& node, bool with_secrets) {
   json gpus = json::array();
   for (const GpuGrant& g : a.alloc.gpus) {
     gpus.push_back({{"index", g.index}, {"milli", g.milli}, {"memory_mib", g.memory_mib}});
   }
   return {{"id", a.task.key},
           {"state", TaskStateName(a.state)},
-          {"task", TaskToJson(a.task)},
+          {"task", with_secrets ? TaskToJson(a.task) : TaskViewJson(a.task)},
           {"allocation",
            {{"node", node},
             {"cpu_milli", a.alloc.cpu_milli},
@@ -186,14 +188,17 @@ Response ControlPlane::AgentAssignments(const Request& req, const Caller& caller
   if (!IsValidName(node)) return StatusError(InvalidArgument("node must be a node name"));
   if (Status s = ActsFor(caller, node); !s.ok()) return StatusError(s);
   // The answer waits in the scheduler's watch table, not on a handler thread.
+  const bool own_agent = caller.role == Role::kAgent;  // ActsFor held: its own node
   Response res;
-  res.defer = [this, node, version, wait_s](Reply reply) {
+  res.defer = [this, node, version, wait_s, own_agent](Reply reply) {
     scheduler_->WatchAssignments(
         node, version, std::chrono::seconds(wait_s),
-        [node, reply = std::move(reply)](Result<Scheduler::AssignmentList> r) {
+        [node, own_agent, reply = std::move(reply)](Result<Scheduler::AssignmentList> r) {
           if (!r.ok()) return reply(StatusError(r.status()));
           json tasks = json::array();
-          for (const NodeAssignment& a : r->second) tasks.push_back(AssignmentJson(a, node));
+          for (const NodeAssignment& a : r->second) {
+            tasks.push_back(AssignmentJson(a, node, own_agent));
+          }
           reply(JsonResponse(200, json{{"version", r->first}, {"tasks", std::move(tasks)}}));
         });
   };

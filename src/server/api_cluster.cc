@@ -87,7 +87,7 @@ json StoredAllocationJson(const store::StoredAllocation& a);
 
 // `alloc`: its allocation, or null when it holds none.
 json TaskJson(const store::TaskRecord& r, const store::StoredAllocation* alloc = nullptr) {
-  json j = TaskToJson(r.task);
+  json j = TaskViewJson(r.task);
   j["id"] = r.task.key;
   j["state"] = TaskStateName(r.state);
   j["node"] = r.node.empty() ? json(nullptr) : json(r.node);

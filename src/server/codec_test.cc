@@ -326,10 +326,11 @@ TEST(CodecTaskTest, AppendixExampleParses) {
   EXPECT_FALSE(t->requeue_on_node_loss);
   EXPECT_EQ(t->command, (std::vector<std::string>{"python3", "train.py"}));
   EXPECT_EQ(t->env, (std::map<std::string, std::string>{{"EPOCHS", "3"}}));
-  // Writing it back gives the same document, with the one field the
-  // appendix leaves to its default.
+  // Writing it back gives the same document, with the fields the appendix
+  // leaves to their defaults.
   json back = *doc;
   back["group_placement"] = "pack";
+  back["secret_env"] = json::object();
   EXPECT_EQ(TaskToJson(*t), back);
 }
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/model_json.h"
+#include "core/private_files.h"
 #include "framework/registry.h"
 #include "server/codec.h"
 
@@ -105,9 +106,9 @@ ControlPlane::ControlPlane(ServerOptions options) : options_(std::move(options))
 ControlPlane::~ControlPlane() { Stop(); }
 
 Status ControlPlane::Init() {
-  std::error_code ec;
-  std::filesystem::create_directories(options_.data_dir, ec);
-  if (ec) return Unavailable("cannot create data dir " + options_.data_dir + ": " + ec.message());
+  // Owner only (0700), refused when others may write it (docs/SECURITY.md).
+  Status dir = MakePrivateDir(options_.data_dir);
+  if (!dir.ok()) return Status(dir.code(), "data dir: " + dir.message());
   store::StoreOptions so;
   so.clock = &clock_;
   Result<std::unique_ptr<store::Store>> st = store::Store::Open(options_.data_dir + "/heteroflow.db", so);
@@ -288,12 +289,7 @@ Status ControlPlane::BootstrapAdminToken() {
   });
   if (!s.ok() || !generated) return s;
   const std::string path = options_.data_dir + "/admin.token";
-  {
-    std::ofstream f(path, std::ios::trunc);
-    f << token << "\n";
-    if (!f) return Unavailable("cannot write " + path);
-  }
-  if (::chmod(path.c_str(), 0600) != 0) return Unavailable("cannot chmod " + path);
+  HF_RETURN_IF_ERROR(WriteSecretFile(path, token + "\n"));
   std::printf("admin token: %s\n(also written to %s; it is shown only once)\n", token.c_str(),
               path.c_str());
   std::fflush(stdout);

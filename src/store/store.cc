@@ -1,6 +1,12 @@
 #include "store/store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <exception>
 #include <utility>
@@ -38,6 +44,21 @@ int64_t Store::NowMs() const {
 }
 
 Result<std::unique_ptr<Store>> Store::Open(const std::string& path, StoreOptions options) {
+  // The file holds tokens' hashes and tasks' environments: readable by its
+  // owner only. Created so before SQLite opens it (SQLite gives the WAL and
+  // shared-memory files the database file's mode); an older file is
+  // tightened, its companions too.
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return Unavailable("cannot open " + path + ": " + std::strerror(errno));
+  const bool private_file = ::fchmod(fd, 0600) == 0;
+  ::close(fd);
+  if (!private_file) return Unavailable("cannot make " + path + " private (chmod 600)");
+  for (const char* suffix : {"-wal", "-shm"}) {
+    const std::string companion = path + suffix;
+    if (::chmod(companion.c_str(), 0600) != 0 && errno != ENOENT) {
+      return Unavailable("cannot make " + companion + " private (chmod 600)");
+    }
+  }
   Result<Db> db = Db::Open(path);
   if (!db.ok()) return db.status();
   HF_RETURN_IF_ERROR(db->Exec("PRAGMA busy_timeout = " + std::to_string(options.busy_timeout_ms)));

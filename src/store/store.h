@@ -249,7 +249,8 @@ struct StoreOptions {
 class Store {
  public:
   // Opens or creates the database file at `path` (its directory must exist)
-  // and brings its schema up to date. Errors: Unavailable when the file
+  // and brings its schema up to date. The file and its WAL and
+  // shared-memory companions are made 0600 (owner only). Errors: Unavailable when the file
   // cannot be opened or put in WAL mode; FailedPrecondition when its schema
   // is newer than this binary; a migration's error otherwise.
   static Result<std::unique_ptr<Store>> Open(const std::string& path, StoreOptions options = {});

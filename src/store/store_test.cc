@@ -822,9 +822,10 @@ TEST(StoreSpecJsonTest, UsesAppendixAFieldNames) {
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->requests.gpu, 4);
   EXPECT_EQ(t->requests.gpu_models.size(), 2u);
-  // Every field of Appendix A comes back as it went in, beside the default
-  // group_placement that the appendix does not name.
+  // Every field of Appendix A comes back as it went in, beside the defaults
+  // of the fields the appendix does not name.
   submitted["group_placement"] = "pack";
+  submitted["secret_env"] = json::object();
   EXPECT_EQ(TaskToJson(*t), submitted);
 }
 

@@ -6,13 +6,22 @@
     with 403 and changes nothing; an agent token needs its node; a token
     made before tokens were bound is refused by agent routes; an admin may
     act for any node; a node's inventory changes only by its own agent (or
-    an admin), each change audited.
+    an admin), each change audited;
+  - data at rest: the data dir is 0700, the database with its WAL and
+    shared-memory files and the admin token 0600; a data dir others may
+    write is refused at start; an older 0755 one is tightened;
+  - secret environment values: the API shows their names only; the
+    assignments give the values to the agent of the task's node alone, and
+    its process gets them; an agent refuses a token file others may read,
+    and takes no token on its command line.
 
 usage: test_security.py HETEROFLOW_BINARY
 """
 import json
 import os
 import sqlite3
+import stat
+import subprocess
 import sys
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -133,12 +142,101 @@ def main(binary, tmp):
         # An admin may act for any node (to replay or test an agent's call).
         expect(srv.call("POST", API + "/agent/heartbeat", {"node": "node-b"}), 200)
 
+    def mode(path):
+        return stat.S_IMODE(os.stat(path).st_mode)
+
+    def data_at_rest():
+        # A fresh data dir, the admin token generated.
+        data = os.path.join(tmp, "fresh")
+        s = Server(binary, data, token=None)
+        s.stop()
+        want = {data: 0o700, s.db_path(): 0o600, s.db_path() + "-wal": 0o600,
+                s.db_path() + "-shm": 0o600, os.path.join(data, "admin.token"): 0o600}
+        for path, m in want.items():
+            if os.path.exists(path) and mode(path) != m:
+                fail("%s is %o, want %o" % (path, mode(path), m))
+        if not os.path.exists(os.path.join(data, "admin.token")):
+            fail("no admin.token written")
+        # What an older version left: 0755 and 0644. Tightened at start.
+        os.chmod(data, 0o755)
+        os.chmod(s.db_path(), 0o644)
+        s.start()
+        s.stop()
+        if mode(data) != 0o700 or mode(s.db_path()) != 0o600:
+            fail("an older data dir was not tightened: %o %o" % (mode(data), mode(s.db_path())))
+        # Writable by others: refused, with a message that says what to do.
+        os.chmod(data, 0o777)
+        p = subprocess.run([binary, "server", "--listen", "127.0.0.1:0", "--data-dir", data],
+                           capture_output=True, timeout=30)
+        err = p.stderr.decode("utf-8", "replace")
+        if p.returncode == 0 or "may be written by others" not in err or "chmod 700" not in err:
+            fail("a data dir others may write: exit %d, %s" % (p.returncode, err))
+        os.chmod(data, 0o700)
+
+    def secret_env():
+        srv.register_node("node-s", gpus=0)
+        for n in ("node-a", "node-b"):  # the task goes to node-s
+            expect(srv.call("POST", API + "/nodes/%s/cordon" % n), 200)
+        token_file = srv.agent_token_file("node-s", tmp)
+        t = expect(srv.call("POST", API + "/tasks", {
+            "name": "uses-a-key", "requests": {"cpu_milli": 100},
+            "env": {"MODE": "train"}, "secret_env": {"API_KEY": "s3cr3t-value"},
+            "command": ["sh", "-c", 'printf %s "$API_KEY" > key.txt']}), 201)
+        if t["secret_env"] != ["API_KEY"] or "s3cr3t-value" in json.dumps(t):
+            fail("the submission's answer shows the secret: %s" % t)
+        expect_error(srv.call("POST", API + "/tasks", {
+            "name": "twice", "env": {"A": "1"}, "secret_env": {"A": "2"}}), 400,
+            mentions=("secret_env.A",))
+        for path in ("/tasks", "/tasks/%d" % t["id"], "/events/recent"):
+            if "s3cr3t-value" in srv.get(API + path).raw.decode():
+                fail("GET %s shows the secret value" % path)
+        # An admin replaying the agent's call gets the names, not the value.
+        as_admin = srv.get(API + "/agent/assignments?node=node-s&version=0&wait_s=1").raw.decode()
+        if "s3cr3t-value" in as_admin:
+            fail("the assignments gave the secret to an admin token")
+        # The node's own agent gets it, and so does the task's process.
+        with open(token_file) as f:
+            own = srv.call("GET", API + "/agent/assignments?node=node-s&version=0&wait_s=1",
+                           token=f.read().strip())
+        if "s3cr3t-value" not in own.raw.decode():
+            fail("the node's agent did not get the secret: %s" % own.short())
+        log = open(os.path.join(tmp, "agent-s.log"), "wb")
+        agent = subprocess.Popen([binary, "agent", "--server", "http://127.0.0.1:%d" % srv.port,
+                                  "--token-file", token_file, "--node-name", "node-s",
+                                  "--work-dir", os.path.join(tmp, "work-s")],
+                                 stdout=log, stderr=log)
+        try:
+            done = wait_until(lambda: expect(srv.get(API + "/tasks/%d" % t["id"]), 200)["state"]
+                              in ("succeeded", "failed") and srv.get(API + "/tasks/%d" % t["id"]).body,
+                              20, "the task to end")
+            wait_until(lambda: os.path.exists(os.path.join(tmp, "work-s", "tasks", str(t["id"]),
+                                                           "key.txt")), 5, "the key file")
+            with open(os.path.join(tmp, "work-s", "tasks", str(t["id"]), "key.txt")) as f:
+                got = f.read()
+            if done["state"] != "succeeded" or got != "s3cr3t-value":
+                fail("the task's process did not get its secret: %r %s" % (got, done["events"]))
+        finally:
+            agent.kill()
+            agent.wait()
+        # Token files others may read, and tokens on the command line.
+        os.chmod(token_file, 0o644)
+        p = subprocess.run([binary, "agent", "--server", "http://127.0.0.1:%d" % srv.port,
+                            "--token-file", token_file], capture_output=True, timeout=20)
+        if p.returncode != 2 or b"chmod 600" not in p.stderr:
+            fail("a readable token file: exit %d %s" % (p.returncode, p.stderr[-300:]))
+        p = subprocess.run([binary, "agent", "--server", "http://127.0.0.1:%d" % srv.port,
+                            "--token", "hf_x"], capture_output=True, timeout=20)
+        if p.returncode == 0:
+            fail("the agent took a token on its command line")
+
     c.run("identity: setup", identity_setup)
     c.run("identity: every agent route refuses another node, and nothing changes",
           other_node_refused)
     c.run("identity: the token's own node is served; inventory changes are audited",
           own_node_accepted)
     c.run("identity: agent tokens need a node; unbound ones are refused", tokens_are_bound)
+    c.run("data at rest: private data dir, database and token files", data_at_rest)
+    c.run("secret environment values reach only the task's agent and process", secret_env)
     srv.stop()
     c.finish()
 

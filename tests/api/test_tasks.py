@@ -21,7 +21,7 @@ from hfapi import (API, RFC3339, Checks, Server, expect, expect_error, fail,  # 
 
 NODES = ["gpu-t%d" % i for i in range(8)]
 N_TASKS = 200
-TASK_FIELDS = ("id", "name", "group", "group_placement", "priority", "kind", "requests", "rdma_required",
+TASK_FIELDS = ("id", "name", "group", "group_placement", "secret_env", "priority", "kind", "requests", "rdma_required",
                "depends_on", "preemptible", "command", "env", "state", "node", "pending_reason",
                "allocation", "created_at", "updated_at")
 
