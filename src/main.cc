@@ -3,6 +3,7 @@
 #include <string>
 
 #include "agent/agent_command.h"
+#include "agent/task_supervisor.h"
 #include "cli/client_command.h"
 #include "server/server.h"
 #include "sim/simulate_command.h"
@@ -33,6 +34,8 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   if (cmd == "server") return hf::server::RunServerCommand(argc - 1, argv + 1);
   if (cmd == "agent") return hf::agent::RunAgentCommand(argc - 1, argv + 1);
+  // Started by the agent around each task (docs/AGENT.md, "Fencing").
+  if (cmd == "task-supervisor") return hf::agent::RunTaskSupervisor(argc - 1, argv + 1);
   if (cmd == "simulate") return hf::sim::RunSimulateCommand(argc - 1, argv + 1);
   if (hf::cli::IsClientVerb(cmd)) return hf::cli::RunClientCommand(argc - 1, argv + 1);
   if (cmd == "version" || cmd == "--version") {

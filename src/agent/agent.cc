@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "agent/lease.h"
 #include "core/model_json.h"
 #include "core/private_files.h"
 
@@ -141,16 +142,14 @@ Agent::RegisterOutcome Agent::Register(const cli::HttpClient& client) {
   const std::string body = json{{"node", NodeSpecToJson(opt_.inventory.spec)}}.dump();
   milliseconds backoff(1000);
   while (!stopping()) {
+    const int64_t sent_at = MonotonicMs();
     Result<cli::HttpResponse> r = client.Send("POST", std::string(kApi) + "/register", body);
     std::string why;
     if (!r.ok()) {
       why = r.status().message();
     } else if (r->status == 200 || r->status == 201) {
-      json j = json::parse(r->body, nullptr, false);
-      if (j.is_object() && j.contains("heartbeat_interval_s") &&
-          j["heartbeat_interval_s"].is_number()) {
-        heartbeat_interval_s_ = std::clamp(j["heartbeat_interval_s"].get<int>(), 1, 3600);
-      }
+      TakeTimings(r->body);
+      RenewLease(sent_at);
       Log("registered node " + opt_.inventory.spec.name + " (" +
           std::to_string(opt_.inventory.spec.gpus.size()) + " GPUs, heartbeat every " +
           std::to_string(heartbeat_interval_s_.load()) + " s)");
@@ -213,11 +212,17 @@ void Agent::AdoptLeftovers() {
           with_port + ", left running by an earlier agent");
       continue;
     }
-    Log("task " + std::to_string(id) + ": its process died while the agent was down");
+    // Its supervisor leaves `fenced` when it stopped the task because this
+    // agent no longer renewed the node's lease.
+    const bool fenced = std::filesystem::exists(entry.path() / "fenced", rm);
+    const std::string how = fenced ? "stopped by its supervisor (fenced): the agent did not renew "
+                                     "the node's lease"
+                                   : "died while the agent was down";
+    Log("task " + std::to_string(id) + ": its process " + how);
     finished_[id] = json{{"node", opt_.inventory.spec.name},
                          {"id", id},
                          {"state", "failed"},
-                         {"message", "died while the agent was down"}};
+                         {"message", how}};
     std::filesystem::remove(pid_file, rm);
     std::filesystem::remove(entry.path() / "port", rm);
   }
@@ -315,17 +320,17 @@ void Agent::HeartbeatLoop() {
     }
     json body = {{"node", opt_.inventory.spec.name}, {"usage", UsageToJson(*usage)}};
     body["usage"]["running_tasks"] = running;
+    const int64_t sent_at = MonotonicMs();
     Result<cli::HttpResponse> r =
         client.Send("POST", std::string(kApi) + "/heartbeat", body.dump());
     if (!r.ok()) {
       if (failures++ % 12 == 0) Log("heartbeat: " + r.status().message());
     } else if (r->status == 200) {
       failures = 0;
-      json j = json::parse(r->body, nullptr, false);
-      if (j.is_object() && j.contains("heartbeat_interval_s") &&
-          j["heartbeat_interval_s"].is_number()) {
-        heartbeat_interval_s_ = std::clamp(j["heartbeat_interval_s"].get<int>(), 1, 3600);
-      }
+      TakeTimings(r->body);
+      // The server heard the node as of `sent_at`: the tasks' supervisors
+      // may count from there.
+      RenewLease(sent_at);
     } else if (r->status == 404 && !RouteMissing(*r)) {
       Log("heartbeat: the server does not know node " + opt_.inventory.spec.name +
           ": registering again");
@@ -338,6 +343,31 @@ void Agent::HeartbeatLoop() {
       Log("heartbeat: HTTP " + std::to_string(r->status) + ": " + ErrorText(*r));
     }
   } while (SleepFor(seconds(heartbeat_interval_s_.load())));
+}
+
+void Agent::TakeTimings(const std::string& answer) {
+  json j = json::parse(answer, nullptr, false);
+  if (!j.is_object()) return;
+  if (j.contains("heartbeat_interval_s") && j["heartbeat_interval_s"].is_number()) {
+    heartbeat_interval_s_ = std::clamp(j["heartbeat_interval_s"].get<int>(), 1, 3600);
+  }
+  if (j.contains("fence_after_s") && j["fence_after_s"].is_number() &&
+      j["fence_after_s"].get<double>() >= 1) {
+    fence_after_ms_ = static_cast<int64_t>(j["fence_after_s"].get<double>() * 1000);
+  }
+  if (j.contains("fence_grace_s") && j["fence_grace_s"].is_number() &&
+      j["fence_grace_s"].get<double>() >= 0) {
+    fence_grace_ms_ = static_cast<int64_t>(j["fence_grace_s"].get<double>() * 1000);
+  }
+}
+
+void Agent::RenewLease(int64_t sent_at) {
+  Status s = WriteLease(LeasePath(), sent_at);
+  if (!s.ok()) Log("lease: " + s.message());
+}
+
+std::string Agent::LeasePath() const {
+  return (std::filesystem::path(opt_.work_dir) / "lease").string();
 }
 
 std::string Agent::TaskDir(uint64_t id) const {
@@ -659,6 +689,7 @@ void Agent::Launch(const Assignment& a) {
   std::optional<uint16_t> port;
   const std::filesystem::path port_file = dir / "port";
   std::filesystem::remove(port_file, ec);
+  std::filesystem::remove(dir / "fenced", ec);  // an earlier copy's
   if (NeedsPort(a.task.command)) {
     // Not one a live task here was given, should the kernel repeat itself.
     for (int attempt = 0; attempt < 8 && !port.has_value(); ++attempt) {
@@ -681,8 +712,22 @@ void Agent::Launch(const Assignment& a) {
     af << AllocationToJson(a.allocation, node).dump() << "\n";
     if (!af) return failed("cannot write " + alloc_file.string());
   }
+  // The task runs under its supervisor, which stops it should this agent
+  // stop renewing the node's lease (task_supervisor.h).
+  std::vector<std::string> argv = {"/proc/self/exe",
+                                   "task-supervisor",
+                                   "--lease",
+                                   LeasePath(),
+                                   "--fence-after-ms",
+                                   std::to_string(fence_after_ms_.load()),
+                                   "--grace-ms",
+                                   std::to_string(fence_grace_ms_.load()),
+                                   "--"};
+  for (const std::string& arg : port ? SubstitutePort(a.task.command, *port) : a.task.command) {
+    argv.push_back(arg);
+  }
   LaunchSpec spec{.id = a.id,
-                  .argv = port ? SubstitutePort(a.task.command, *port) : a.task.command,
+                  .argv = std::move(argv),
                   .env = EnvStrings(BuildTaskEnv(base_env_, a.id, a.task, a.allocation, port)),
                   .cwd = dir.string(),
                   .log_path = (dir / "output.log").string()};

@@ -108,6 +108,12 @@ class Agent {
   // after the process ended: everything, incomplete UTF-8 included.
   void ShipLogs(const cli::HttpClient& client, uint64_t id, bool final);
   std::string TaskDir(uint64_t id) const;
+  std::string LeasePath() const;
+  // Takes heartbeat_interval_s, fence_after_s and fence_grace_s from a
+  // registration's or heartbeat's answer.
+  void TakeTimings(const std::string& answer);
+  // The server answered a request sent at `sent_at` (MonotonicMs).
+  void RenewLease(int64_t sent_at);
   void Reconcile(const AssignmentList& list);
   // Starts `a` now, or, while stopping processes hold what it was given,
   // keeps it in waiting_ and reports why (once per change). Caller holds mu_.
@@ -131,6 +137,9 @@ class Agent {
   std::atomic<bool> stop_{false};
   std::atomic<bool> fatal_{false};
   std::atomic<int> heartbeat_interval_s_{5};
+  // Fencing, as the server says (task_supervisor.h, lease.h).
+  std::atomic<int64_t> fence_after_ms_{30000};
+  std::atomic<int64_t> fence_grace_ms_{10000};
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Report> outbox_;  // guarded by mu_

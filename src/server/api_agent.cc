@@ -19,10 +19,12 @@ namespace {
 
 using nlohmann::json;
 
-// Agents send a heartbeat every 5 s, or a third of the grace period when that
-// is shorter, so a live node never looks silent.
-int HeartbeatIntervalS(double grace_s) {
-  return std::max(1, std::min(5, static_cast<int>(grace_s / 3)));
+// What the agents' timers follow: the answer to a registration and to
+// every heartbeat.
+json AgentTimings(const ServerOptions& o) {
+  return {{"heartbeat_interval_s", o.heartbeat_interval_s()},
+          {"fence_after_s", o.fence_after_s},
+          {"fence_grace_s", o.fence_grace_s}};
 }
 constexpr int kMaxWaitS = 60;
 // More task processes than one node runs at once.
@@ -143,7 +145,9 @@ Response ControlPlane::AgentRegister(const Request& req, const Caller& caller) {
   // A registration is a sign of life: a NotReady node comes back.
   s = scheduler_->Heartbeat(spec->name, std::nullopt);
   if (!s.ok()) return StatusError(s);
-  return JsonResponse(200, json{{"node", spec->name}, {"heartbeat_interval_s", HeartbeatIntervalS(options_.node_grace_period_s)}});
+  json out = AgentTimings(options_);
+  out["node"] = spec->name;
+  return JsonResponse(200, out);
 }
 
 Response ControlPlane::AgentHeartbeat(const Request& req, const Caller& caller) {
@@ -163,7 +167,7 @@ Response ControlPlane::AgentHeartbeat(const Request& req, const Caller& caller) 
   }
   s = scheduler_->Heartbeat(*node, usage);
   if (!s.ok()) return StatusError(s);
-  return JsonResponse(200, json{{"heartbeat_interval_s", HeartbeatIntervalS(options_.node_grace_period_s)}});
+  return JsonResponse(200, AgentTimings(options_));
 }
 
 Response ControlPlane::AgentAssignments(const Request& req, const Caller& caller) {

@@ -676,45 +676,59 @@ Result<store::TaskRecord> Scheduler::ReportTask(const std::string& node, TaskKey
 void Scheduler::CheckHeartbeatsLocked() {
   const auto now = Clock::now();
   for (auto& [node, seen] : last_heartbeat_) {
-    if (now - seen < heartbeat_grace_) continue;
+    const auto silent = now - seen;
+    if (silent < heartbeat_grace_) continue;
     const NodeId n = cluster_.FindNode(node);
-    if (n == kNoNode || cluster_.condition(n) == NodeCondition::kNotReady) continue;
-    const std::vector<TaskKey> lost = cluster_.TasksOn(n);
+    if (n == kNoNode) continue;
+    const bool marking = cluster_.condition(n) != NodeCondition::kNotReady;
+    // A copy that may still run there is stopped by its supervisor by now.
+    const bool fenced = silent >= fence_deadline_;
+    std::vector<TaskKey> failing, requeuing;
+    for (TaskKey key : cluster_.TasksOn(n)) {
+      if (!tasks_.at(key).requeue_on_node_loss) {
+        if (marking) failing.push_back(key);
+      } else if (fenced) {
+        requeuing.push_back(key);
+      }
+    }
+    if (!marking && failing.empty() && requeuing.empty()) continue;
     const std::string why = "node " + node + " stopped sending heartbeats";
     const std::string not_requeued = why + "; not queued again (requeue_on_node_loss is false)";
+    const std::string requeued = why + "; queued again once its copy there was stopped (fenced)";
     Status s = store_->Write([&](store::Tx& tx) -> Status {
-      HF_RETURN_IF_ERROR(tx.SetNodeCondition(node, NodeCondition::kNotReady));
-      for (TaskKey key : lost) {
+      if (marking) HF_RETURN_IF_ERROR(tx.SetNodeCondition(node, NodeCondition::kNotReady));
+      for (TaskKey key : failing) {
         HF_RETURN_IF_ERROR(tx.DeleteAllocation(key));
-        if (tasks_.at(key).requeue_on_node_loss) {
-          HF_RETURN_IF_ERROR(tx.UpdateTaskState(key, TaskState::kPending, why));
-          HF_RETURN_IF_ERROR(tx.AppendTaskEvent(key, "lost", why + "; queued again"));
-        } else {
-          HF_RETURN_IF_ERROR(tx.UpdateTaskState(key, TaskState::kFailed, ""));
-          HF_RETURN_IF_ERROR(tx.AppendTaskEvent(key, "lost", not_requeued));
-        }
+        HF_RETURN_IF_ERROR(tx.UpdateTaskState(key, TaskState::kFailed, ""));
+        HF_RETURN_IF_ERROR(tx.AppendTaskEvent(key, "lost", not_requeued));
+      }
+      for (TaskKey key : requeuing) {
+        HF_RETURN_IF_ERROR(tx.DeleteAllocation(key));
+        HF_RETURN_IF_ERROR(tx.UpdateTaskState(key, TaskState::kPending, why));
+        HF_RETURN_IF_ERROR(tx.AppendTaskEvent(key, "lost", requeued));
       }
       return Status::Ok();
     });
     if (!s.ok()) {
-      std::fprintf(stderr, "scheduler: marking %s NotReady failed: %s\n", node.c_str(),
+      std::fprintf(stderr, "scheduler: handling silent node %s failed: %s\n", node.c_str(),
                    s.ToString().c_str());
       continue;
     }
-    cluster_.SetCondition(n, NodeCondition::kNotReady);
-    for (TaskKey key : lost) {
+    if (marking) cluster_.SetCondition(n, NodeCondition::kNotReady);
+    for (TaskKey key : failing) {
       HF_CHECK(cluster_.Release(key).ok());
-      const bool requeue = tasks_.at(key).requeue_on_node_loss;
-      Publish("task", {{"action", "lost"}, {"id", key}, {"node", node}, {"requeued", requeue}});
-      if (requeue) {
-        EnqueueLocked(tasks_.at(key), why);
-      } else {
-        tasks_.erase(key);
-        Publish("task", {{"action", "failed"}, {"id", key}, {"node", node}, {"detail", not_requeued}});
-      }
+      tasks_.erase(key);
+      Publish("task", {{"action", "lost"}, {"id", key}, {"node", node}, {"requeued", false}});
+      Publish("task", {{"action", "failed"}, {"id", key}, {"node", node}, {"detail", not_requeued}});
     }
-    BumpNodeLocked(node);
-    Publish("node", {{"action", "condition"}, {"name", node}, {"condition", "NotReady"}});
+    for (TaskKey key : requeuing) {
+      HF_CHECK(cluster_.Release(key).ok());
+      Publish("task", {{"action", "lost"}, {"id", key}, {"node", node}, {"requeued", true}});
+      EnqueueLocked(tasks_.at(key), why);
+    }
+    if (!failing.empty() || !requeuing.empty()) BumpNodeLocked(node);
+    if (!requeuing.empty()) retry_all_ = true;
+    if (marking) Publish("node", {{"action", "condition"}, {"name", node}, {"condition", "NotReady"}});
   }
 }
 

@@ -168,9 +168,19 @@ class Scheduler {
   // kFailed). Conflict when the task is not placed on `node` (a stale copy).
   Result<store::TaskRecord> ReportTask(const std::string& node, TaskKey id, const TaskExit& exit);
   // Nodes whose agent has not sent a heartbeat for `grace` become NotReady;
-  // their tasks go back to the queue. Only nodes that sent a heartbeat since
-  // this server started are watched (declared nodes without agents are not).
+  // their tasks go back to the queue once fenced (set_fencing). Only nodes
+  // that sent a heartbeat since this server started are watched (declared
+  // nodes without agents are not).
   void set_heartbeat_grace(std::chrono::milliseconds grace) { heartbeat_grace_ = grace; }
+  // Fencing (docs/AGENT.md): a silent node's tasks are queued again only
+  // once their supervisors have stopped them: `fence_after` without a lease
+  // renewal, plus the kill `grace`, plus kFenceMargin for the supervisors'
+  // checks, since the last heartbeat. Tasks that must not be requeued fail
+  // when the node becomes NotReady, as before.
+  void set_fencing(std::chrono::milliseconds fence_after, std::chrono::milliseconds grace) {
+    fence_deadline_ = fence_after + grace + kFenceMargin;
+  }
+  static constexpr std::chrono::milliseconds kFenceMargin{2000};
 
   // Call after changing the framework's policy (with `mu` NOT held): every
   // waiting task is retried under the new policy.
@@ -246,6 +256,7 @@ class Scheduler {
   std::unordered_map<std::string, uint64_t> node_version_;
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> last_heartbeat_;
   std::chrono::milliseconds heartbeat_grace_ = std::chrono::seconds(40);
+  std::chrono::milliseconds fence_deadline_ = std::chrono::seconds(30 + 10) + kFenceMargin;
   std::vector<Watch> watches_;
   bool watches_dirty_ = false;  // a list changed or a watch arrived since WatchLoop looked
   std::condition_variable watch_cv_;  // wakes WatchLoop

@@ -101,6 +101,10 @@ std::jthread Periodic(std::chrono::milliseconds period, std::function<void()> fn
 
 }  // namespace
 
+int ServerOptions::heartbeat_interval_s() const {
+  return std::max(1, std::min(5, static_cast<int>(node_grace_period_s / 3)));
+}
+
 ControlPlane::ControlPlane(ServerOptions options) : options_(std::move(options)) {}
 
 ControlPlane::~ControlPlane() { Stop(); }
@@ -140,6 +144,9 @@ Status ControlPlane::Init() {
                                            std::move(so_opts));
   scheduler_->set_heartbeat_grace(std::chrono::milliseconds(
       static_cast<int64_t>(options_.node_grace_period_s * 1000)));
+  scheduler_->set_fencing(
+      std::chrono::milliseconds(static_cast<int64_t>(options_.fence_after_s * 1000)),
+      std::chrono::milliseconds(static_cast<int64_t>(options_.fence_grace_s * 1000)));
   HF_RETURN_IF_ERROR(RegisterDeclaredNodes());
   HF_RETURN_IF_ERROR(scheduler_->Recover());
   inference_ = std::make_unique<InferenceService>(store_.get(), scheduler_.get(), &events_, &clock_);
@@ -802,10 +809,27 @@ int RunServerCommand(int argc, char** argv) {
                  "seconds without an agent heartbeat before a node is NotReady")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 3600.0));
+  app.add_option("--fence-after", options.fence_after_s,
+                 "seconds without a lease renewal (a heartbeat the server answered) before a "
+                 "task's supervisor stops it; a silent node's tasks are queued again only after "
+                 "this plus --fence-grace plus 2 s")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 3600.0));
+  app.add_option("--fence-grace", options.fence_grace_s,
+                 "seconds between the SIGTERM and the SIGKILL of a fenced task")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (options.fence_after_s < 2.0 * options.heartbeat_interval_s()) {
+    std::fprintf(stderr,
+                 "heteroflow server: --fence-after (%g s) must be at least two heartbeat "
+                 "intervals (%d s each), or a live node's tasks would be stopped\n",
+                 options.fence_after_s, options.heartbeat_interval_s());
+    return 2;
   }
   const size_t colon = listen.rfind(':');
   std::string host = colon == std::string::npos ? "" : listen.substr(0, colon);

@@ -50,6 +50,18 @@ struct ServerOptions {
   std::string data_dir = "./data";
   // A node whose agent sent no heartbeat for this long becomes NotReady.
   double node_grace_period_s = 40;
+  // Fencing (docs/AGENT.md): a task's supervisor stops it when its agent has
+  // not renewed the node's lease (after a heartbeat the server answered) for
+  // fence_after_s, SIGKILL fence_grace_s after SIGTERM; a silent node's
+  // tasks are queued again only after fence_after_s + fence_grace_s + 2 s,
+  // so a task never runs in two places at once. At least two heartbeat
+  // intervals.
+  double fence_after_s = 30;
+  double fence_grace_s = 10;
+
+  // Agents send a heartbeat every 5 s, or a third of the grace period when
+  // that is shorter, so a live node never looks silent.
+  int heartbeat_interval_s() const;
   // Open connections the server accepts (each agent holds two: a long poll
   // and one for heartbeats and reports). The process's open-file limit is
   // raised to fit, up to its hard limit.

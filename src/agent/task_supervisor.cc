@@ -1,0 +1,163 @@
+#include "agent/task_supervisor.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/lease.h"
+
+namespace hf::agent {
+namespace {
+
+constexpr int64_t kCheckMs = 200;
+
+void Ignore(int) {}
+
+bool ParseMs(std::string_view s, int64_t& out) {
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && end == s.data() + s.size() && out >= 0;
+}
+
+// Waits up to `ms` for SIGCHLD (blocked, so it is queued, not lost).
+void WaitChild(int64_t ms) {
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  const timespec t{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1'000'000};
+  sigtimedwait(&chld, nullptr, &t);
+}
+
+// Ends this process as the task ended.
+[[noreturn]] void ExitAs(int status) {
+  if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
+  const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
+  signal(sig, SIG_DFL);
+  sigset_t all;
+  sigfillset(&all);
+  sigprocmask(SIG_UNBLOCK, &all, nullptr);
+  raise(sig);
+  _exit(128 + sig);
+}
+
+}  // namespace
+
+int RunTaskSupervisor(int argc, char** argv) {
+  std::string lease;
+  int64_t fence_after_ms = -1, grace_ms = -1;
+  int i = 1;
+  for (; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (i + 1 >= argc) break;
+    if (a == "--lease") {
+      lease = argv[++i];
+    } else if (a == "--fence-after-ms") {
+      if (!ParseMs(argv[++i], fence_after_ms)) fence_after_ms = -1;
+    } else if (a == "--grace-ms") {
+      if (!ParseMs(argv[++i], grace_ms)) grace_ms = -1;
+    } else {
+      break;
+    }
+  }
+  if (lease.empty() || fence_after_ms <= 0 || grace_ms < 0 || i >= argc) {
+    std::fprintf(stderr,
+                 "usage: heteroflow task-supervisor --lease FILE --fence-after-ms N --grace-ms N "
+                 "-- ARGV...\n");
+    return 2;
+  }
+
+  // The group's stop signals reach the task; this process outlives them to
+  // report how the task ended. SIGCHLD is taken with sigtimedwait.
+  struct sigaction ignore {};
+  ignore.sa_handler = Ignore;
+  sigemptyset(&ignore.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &ignore, nullptr);
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, nullptr);
+
+  const int64_t started = MonotonicMs();
+  int err_pipe[2];
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+    std::fprintf(stderr, "heteroflow: cannot start the task: %s\n", std::strerror(errno));
+    return 127;
+  }
+  const pid_t self = getpid();
+  const pid_t child = fork();
+  if (child == 0) {
+    // Dies with the supervisor, whatever ends it.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != self) _exit(137);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execvp(argv[i], argv + i);
+    const int e = errno;
+    ssize_t ignored = write(err_pipe[1], &e, sizeof e);
+    (void)ignored;
+    _exit(127);
+  }
+  close(err_pipe[1]);
+  if (child < 0) {
+    std::fprintf(stderr, "heteroflow: cannot fork the task: %s\n", std::strerror(errno));
+    return 127;
+  }
+  int exec_errno = 0;
+  ssize_t n;
+  do {
+    n = read(err_pipe[0], &exec_errno, sizeof exec_errno);
+  } while (n < 0 && errno == EINTR);
+  close(err_pipe[0]);
+  if (n == sizeof exec_errno) {
+    std::fprintf(stderr, "heteroflow: cannot execute %s: %s\n", argv[i], std::strerror(exec_errno));
+    int status = 0;
+    waitpid(child, &status, 0);
+    return 127;
+  }
+
+  int64_t fenced_at = -1;
+  for (;;) {
+    int status = 0;
+    const pid_t done = waitpid(child, &status, WNOHANG);
+    if (done == child) {
+      if (fenced_at >= 0) kill(0, SIGKILL);  // what the task left in the group, and us
+      ExitAs(status);
+    }
+    const int64_t now = MonotonicMs();
+    if (fenced_at < 0) {
+      const int64_t renewed = std::max(ReadLease(lease).value_or(0), started);
+      if (now - renewed > fence_after_ms) {
+        fenced_at = now;
+        std::fprintf(stderr,
+                     "heteroflow: fenced: the agent has not renewed its lease for %.1f s; "
+                     "stopping the task (SIGTERM, then SIGKILL after %.1f s)\n",
+                     double(now - renewed) / 1000, double(grace_ms) / 1000);
+        std::fflush(stderr);
+        const int fd = open("fenced", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd >= 0) close(fd);
+        kill(0, SIGTERM);
+      }
+    } else if (now - fenced_at >= grace_ms) {
+      kill(0, SIGKILL);
+    }
+    WaitChild(kCheckMs);
+  }
+}
+
+}  // namespace hf::agent

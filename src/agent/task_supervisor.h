@@ -1,0 +1,37 @@
+// `heteroflow task-supervisor`: the small process that runs one task for the
+// agent and stops it when the node's lease runs out (docs/AGENT.md,
+// "Fencing"), as containerd's shim or conmon sit between a runtime and a
+// container.
+//
+//   heteroflow task-supervisor --lease FILE --fence-after-ms N --grace-ms N -- ARGV...
+//
+// The agent starts it, in the task's folder with the task's environment and
+// output, as the leader of the task's process group. It starts ARGV as its
+// child in the same group (so the agent's stop, SIGTERM then SIGKILL to the
+// group, reaches the task as before) and exits as the task exits: with its
+// exit code, or by the same signal. A signal the agent sends the group does
+// not end the supervisor before the task (it has a handler that does
+// nothing; handlers do not survive exec, so the task keeps default ones).
+//
+// Fencing: every 200 ms it reads the lease (lease.h). Once the agent has not
+// renewed it for --fence-after-ms (the agent is frozen, dead, or cut off from
+// the server), it writes `fenced` in the task's folder and a line in the
+// output, sends SIGTERM to the group, and SIGKILL to the group (itself
+// included) --grace-ms later or as soon as the task has exited. A lease
+// older than the supervisor counts from the supervisor's start.
+//
+// The task dies with the supervisor (PR_SET_PDEATHSIG): a task is never left
+// running unsupervised. A task whose program cannot be executed ends with
+// exit code 127 and the reason in its output.
+#ifndef HF_AGENT_TASK_SUPERVISOR_H_
+#define HF_AGENT_TASK_SUPERVISOR_H_
+
+namespace hf::agent {
+
+// argv[0] is "task-supervisor". Returns only on bad arguments (exit code 2);
+// otherwise exits as the task did.
+int RunTaskSupervisor(int argc, char** argv);
+
+}  // namespace hf::agent
+
+#endif  // HF_AGENT_TASK_SUPERVISOR_H_
