@@ -83,12 +83,29 @@ Status ReadName(const json& v, const std::string& path, std::string& out) {
   return CheckName(out, path);
 }
 
+Status CheckCount(size_t count, const std::string& path, size_t max) {
+  if (count <= max) return Status::Ok();
+  return InvalidArgument(path + " has " + std::to_string(count) + " entries; at most " +
+                         std::to_string(max));
+}
+
+namespace {
+
+Status CheckLength(const std::string& s, const std::string& path) {
+  if (s.size() <= kMaxStringLength) return Status::Ok();
+  return InvalidArgument(path + " is " + std::to_string(s.size()) + " bytes long; at most " +
+                         std::to_string(kMaxStringLength));
+}
+
+}  // namespace
+
 // A list of strings; `names` applies the naming rule to each element.
-Status ReadStringList(const json& v, const std::string& path, bool names,
+Status ReadStringList(const json& v, const std::string& path, bool names, size_t max,
                       std::vector<std::string>& out) {
   if (!v.is_array()) {
     return InvalidArgument(path + " must be an array of strings, got " + TypeName(v));
   }
+  HF_RETURN_IF_ERROR(CheckCount(v.size(), path, max));
   out.clear();
   for (size_t i = 0; i < v.size(); ++i) {
     std::string s;
@@ -96,22 +113,29 @@ Status ReadStringList(const json& v, const std::string& path, bool names,
       HF_RETURN_IF_ERROR(ReadName(v[i], Index(path, i), s));
     } else {
       HF_RETURN_IF_ERROR(ReadNonEmptyString(v[i], Index(path, i), s));
+      HF_RETURN_IF_ERROR(CheckLength(s, Index(path, i)));
     }
     out.push_back(std::move(s));
   }
   return Status::Ok();
 }
 
-Status ReadStringMap(const json& v, const std::string& path,
+Status ReadStringMap(const json& v, const std::string& path, size_t max,
                      std::map<std::string, std::string>& out) {
   if (!v.is_object()) {
     return InvalidArgument(path + " must be an object of strings, got " + TypeName(v));
   }
+  HF_RETURN_IF_ERROR(CheckCount(v.size(), path, max));
   out.clear();
   for (const auto& [key, value] : v.items()) {
     if (key.empty()) return InvalidArgument(path + " must not have an empty key");
+    if (key.size() > kMaxStringLength) {
+      return InvalidArgument(path + " has a key longer than " + std::to_string(kMaxStringLength) +
+                             " bytes");
+    }
     std::string s;
     HF_RETURN_IF_ERROR(ReadString(value, Field(path, Truncate(key)), s));
+    HF_RETURN_IF_ERROR(CheckLength(s, Field(path, Truncate(key))));
     out.emplace(key, std::move(s));
   }
   return Status::Ok();

@@ -44,11 +44,28 @@ Status ReadString(const json& v, const std::string& path, std::string& out);
 Status ReadNonEmptyString(const json& v, const std::string& path, std::string& out);
 Status CheckName(const std::string& name, const std::string& path);
 Status ReadName(const json& v, const std::string& path, std::string& out);
-// A list of strings; with `names`, each must be a valid name.
-Status ReadStringList(const json& v, const std::string& path, bool names,
+// Upper bounds on what one request may hold (docs/API.md, "Limits"): far
+// above any real cluster, low enough that a hostile body cannot make every
+// later read of the cluster slow or large.
+inline constexpr size_t kMaxGpusPerNode = 256;
+inline constexpr size_t kMaxNicsPerNode = 64;
+inline constexpr size_t kMaxLabels = 64;
+inline constexpr size_t kMaxEnv = 1024;            // env and secret_env entries, each
+inline constexpr size_t kMaxCommandArgs = 1024;
+inline constexpr size_t kMaxDependsOn = 64;
+inline constexpr size_t kMaxGpuModels = 64;        // the most distinct models a cluster has
+inline constexpr size_t kMaxStringLength = 65536;  // one env value, argument or label value
+
+// A list of at most `max` strings of at most kMaxStringLength each; with
+// `names`, each must be a valid name.
+Status ReadStringList(const json& v, const std::string& path, bool names, size_t max,
                       std::vector<std::string>& out);
-Status ReadStringMap(const json& v, const std::string& path,
+// An object of at most `max` string values, keys and values at most
+// kMaxStringLength long.
+Status ReadStringMap(const json& v, const std::string& path, size_t max,
                      std::map<std::string, std::string>& out);
+// InvalidArgument "PATH has N entries; at most MAX" when `count` > `max`.
+Status CheckCount(size_t count, const std::string& path, size_t max);
 // Prefixes an error from a validator that does not know the element path
 // (Requests::Validate says "requests.gpu_milli ...").
 Status Prefixed(Status s, const std::string& prefix);

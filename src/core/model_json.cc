@@ -24,7 +24,7 @@ Status ParseRequests(const json& j, const std::string& path, Requests& r) {
     } else if (key == "gpu_memory_mib") {
       HF_RETURN_IF_ERROR(ReadQuantity(v, f, r.gpu_memory_mib));
     } else if (key == "gpu_models") {
-      HF_RETURN_IF_ERROR(ReadStringList(v, f, false, r.gpu_models));
+      HF_RETURN_IF_ERROR(ReadStringList(v, f, false, kMaxGpuModels, r.gpu_models));
     }
   }
   return Status::Ok();
@@ -149,17 +149,17 @@ Result<Task> TaskFromJson(const json& j, const std::string& prefix) {
     } else if (key == "rdma_required") {
       HF_RETURN_IF_ERROR(ReadBool(v, f, t.rdma_required));
     } else if (key == "depends_on") {
-      HF_RETURN_IF_ERROR(ReadStringList(v, f, true, t.depends_on));
+      HF_RETURN_IF_ERROR(ReadStringList(v, f, true, kMaxDependsOn, t.depends_on));
     } else if (key == "preemptible") {
       HF_RETURN_IF_ERROR(ReadBool(v, f, t.preemptible));
     } else if (key == "requeue_on_node_loss") {
       HF_RETURN_IF_ERROR(ReadBool(v, f, t.requeue_on_node_loss));
     } else if (key == "command") {
-      HF_RETURN_IF_ERROR(ReadStringList(v, f, false, t.command));
+      HF_RETURN_IF_ERROR(ReadStringList(v, f, false, kMaxCommandArgs, t.command));
     } else if (key == "env") {
-      HF_RETURN_IF_ERROR(ReadStringMap(v, f, t.env));
+      HF_RETURN_IF_ERROR(ReadStringMap(v, f, kMaxEnv, t.env));
     } else if (key == "secret_env") {
-      HF_RETURN_IF_ERROR(ReadStringMap(v, f, t.secret_env));
+      HF_RETURN_IF_ERROR(ReadStringMap(v, f, kMaxEnv, t.secret_env));
     }
   }
   for (const auto& [name, value] : t.secret_env) {
@@ -209,7 +209,7 @@ Result<NodeSpec> NodeSpecFromJson(const json& j) {
     if (key == "name") {
       HF_RETURN_IF_ERROR(ReadName(v, key, n.name));
     } else if (key == "labels") {
-      HF_RETURN_IF_ERROR(ReadStringMap(v, key, n.labels));
+      HF_RETURN_IF_ERROR(ReadStringMap(v, key, kMaxLabels, n.labels));
     } else if (key == "cpu_milli") {
       HF_RETURN_IF_ERROR(ReadQuantity(v, key, n.cpu_milli));
     } else if (key == "memory_mib") {
@@ -217,6 +217,7 @@ Result<NodeSpec> NodeSpecFromJson(const json& j) {
     } else if (key == "gpus") {
       if (!v.is_array())
         return InvalidArgument("gpus must be an array, got " + std::string(TypeName(v)));
+      HF_RETURN_IF_ERROR(CheckCount(v.size(), "gpus", kMaxGpusPerNode));
       for (size_t i = 0; i < v.size(); ++i) {
         GpuDevice g;
         HF_RETURN_IF_ERROR(ParseGpu(v[i], Index("gpus", i), g));
@@ -225,6 +226,7 @@ Result<NodeSpec> NodeSpecFromJson(const json& j) {
     } else if (key == "rdma") {
       if (!v.is_array())
         return InvalidArgument("rdma must be an array, got " + std::string(TypeName(v)));
+      HF_RETURN_IF_ERROR(CheckCount(v.size(), "rdma", kMaxNicsPerNode));
       for (size_t i = 0; i < v.size(); ++i) {
         RdmaDevice r;
         HF_RETURN_IF_ERROR(ParseRdma(v[i], Index("rdma", i), r));

@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <array>
 
 #include "core/status.h"
@@ -65,6 +66,8 @@ const char* ActionName(Action a) {
       return "manage_tokens";
     case Action::kAgentReport:
       return "agent_report";
+    case Action::kPreview:
+      return "preview";
   }
   return "unknown";
 }
@@ -75,7 +78,7 @@ bool Allows(Role role, Action action) {
       return true;
     case Role::kOperator:
       return action == Action::kRead || action == Action::kWriteTasks ||
-             action == Action::kCordonNodes;
+             action == Action::kCordonNodes || action == Action::kPreview;
     case Role::kViewer:
       return action == Action::kRead;
     case Role::kAgent:
@@ -120,6 +123,37 @@ std::optional<std::string> BearerToken(std::string_view header) {
   while (i < token.size() && token[i] == '=') ++i;
   if (i != token.size()) return std::nullopt;
   return std::string(token);
+}
+
+FailureLimiter::FailureLimiter(double burst, double per_second)
+    : burst_(burst), per_second_(per_second) {}
+
+void FailureLimiter::Refill(Bucket& b, int64_t now_ms) const {
+  if (now_ms > b.at_ms) {
+    b.tokens = std::min(burst_, b.tokens + double(now_ms - b.at_ms) / 1000.0 * per_second_);
+    b.at_ms = now_ms;
+  }
+}
+
+double FailureLimiter::RetryAfter(const std::string& address, int64_t now_ms) {
+  std::lock_guard lock(mu_);
+  auto it = buckets_.find(address);
+  if (it == buckets_.end()) return 0;
+  Refill(it->second, now_ms);
+  return it->second.tokens >= 1 ? 0 : (1 - it->second.tokens) / per_second_;
+}
+
+void FailureLimiter::Failed(const std::string& address, int64_t now_ms) {
+  std::lock_guard lock(mu_);
+  if (buckets_.size() > 10000) {
+    for (auto it = buckets_.begin(); it != buckets_.end();) {
+      Refill(it->second, now_ms);
+      it = it->second.tokens >= burst_ ? buckets_.erase(it) : std::next(it);
+    }
+  }
+  auto [it, fresh] = buckets_.try_emplace(address, Bucket{burst_, now_ms});
+  Refill(it->second, now_ms);
+  it->second.tokens = std::max(0.0, it->second.tokens - 1);
 }
 
 }  // namespace hf::server

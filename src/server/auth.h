@@ -14,6 +14,11 @@
 //   kWriteConfig      x
 //   kManageTokens     x
 //   kAgentReport      x                          x
+//   kPreview          x       x
+//
+// The preview re-places the whole cluster twice (CPU-heavy): it is for
+// those who may change the cluster, not for every dashboard (decision in
+// docs/SECURITY.md).
 //
 // An agent token reaches only agent endpoints (registration, heartbeats,
 // task status), so a compromised node cannot read or change the cluster's
@@ -25,9 +30,12 @@
 #define HF_SERVER_AUTH_H_
 
 #include <cstddef>
+#include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 namespace hf::server {
 
@@ -45,6 +53,7 @@ enum class Action {
   kWriteConfig,   // plugins, scheduler config, node registration and deletion
   kManageTokens,  // create, list, revoke tokens
   kAgentReport,   // agent registration, heartbeats, task status reports
+  kPreview,       // POST /scheduler/preview: what a policy change would do
 };
 const char* ActionName(Action a);
 
@@ -79,6 +88,35 @@ inline constexpr size_t kMaxBearerTokenLength = 512;
 // space separates them, and the token is 1..kMaxBearerTokenLength characters
 // of RFC 6750's b64token alphabet (A-Z a-z 0-9 - . _ ~ + /, then any '=').
 std::optional<std::string> BearerToken(std::string_view authorization_header);
+
+// Failed authentications, limited per client address (a token bucket per
+// address): `burst` failures at once, then `per_second`. While an address
+// has none left, the server answers its requests 429 with Retry-After
+// without checking their token, so that guessing gains nothing; other
+// addresses are not affected. A legitimate client behind the same address
+// waits too (as fail2ban's lock-outs do): docs/SECURITY.md.
+//
+// Threading: thread-safe.
+class FailureLimiter {
+ public:
+  FailureLimiter(double burst = 20, double per_second = 1);
+  // Seconds until `address` may try again (0: now), at `now_ms`.
+  double RetryAfter(const std::string& address, int64_t now_ms);
+  // Counts one failed authentication from `address`.
+  void Failed(const std::string& address, int64_t now_ms);
+
+ private:
+  struct Bucket {
+    double tokens;
+    int64_t at_ms;
+  };
+  void Refill(Bucket& b, int64_t now_ms) const;
+  const double burst_, per_second_;
+  std::mutex mu_;  // guards buckets_
+  // Addresses with failures; full buckets are dropped when it grows, so a
+  // flood from many addresses cannot grow it without bound.
+  std::unordered_map<std::string, Bucket> buckets_;
+};
 
 }  // namespace hf::server
 

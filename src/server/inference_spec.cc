@@ -93,9 +93,9 @@ Result<ModelSpec> ModelSpecFromJson(const json& j, const std::string& path_name)
       HF_RETURN_IF_ERROR(ReadNonEmptyString(v, key, m.model));
       if (m.model.size() > 512) return InvalidArgument("model must be at most 512 characters");
     } else if (key == "command") {
-      HF_RETURN_IF_ERROR(ReadStringList(v, key, false, m.command));
+      HF_RETURN_IF_ERROR(ReadStringList(v, key, false, kMaxCommandArgs, m.command));
     } else if (key == "env") {
-      HF_RETURN_IF_ERROR(ReadStringMap(v, key, m.env));
+      HF_RETURN_IF_ERROR(ReadStringMap(v, key, kMaxEnv, m.env));
     } else if (key == "health_path") {
       HF_RETURN_IF_ERROR(ReadString(v, key, m.health_path));
       HF_RETURN_IF_ERROR(CheckHealthPath(m.health_path));

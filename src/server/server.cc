@@ -242,6 +242,11 @@ void ControlPlane::RegisterMetrics() {
                                               {"method", "code"}));
   m_.http_duration = must(metrics_.AddHistogram("heteroflow_http_request_duration_seconds",
                                                 "Time to answer an HTTP request.", {}));
+  m_.auth_failures = must(metrics_.AddCounter(
+      "heteroflow_http_auth_failures_total",
+      "Requests refused for their token: unauthenticated (401), or throttled (429) while their "
+      "address has failed too often.",
+      {"outcome"}));
 }
 
 Response ControlPlane::Metrics() const {
@@ -397,12 +402,26 @@ Status ControlPlane::ReportConfigDrift() const {
 
 bool ControlPlane::Authorize(const Request& req, Action action, Caller& caller,
                              Response& denied) const {
-  std::optional<std::string_view> header = req.Header("Authorization");
-  std::optional<std::string> token = header ? BearerToken(*header) : std::nullopt;
-  if (!token) {
-    denied = JsonError(401, "unauthenticated", "missing or malformed bearer token");
+  const int64_t now = clock_.NowMs();
+  // An address that failed too often is not told whether its token is good.
+  if (const double wait = auth_failures_.RetryAfter(req.remote_address, now); wait > 0) {
+    const int retry = static_cast<int>(std::ceil(wait));
+    denied = JsonError(429, "too_many_requests",
+                       "too many failed authentications from this address; retry in " +
+                           std::to_string(retry) + " s");
+    denied.SetHeader("Retry-After", std::to_string(retry));
+    m_.auth_failures->With({"throttled"}).Inc();
     return false;
   }
+  const auto unauthenticated = [&](const char* why) {
+    auth_failures_.Failed(req.remote_address, now);
+    m_.auth_failures->With({"unauthenticated"}).Inc();
+    denied = JsonError(401, "unauthenticated", why);
+    return false;
+  };
+  std::optional<std::string_view> header = req.Header("Authorization");
+  std::optional<std::string> token = header ? BearerToken(*header) : std::nullopt;
+  if (!token) return unauthenticated("missing or malformed bearer token");
   std::optional<store::TokenRecord> rec;
   {
     std::shared_lock lock(tokens_mu_);
@@ -410,9 +429,8 @@ bool ControlPlane::Authorize(const Request& req, Action action, Caller& caller,
     if (it != tokens_.end()) rec = it->second;
   }
   std::optional<Role> role = rec ? ParseRole(rec->role) : std::nullopt;
-  if (!rec || !rec->ActiveAt(clock_.NowMs()) || !role) {
-    denied = JsonError(401, "unauthenticated", "invalid, expired or revoked token");
-    return false;
+  if (!rec || !rec->ActiveAt(now) || !role) {
+    return unauthenticated("invalid, expired or revoked token");
   }
   if (!Allows(*role, action)) {
     denied = JsonError(403, "forbidden", std::string("role ") + RoleName(*role) +
@@ -506,7 +524,7 @@ void ControlPlane::AddRoutes() {
         "partial update of thresholds and score weights",
         [this](const Request& r, const Caller& c) { return PutSchedulerConfig(r, c); },
         "SchedulerConfigPatch");
-  Route("POST", "/api/v1/scheduler/preview", A::kRead,
+  Route("POST", "/api/v1/scheduler/preview", A::kPreview,
         "placements under the current and a candidate policy, with per-node breakdowns",
         [this](const Request& r, const Caller&) { return Preview(r); }, "PreviewRequest");
   Route("GET", "/api/v1/audit", A::kRead, "config changes, newest first",
@@ -815,6 +833,11 @@ int RunServerCommand(int argc, char** argv) {
                  "this plus --fence-grace plus 2 s")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 3600.0));
+  app.add_option("--auth-failure-burst", options.auth_failure_burst,
+                 "failed authentications one client address may make at once; then one a "
+                 "second, and its requests are answered 429 meanwhile")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1e9));
   app.add_option("--fence-grace", options.fence_grace_s,
                  "seconds between the SIGTERM and the SIGKILL of a fenced task")
       ->capture_default_str()

@@ -58,6 +58,9 @@ struct ServerOptions {
   // intervals.
   double fence_after_s = 30;
   double fence_grace_s = 10;
+  // Failed authentications an address may make at once before its
+  // requests are answered 429; it regains one a second (FailureLimiter).
+  double auth_failure_burst = 20;
 
   // Agents send a heartbeat every 5 s, or a third of the grace period when
   // that is shorter, so a live node never looks silent.
@@ -188,7 +191,9 @@ class ControlPlane {
     Family<Histogram>* plugin_duration = nullptr;
     Family<Counter>* http_requests = nullptr;
     Family<Histogram>* http_duration = nullptr;
+    Family<Counter>* auth_failures = nullptr;
   } m_;
+  mutable FailureLimiter auth_failures_{options_.auth_failure_burst, 1};
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<InferenceService> inference_;
   std::atomic<bool> ready_{false};

@@ -23,7 +23,10 @@ GRACE_S = 2
 
 
 def main(binary, tmp):
-    srv = Server(binary, os.path.join(tmp, "data"), args=["--node-grace-period", str(GRACE_S)])
+    # Fenced tasks move fence_after + fence_grace + 2 s after the last heartbeat.
+    srv = Server(binary, os.path.join(tmp, "data"),
+                 args=["--node-grace-period", str(GRACE_S), "--fence-after", "2",
+                       "--fence-grace", "0"])
     c = Checks("agent protocol")
     operator = srv.make_token("operator")["token"]
     st = {}
@@ -233,9 +236,10 @@ def main(binary, tmp):
             expect(srv.call("POST", API + "/nodes/ag-2/uncordon"), 200)
             wait_until(lambda: expect(srv.get(API + "/nodes/ag-1"), 200)["condition"] == "NotReady",
                        GRACE_S + 5, "ag-1 NotReady after the grace period")
-            moved = task(t["id"])
+            moved = wait_until(lambda: task(t["id"])["node"] != "ag-1" and task(t["id"]), 5,
+                               "the lost task off the dead node once fenced")
             if moved["node"] not in (None, "ag-2"):
-                fail("the lost task stayed on the dead node: %s" % moved["node"])
+                fail("the lost task went to %s" % moved["node"])
             if not any(e["kind"] == "lost" for e in moved["events"]):
                 fail("no lost event: %s" % moved["events"])
             wait_until(lambda: task(t["id"])["node"] == "ag-2", 5, "the lost task placed on ag-2")

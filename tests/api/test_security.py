@@ -10,6 +10,11 @@
   - data at rest: the data dir is 0700, the database with its WAL and
     shared-memory files and the admin token 0600; a data dir others may
     write is refused at start; an older 0755 one is tightened;
+  - abuse limits: failed authentications from one address are answered 429
+    with Retry-After once past the burst, even with a good token, while
+    another address is served, and /metrics counts both; every collection
+    in a request has a bound (a 20,000-GPU node, 2,000 env entries, ...) and
+    is refused with 400 naming it;
   - secret environment values: the API shows their names only; the
     assignments give the values to the agent of the task's node alone, and
     its process gets them; an agent refuses a token file others may read,
@@ -17,8 +22,10 @@
 
 usage: test_security.py HETEROFLOW_BINARY
 """
+import http.client
 import json
 import os
+import re
 import sqlite3
 import stat
 import subprocess
@@ -229,6 +236,72 @@ def main(binary, tmp):
         if p.returncode == 0:
             fail("the agent took a token on its command line")
 
+    def get_from(address, path, token):
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10,
+                                          source_address=(address, 0))
+        try:
+            conn.request("GET", path, headers={"Authorization": "Bearer " + token})
+            r = conn.getresponse()
+            return r.status, r.getheader("Retry-After"), r.read()
+        finally:
+            conn.close()
+
+    def failed_logins():
+        statuses = []
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10,
+                                          source_address=("127.0.0.3", 0))
+        for i in range(2000):
+            conn.request("GET", API + "/nodes", headers={"Authorization": "Bearer hf_%064x" % i})
+            r = conn.getresponse()
+            r.read()
+            statuses.append((r.status, r.getheader("Retry-After")))
+        conn.close()
+        unauth = sum(1 for s, _ in statuses if s == 401)
+        throttled = [ra for s, ra in statuses if s == 429]
+        if unauth > 25 or len(throttled) < 1900 or unauth + len(throttled) != 2000:
+            fail("2,000 wrong tokens: %d answered 401, %d 429" % (unauth, len(throttled)))
+        if not all(ra and int(ra) >= 1 for ra in throttled):
+            fail("a 429 without Retry-After: %s" % throttled[:5])
+        # The flooding address is not told that a token is good...
+        status, _, _ = get_from("127.0.0.3", API + "/nodes", srv.token)
+        if status != 429:
+            fail("the admin token from the throttled address: %d, want 429" % status)
+        # ... while another address is served.
+        status, _, _ = get_from("127.0.0.4", API + "/nodes", srv.token)
+        if status != 200:
+            fail("another address: %d, want 200" % status)
+        text = srv.get("/metrics").raw.decode()
+        for outcome, least in (("unauthenticated", unauth), ("throttled", len(throttled))):
+            m = re.search(r'heteroflow_http_auth_failures_total\{outcome="%s"\} (\d+)' % outcome, text)
+            if not m or int(m.group(1)) < least:
+                fail("/metrics: %s failures %s, want >= %d" % (outcome, m and m.group(1), least))
+
+    def collection_bounds():
+        before = expect(srv.get(API + "/nodes"), 200)
+        cases = [
+            ("POST", API + "/nodes", dict(node_inventory("huge", gpus=0),
+                                          gpus=[{"index": i} for i in range(20000)]),
+             "gpus has 20000 entries; at most 256"),
+            ("POST", API + "/nodes", dict(node_inventory("many-nics"),
+                                          rdma=[{"name": "mlx5_%d" % i} for i in range(100)]),
+             "rdma has 100 entries; at most 64"),
+            ("POST", API + "/nodes", dict(node_inventory("many-labels"),
+                                          labels={"k%d" % i: "v" for i in range(100)}),
+             "labels has 100 entries; at most 64"),
+            ("POST", API + "/tasks", {"name": "env", "env": {"K%d" % i: "v" for i in range(2000)}},
+             "env has 2000 entries; at most 1024"),
+            ("POST", API + "/tasks", {"name": "args", "command": ["x"] * 2000},
+             "command has 2000 entries; at most 1024"),
+            ("POST", API + "/tasks", {"name": "deps", "depends_on": ["d%d" % i for i in range(100)]},
+             "depends_on has 100 entries; at most 64"),
+            ("POST", API + "/tasks", {"name": "long", "env": {"K": "x" * 70000}},
+             "env.K is 70000 bytes long; at most 65536"),
+        ]
+        for method, path, body, want in cases:
+            expect_error(srv.call(method, path, body), 400, mentions=(want,))
+        if expect(srv.get(API + "/nodes"), 200) != before:
+            fail("a refused node changed the cluster")
+
     c.run("identity: setup", identity_setup)
     c.run("identity: every agent route refuses another node, and nothing changes",
           other_node_refused)
@@ -236,6 +309,8 @@ def main(binary, tmp):
           own_node_accepted)
     c.run("identity: agent tokens need a node; unbound ones are refused", tokens_are_bound)
     c.run("data at rest: private data dir, database and token files", data_at_rest)
+    c.run("failed logins from one address are throttled, others are served", failed_logins)
+    c.run("every collection in a request is bounded", collection_bounds)
     c.run("secret environment values reach only the task's agent and process", secret_env)
     srv.stop()
     c.finish()

@@ -43,10 +43,11 @@ describe('throttle', () => {
 
 describe('permissions', () => {
   it('follows the server roles', () => {
-    expect(permissionsFor('admin')).toEqual({ readOnly: false, writeConfig: true, writeTasks: true, cordonNodes: true });
-    expect(permissionsFor('operator')).toEqual({ readOnly: false, writeConfig: false, writeTasks: true, cordonNodes: true });
+    expect(permissionsFor('admin')).toEqual({ readOnly: false, writeConfig: true, writeTasks: true, cordonNodes: true, preview: true });
+    expect(permissionsFor('operator')).toEqual({ readOnly: false, writeConfig: false, writeTasks: true, cordonNodes: true, preview: true });
     expect(permissionsFor('viewer').readOnly).toBe(true);
     expect(permissionsFor('viewer').writeTasks).toBe(false);
+    expect(permissionsFor('viewer').preview).toBe(false);
   });
 });
 

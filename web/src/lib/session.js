@@ -12,6 +12,8 @@ export function permissionsFor(role) {
     writeConfig: admin,
     writeTasks: admin || operator,
     cordonNodes: admin || operator,
+    // The preview is CPU-heavy: for those who may change the cluster.
+    preview: admin || operator,
   };
 }
 
