@@ -229,6 +229,11 @@ std::vector<PluginInfo> Framework::Plugins() const {
   return out;
 }
 
+std::vector<std::string> Framework::PathConfigKeys(std::string_view name) const {
+  const Slot* slot = FindSlot(name);
+  return slot ? slot->plugin->PathConfigKeys() : std::vector<std::string>{};
+}
+
 Result<PluginInfo> Framework::GetPlugin(std::string_view name) const {
   for (auto& info : Plugins()) {
     if (info.name == name) return info;
@@ -270,6 +275,14 @@ Status Framework::UpdatePlugin(std::string_view name, const PluginPatch& patch) 
   return Status::Ok();
 }
 
+Status Framework::RestorePlugin(std::string_view name, const PluginSettings& settings) {
+  Slot* slot = FindSlot(name);
+  if (!slot) return NotFound("unknown plugin " + std::string(name));
+  HF_RETURN_IF_ERROR(ApplySettings(*slot, settings));
+  RebuildPointLists();
+  return Status::Ok();
+}
+
 Result<Framework::PendingReload> Framework::StartReload(std::string_view name) {
   Slot* slot = FindSlot(name);
   if (!slot) return NotFound("unknown plugin " + std::string(name));
@@ -299,6 +312,16 @@ Status Framework::FinishReload(const PendingReload& reload) {
   else slot->status = st.ok() ? PluginStatus::kActive : PluginStatus::kError;
   RebuildPointLists();
   return st;
+}
+
+Status Framework::FailReload(const PendingReload& reload, Status why) {
+  Slot* slot = FindSlot(reload.plugin);
+  if (!slot) return NotFound("unknown plugin " + reload.plugin);
+  if (slot->generation != reload.generation) return Status::Ok();
+  slot->message = why.message();
+  slot->status = slot->settings.enabled ? PluginStatus::kError : PluginStatus::kInactive;
+  RebuildPointLists();
+  return why;
 }
 
 Status Framework::ReloadPlugin(std::string_view name) {

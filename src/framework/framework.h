@@ -121,12 +121,18 @@ class Framework {
   Decision Schedule(const Task& task, ClusterState& cluster, const ScheduleOptions& options = {});
 
   std::vector<PluginInfo> Plugins() const;
+  // Plugin::PathConfigKeys of plugin `name` (empty for an unknown one).
+  std::vector<std::string> PathConfigKeys(std::string_view name) const;
   Result<PluginInfo> GetPlugin(std::string_view name) const;
   // Errors: NotFound (unknown plugin), FailedPrecondition (disabling a
   // required plugin), Conflict (naming the other plugin), InvalidArgument
   // (a bad value; a weight for a plugin without one; config for
   // load_threshold, whose thresholds are SetSchedulerConfig's).
   Status UpdatePlugin(std::string_view name, const PluginPatch& patch);
+  // Puts back settings exactly as GetPlugin gave them (undoing an update:
+  // keys the update added to the config go too). NotFound for an unknown
+  // plugin.
+  Status RestorePlugin(std::string_view name, const PluginSettings& settings);
   // Reloading a plugin's outside sources (e.g. the topology file) without
   // reading them under the caller's lock: StartReload (lock held) puts the
   // plugin in `configuring` and returns the job; the caller runs job.load
@@ -144,6 +150,9 @@ class Framework {
   // StartReload for every enabled plugin whose sources changed (ReloadDue).
   std::vector<PendingReload> StartDueReloads();
   Status FinishReload(const PendingReload& reload);
+  // Ends a reload whose sources could not be read (it ran out of time):
+  // the plugin is in `error` with `why`, which it returns.
+  Status FailReload(const PendingReload& reload, Status why);
   // All three steps at once, under the caller's lock (tests, tools).
   Status ReloadPlugin(std::string_view name);
 

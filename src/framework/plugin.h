@@ -82,6 +82,9 @@ class Plugin {
   virtual std::vector<std::string> ConfigKeys() const { return {}; }
   // Names of plugins that may not be enabled together with this one.
   virtual std::vector<std::string> ConflictsWith() const { return {}; }
+  // The config keys that name files on the server (topology_config): the
+  // API confines them to the server's --file-root.
+  virtual std::vector<std::string> PathConfigKeys() const { return {}; }
 
   // Applies settings. Returns InvalidArgument when the settings are malformed
   // (the change is refused and the old settings stay); Unavailable when they

@@ -163,8 +163,10 @@ Response ControlPlane::ReloadPlugin(const Request& req, const Caller& caller) {
     if (!reload.ok()) return StatusError(reload.status());
     RefreshViewsLocked();
   }
-  // The file is read without the framework's lock.
-  FinishReloads({*reload}, caller.name);
+  // The file is read without the framework's lock. A file that is broken
+  // now is the server's trouble, not the caller's: 503, the plugin in error.
+  const Status read = FinishReloads({*reload}, caller.name).front();
+  if (!read.ok()) return StatusError(Unavailable("plugins." + name + ": " + read.message()));
   std::lock_guard<std::mutex> lock(mu_);
   Result<framework::PluginInfo> info = framework_->GetPlugin(name);
   if (!info.ok()) return StatusError(info.status());

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 #include <functional>
 #include <map>
 #include <set>
@@ -63,15 +64,6 @@ Result<framework::SchedulerConfig> SchedulerConfigFromJson(const json& j) {
   return c;
 }
 
-// Restores a plugin's settings after a failed commit.
-framework::PluginPatch PatchFromSettings(const framework::PluginSettings& s) {
-  framework::PluginPatch p;
-  p.enabled = s.enabled;
-  p.weight = s.weight;
-  if (!s.mode.empty()) p.mode = s.mode;
-  p.config = s.config;
-  return p;
-}
 
 // Each connection is a descriptor; the usual soft limit (1024) is below
 // what a cluster of agents holds open. Raised up to the hard limit, never
@@ -609,22 +601,61 @@ void ControlPlane::AddRoutes() {
   AddInferenceRoutes();
 }
 
-void ControlPlane::FinishReloads(const std::vector<framework::Framework::PendingReload>& reloads,
-                                 const std::string& by) {
+std::vector<Status> ControlPlane::FinishReloads(
+    const std::vector<framework::Framework::PendingReload>& reloads, const std::string& by) {
   for (const auto& r : reloads) {
-    if (r.job.load) r.job.load();
+    events_.Publish("plugin", json{{"action", "configuring"}, {"name", r.plugin}, {"by", by}},
+                    clock_.NowMs());
   }
+  // Each read on a thread of its own, waited for kReloadTimeout: a file on a
+  // hung network file system must not hold the reload up for good. A read
+  // that ran out is left to finish on its own; what it read is dropped.
+  std::vector<bool> finished;
+  for (const auto& r : reloads) {
+    if (!r.job.load) {
+      finished.push_back(true);
+      continue;
+    }
+    struct Done {
+      std::mutex mu;  // guards done
+      std::condition_variable cv;
+      bool done = false;
+    };
+    auto state = std::make_shared<Done>();
+    std::thread([load = r.job.load, state] {
+      load();
+      std::lock_guard lock(state->mu);
+      state->done = true;
+      state->cv.notify_all();
+    }).detach();
+    std::unique_lock lock(state->mu);
+    finished.push_back(state->cv.wait_for(lock, kReloadTimeout, [&] { return state->done; }));
+  }
+  std::vector<Status> results;
+  std::vector<std::string> statuses;
   {
     std::lock_guard lock(mu_);
-    // A failure shows as status `error` with its reason.
-    for (const auto& r : reloads) (void)framework_->FinishReload(r);
+    for (size_t i = 0; i < reloads.size(); ++i) {
+      // A failure shows as status `error` with its reason.
+      results.push_back(finished[i]
+                            ? framework_->FinishReload(reloads[i])
+                            : framework_->FailReload(
+                                  reloads[i], Unavailable("reading its sources took more than " +
+                                                          std::to_string(kReloadTimeout.count()) +
+                                                          " s")));
+      Result<framework::PluginInfo> info = framework_->GetPlugin(reloads[i].plugin);
+      statuses.push_back(info.ok() ? framework::PluginStatusName(info->status) : "");
+    }
     RefreshViewsLocked();
   }
   scheduler_->PolicyChanged();
-  for (const auto& r : reloads) {
-    events_.Publish("plugin", json{{"action", "reloaded"}, {"name", r.plugin}, {"by", by}},
+  for (size_t i = 0; i < reloads.size(); ++i) {
+    events_.Publish("plugin",
+                    json{{"action", "reloaded"}, {"name", reloads[i].plugin}, {"by", by},
+                         {"status", statuses[i]}},
                     clock_.NowMs());
   }
+  return results;
 }
 
 void ControlPlane::RefreshViewsLocked() {
@@ -647,6 +678,25 @@ Response ControlPlane::ListPlugins() const {
   return JsonResponse(200, *view);
 }
 
+Status ControlPlane::CheckPluginPaths(const std::string& name, const json& config) const {
+  if (options_.file_root.empty() || !config.is_object()) return Status::Ok();
+  std::error_code ec;
+  const std::filesystem::path root = std::filesystem::weakly_canonical(options_.file_root, ec);
+  for (const std::string& key : framework_->PathConfigKeys(name)) {
+    auto it = config.find(key);
+    if (it == config.end() || !it->is_string() || it->get<std::string>().empty()) continue;
+    // Resolved (links followed) before it is compared, so ../ and links
+    // cannot leave the root.
+    const std::filesystem::path file = std::filesystem::weakly_canonical(it->get<std::string>(), ec);
+    const auto [r, f] = std::mismatch(root.begin(), root.end(), file.begin(), file.end());
+    if (ec || r != root.end() || f == file.end()) {
+      return InvalidArgument("plugins." + name + "." + key + " must name a file under " +
+                             options_.file_root + " (the server's --file-root)");
+    }
+  }
+  return Status::Ok();
+}
+
 Response ControlPlane::PutPlugin(const Request& req, const Caller& caller) {
   Result<json> body = ParseJsonBody(req.body);
   if (!body.ok()) return StatusError(body.status());
@@ -656,9 +706,20 @@ Response ControlPlane::PutPlugin(const Request& req, const Caller& caller) {
   std::unique_lock<std::mutex> lock(mu_);
   Result<framework::PluginInfo> before = framework_->GetPlugin(name);
   if (!before.ok()) return StatusError(before.status());
+  if (patch->config) {
+    if (Status paths = CheckPluginPaths(name, *patch->config); !paths.ok()) return StatusError(paths);
+  }
   const json old_value = StoredPluginSettings(*framework_, name);
   Status s = framework_->UpdatePlugin(name, *patch);
   if (!s.ok()) return StatusError(s);
+  // A file the caller named that cannot be used is the caller's mistake: 400,
+  // and nothing changes (a file that breaks later puts the plugin in error).
+  if (Result<framework::PluginInfo> now = framework_->GetPlugin(name);
+      patch->config && now.ok() && now->status == framework::PluginStatus::kError &&
+      before->status != framework::PluginStatus::kError) {
+    HF_CHECK(framework_->RestorePlugin(name, before->settings).ok());
+    return StatusError(InvalidArgument("plugins." + name + ": " + now->message));
+  }
   const json new_value = StoredPluginSettings(*framework_, name);
   s = store_->Write([&](store::Tx& tx) -> Status {
     Status ps = tx.PutPluginConfig(name, new_value);
@@ -666,7 +727,7 @@ Response ControlPlane::PutPlugin(const Request& req, const Caller& caller) {
     return tx.AppendAudit(caller.name, "plugins." + name, old_value, new_value);
   });
   if (!s.ok()) {
-    HF_CHECK(framework_->UpdatePlugin(name, PatchFromSettings(before->settings)).ok());
+    HF_CHECK(framework_->RestorePlugin(name, before->settings).ok());
     return JsonError(s.code() == StatusCode::kUnavailable ? 503 : 500, StatusCodeToApiCode(s.code()),
                      "could not persist the change: " + s.message());
   }
@@ -817,6 +878,9 @@ int RunServerCommand(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--data-dir", options.data_dir, "where the database and admin.token live")
       ->capture_default_str();
+  app.add_option("--file-root", options.file_root,
+                 "folder that files named through the API (a topology_config) must lie in; "
+                 "default: anywhere the server may read");
   app.add_option("--ui-dir", options.ui_dir,
                  "folder of the built web UI (default: ui/ beside the binary)");
   app.add_option("--max-connections", options.max_connections,

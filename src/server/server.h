@@ -61,6 +61,9 @@ struct ServerOptions {
   // Failed authentications an address may make at once before its
   // requests are answered 429; it regains one a second (FailureLimiter).
   double auth_failure_burst = 20;
+  // Files the API may name (a plugin's topology_config) must lie under this
+  // folder; empty: anywhere the server may read.
+  std::string file_root;
 
   // Agents send a heartbeat every 5 s, or a third of the grace period when
   // that is shorter, so a live node never looks silent.
@@ -169,10 +172,16 @@ class ControlPlane {
   Response Events();
   Response InferencePanel() const;
   // Runs reloads that StartReload/StartDueReloads began (mu_ NOT held):
-  // reads their sources without mu_, installs them with it, refreshes the
-  // views, retries waiting tasks and publishes a "reloaded" event each.
-  void FinishReloads(const std::vector<framework::Framework::PendingReload>& reloads,
-                     const std::string& by);
+  // publishes a "configuring" event each, reads their sources without mu_
+  // (each read given kReloadTimeout), installs them with it, refreshes the
+  // views, retries waiting tasks and publishes a "reloaded" event each with
+  // the plugin's status. Returns each reload's outcome.
+  std::vector<Status> FinishReloads(
+      const std::vector<framework::Framework::PendingReload>& reloads, const std::string& by);
+  static constexpr std::chrono::seconds kReloadTimeout{10};
+  // InvalidArgument unless every file `config` names for plugin `name` lies
+  // under options_.file_root (when set). mu_ held.
+  Status CheckPluginPaths(const std::string& name, const nlohmann::json& config) const;
   void AddInferenceRoutes();
   Response OpenApi() const;
   Response Metrics() const;

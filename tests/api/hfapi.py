@@ -26,6 +26,7 @@ import hashlib
 import http.client
 import json
 import os
+import queue
 import re
 import select
 import shutil
@@ -569,6 +570,44 @@ def main_guard(fn):
     finally:
         _kill_all()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def open_stream(srv, token, events):
+    """Reads GET /api/v1/events on a thread, putting (event, data) pairs on
+    `events` (a queue.Queue); returns the connection (close it to stop)."""
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    conn.request("GET", API + "/events", headers={"Authorization": "Bearer " + token})
+    r = conn.getresponse()
+    if r.status != 200 or not r.getheader("Content-Type", "").startswith("text/event-stream"):
+        fail("events: %d %s" % (r.status, r.getheader("Content-Type")))
+
+    def reader():
+        name, data = None, []
+        try:
+            for raw in r:
+                line = raw.decode().rstrip("\n")
+                if line.startswith("event: "):
+                    name = line[7:]
+                elif line.startswith("data: "):
+                    data.append(line[6:])
+                elif line == "" and name is not None:
+                    events.put((name, json.loads("\n".join(data))))
+                    name, data = None, []
+        except (OSError, ValueError, http.client.HTTPException):
+            pass
+    threading.Thread(target=reader, daemon=True).start()
+    return conn
+
+
+def next_event(events, want, timeout=10):
+    """The next event of type `want` (others, e.g. ping, are skipped)."""
+    while True:
+        try:
+            name, data = events.get(timeout=timeout)
+        except queue.Empty:
+            fail("no %s event within %d s" % (want, timeout))
+        if name == want:
+            return data
 
 
 def HashToken(token):

@@ -18,7 +18,8 @@ heartbeats sent as an agent would, tasks through /api/v1/tasks):
     takes a preemptor; one loaded by non-preemptible tasks does not;
   - the topology file is watched: a broken file shows `error` within 2 s and
     the fixed one `active`, with nothing submitted; a reload whose file blocks
-    shows `configuring` while the API and the scheduler go on;
+    is announced on the event stream (configuring, then reloaded), and a file
+    that is not a regular file is refused without holding anything up;
   - a deployment's replicas spread over nodes by default; `placement: pack`
     keeps them together.
 
@@ -26,6 +27,7 @@ usage: test_scheduling.py HETEROFLOW_BINARY
 """
 import json
 import os
+import queue
 import subprocess
 import sys
 import time
@@ -33,7 +35,7 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hfapi import (API, Checks, Server, expect, expect_error, fail, main_guard,  # noqa: E402
-                   node_inventory, wait_until)
+                   next_event, node_inventory, open_stream, wait_until)
 
 
 def task(name, gpu=1, priority=0, model=None, **extra):
@@ -316,22 +318,33 @@ def main(binary, tmp):
         write(good)
         took = max(took, becomes("active", 2))
         print("     seen within %.2f s" % took, flush=True)
-        # A reload reads without the framework's lock: while the file blocks
-        # (a FIFO nobody writes yet) the plugin shows `configuring`, and the
-        # API and the scheduler go on.
+        # A reload reads without the framework's lock and is seen: the event
+        # stream says `configuring`, then `reloaded` with the new status.
+        events = queue.Queue()
+        stream = open_stream(srv, srv.token, events)
+        write("zones: {")
+        seen = []
+        while not seen or seen[-1].get("action") != "reloaded":
+            e = next_event(events, "plugin", timeout=5)
+            if e.get("name") == "topology":
+                seen.append(e)
+        stream.close()
+        if [e["action"] for e in seen] != ["configuring", "reloaded"] or seen[-1]["status"] != "error":
+            fail("reload events: %s" % seen)
+        # A file that is not a regular file (a FIFO nobody writes) is refused
+        # at once, and the watcher goes on: fixed, the plugin is active again.
         fifo = os.path.join(tmp, "topology.fifo")
         os.mkfifo(fifo)
         os.replace(fifo, path)
-        becomes("configuring", 3)
+        def topology_message():
+            return {p["name"]: p for p in
+                    expect(srv.get(API + "/plugins"), 200)["plugins"]}["topology"].get("message", "")
+        wait_until(lambda: "not a regular file" in topology_message(), 3, "the FIFO refused")
         srv.register_node("topo-a", gpus=1, model="T4", gpu_memory_mib=15360)
-        i = submit(task("during-reload", model="T4"))
+        i = submit(task("after-fifo", model="T4"))
         settled(i, "scheduled")
-        if status() != "configuring":
-            fail("the reload finished without its file")
-        with open(path, "w") as f:
-            f.write(good)
+        write(good)
         becomes("active", 3)
-        # No second read of the FIFO: the plugin goes back to the nodes' own positions.
         expect(srv.call("PUT", API + "/plugins/topology", {"config": {"topology_config": ""}}), 200)
         os.remove(path)
         cancel_all()

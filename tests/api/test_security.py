@@ -15,6 +15,10 @@
     another address is served, and /metrics counts both; every collection
     in a request has a bound (a 20,000-GPU node, 2,000 env entries, ...) and
     is refused with 400 naming it;
+  - files named through the API (topology_config): regular files only (a
+    FIFO or /dev/zero is a 400 at once, nothing changes), an error never
+    quotes the file, a file broken later makes its reload a 503, and with
+    --file-root nothing outside that folder is accepted;
   - secret environment values: the API shows their names only; the
     assignments give the values to the agent of the task's node alone, and
     its process gets them; an agent refuses a token file others may read,
@@ -302,6 +306,51 @@ def main(binary, tmp):
         if expect(srv.get(API + "/nodes"), 200) != before:
             fail("a refused node changed the cluster")
 
+    def admin_file_paths():
+        def topology():
+            return {p["name"]: p for p in expect(srv.get(API + "/plugins"), 200)["plugins"]}["topology"]
+        before = topology()
+        fifo = os.path.join(tmp, "a.fifo")
+        os.mkfifo(fifo)
+        secret = os.path.join(tmp, "shadow-like")
+        with open(secret, "w") as f:
+            f.write("root:$6$s3cr3tsalt$hashvalue:19000:0:99999:7:::\n")
+        for path, why in (("/dev/zero", "not a regular file"), (fifo, "not a regular file"),
+                          (secret, "topology_config")):
+            r = srv.call("PUT", API + "/plugins/topology", {"config": {"topology_config": path}},
+                         timeout=5)
+            expect_error(r, 400, mentions=(why,))
+            if "s3cr3t" in r.raw.decode():
+                fail("the error quotes the file: %s" % r.raw[:300])
+            if topology() != before:
+                fail("a refused file changed the plugin: %s" % topology())
+        # A file that was good and broke: its reload is the server's trouble.
+        good = os.path.join(tmp, "topo.yaml")
+        with open(good, "w") as f:
+            f.write("zones: []\n")
+        expect(srv.call("PUT", API + "/plugins/topology", {"config": {"topology_config": good}}), 200)
+        with open(good, "w") as f:
+            f.write("zones: {\n")
+        expect_error(srv.call("POST", API + "/plugins/topology/reload"), 503,
+                     mentions=("topology_config",))
+        expect(srv.call("PUT", API + "/plugins/topology", {"config": {"topology_config": ""}}), 200)
+        # Confined to --file-root.
+        root = os.path.join(tmp, "policies")
+        os.makedirs(root)
+        with open(os.path.join(root, "topo.yaml"), "w") as f:
+            f.write("zones: []\n")
+        s = Server(binary, os.path.join(tmp, "rooted"), args=["--file-root", root])
+        for path in (good, os.path.join(root, "..", "topo.yaml"), "/etc/hostname"):
+            expect_error(s.call("PUT", API + "/plugins/topology",
+                                {"config": {"topology_config": path}}), 400,
+                         mentions=("--file-root",))
+            expect_error(s.call("POST", API + "/scheduler/preview",
+                                {"plugins": {"topology": {"config": {"topology_config": path}}}}),
+                         400, mentions=("--file-root",))
+        expect(s.call("PUT", API + "/plugins/topology",
+                      {"config": {"topology_config": os.path.join(root, "topo.yaml")}}), 200)
+        s.stop()
+
     c.run("identity: setup", identity_setup)
     c.run("identity: every agent route refuses another node, and nothing changes",
           other_node_refused)
@@ -311,6 +360,7 @@ def main(binary, tmp):
     c.run("data at rest: private data dir, database and token files", data_at_rest)
     c.run("failed logins from one address are throttled, others are served", failed_logins)
     c.run("every collection in a request is bounded", collection_bounds)
+    c.run("files named through the API are regular, quoted never, confined", admin_file_paths)
     c.run("secret environment values reach only the task's agent and process", secret_env)
     srv.stop()
     c.finish()

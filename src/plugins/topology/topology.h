@@ -50,6 +50,7 @@ class Topology final : public framework::PreScorePlugin,
   }
   Status Configure(const framework::PluginArgs& args) override;
   std::vector<std::string> ConfigKeys() const override { return {"topology_config"}; }
+  std::vector<std::string> PathConfigKeys() const override { return {"topology_config"}; }
   framework::ReloadJob StartReload() override;
   bool ReloadDue() override;
   // StartReload's job, both steps at once.

@@ -11,6 +11,7 @@
 #ifndef HF_PLUGINS_TOPOLOGY_TOPOLOGY_FILE_H_
 #define HF_PLUGINS_TOPOLOGY_TOPOLOGY_FILE_H_
 
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 
@@ -24,8 +25,15 @@ using TopologyMap = std::unordered_map<std::string, TopologyPosition>;
 
 // Parses the YAML text; `source` names the file in errors ("FILE:LINE: ...").
 Result<TopologyMap> ParseTopology(const std::string& text, const std::string& source);
-// Reads and parses a file. Unavailable if it cannot be read; InvalidArgument
-// if it is malformed.
+// Files larger than this are refused.
+inline constexpr int64_t kMaxTopologyFileBytes = 1 << 20;
+
+// Parse errors name FILE:LINE:COL and the path of the entry
+// (zones[0].switches[1]), never the file's text.
+//
+// Reads and parses a file. Unavailable if it cannot be read, is not a
+// regular file, or is larger than kMaxTopologyFileBytes; InvalidArgument if
+// it is malformed.
 Result<TopologyMap> LoadTopologyFile(const std::string& path);
 
 }  // namespace hf::plugins

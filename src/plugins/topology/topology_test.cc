@@ -1,6 +1,7 @@
 #include "plugins/topology/topology.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <fstream>
@@ -85,39 +86,48 @@ TEST(TopologyFileTest, ErrorsNameFileAndLine) {
     const char* expected;  // the whole message
   };
   const std::vector<Row> rows = {
-      {"empty file", "", "topo.yaml:1: empty topology file; expected a zones: list"},
-      {"top level is a list", "- z1\n- z2\n", "topo.yaml:1: expected a mapping with a zones: list"},
-      {"no zones key", "racks: []\n", "topo.yaml:1: unknown key \"racks\" in the top level"},
-      {"zones is a mapping", "zones:\n  z1: {}\n", "topo.yaml:2: zones must be a list"},
+      {"empty file", "", "topo.yaml:1:1: empty topology file; expected a zones: list"},
+      {"top level is a list", "- z1\n- z2\n",
+       "topo.yaml:1:1: expected a mapping with a zones: list"},
+      {"no zones key", "racks: []\n",
+       "topo.yaml:1:1: unknown key in the top level (expected: zones)"},
+      {"zones is a mapping", "zones:\n  z1: {}\n", "topo.yaml:2:3: zones must be a list"},
       {"unterminated flow list", "zones:\n  - name: z1\n    switches: [\n",
-       "topo.yaml:4: end of sequence flow not found"},
-      {"zone without a name", "zones:\n  - switches: []\n", "topo.yaml:2: zone without a name"},
-      {"empty zone name", "zones:\n  - name: \"\"\n", "topo.yaml:2: zone name must not be empty"},
+       "topo.yaml:4:1: not valid YAML"},
+      {"zone without a name", "zones:\n  - switches: []\n", "topo.yaml:2:5: zones[0] has no name"},
+      {"empty zone name", "zones:\n  - name: \"\"\n",
+       "topo.yaml:2:11: zones[0].name must not be empty"},
       {"zone name is a list", "zones:\n  - name: [a, b]\n",
-       "topo.yaml:2: zone name must be a string"},
-      {"zone name is null", "zones:\n  - name:\n", "topo.yaml:2: zone name must be a string"},
+       "topo.yaml:2:11: zones[0].name must be a string"},
+      {"zone name is null", "zones:\n  - name:\n", "topo.yaml:2:5: zones[0].name must be a string"},
       {"zone listed twice", "zones:\n  - name: z1\n  - name: z1\n",
-       "topo.yaml:3: zone z1 is listed twice"},
+       "topo.yaml:3:11: zones[1].name repeats the name at topo.yaml:2:11"},
       {"typo in a key", "zones:\n  - name: z1\n    switches:\n      - name: s1\n        rack: []\n",
-       "topo.yaml:5: unknown key \"rack\" in switch s1"},
+       "topo.yaml:5:9: unknown key in zones[0].switches[0] (expected: name, racks)"},
       {"switches is a string", "zones:\n  - name: z1\n    switches: s1\n",
-       "topo.yaml:3: zone z1 switches must be a list"},
+       "topo.yaml:3:15: zones[0].switches must be a list"},
       {"nodes is a mapping",
        "zones:\n  - name: z1\n    switches:\n      - name: s1\n        racks:\n"
        "          - name: r1\n            nodes: {a: 1}\n",
-       "topo.yaml:7: rack r1 nodes must be a list of node names"},
+       "topo.yaml:7:20: zones[0].switches[0].racks[0].nodes must be a list of node names"},
       {"empty node name",
        "zones:\n  - name: z1\n    switches:\n      - name: s1\n        racks:\n"
        "          - {name: r1, nodes: [a, \"\"]}\n",
-       "topo.yaml:6: rack r1 lists an empty node name"},
+       "topo.yaml:6:35: zones[0].switches[0].racks[0].nodes[1] is empty"},
       {"node listed twice",
        "zones:\n  - name: z1\n    switches:\n      - name: s1\n        racks:\n"
        "          - {name: r1, nodes: [gpu-a1]}\n"
        "          - {name: r2, nodes: [gpu-b1, gpu-a1]}\n",
-       "topo.yaml:7: node gpu-a1 is listed twice (first at topo.yaml:6)"},
+       "topo.yaml:7:40: zones[0].switches[0].racks[1].nodes[1] repeats the node listed at "
+       "topo.yaml:6:32"},
       {"rack entry is a string",
        "zones:\n  - name: z1\n    switches:\n      - name: s1\n        racks:\n          - r1\n",
-       "topo.yaml:6: switch s1 racks: each entry must be a mapping with a name"},
+       "topo.yaml:6:13: zones[0].switches[0].racks[0] must be a mapping with a name"},
+      // Nothing of the file's text is quoted, whatever the file is.
+      {"a password file", "root:$6$secret$hash:19000:0:99999:7:::\n",
+       "topo.yaml:1:1: unknown key in the top level (expected: zones)"},
+      {"unknown key text", "zones: []\nsecret-value: 1\n",
+       "topo.yaml:2:1: unknown key in the top level (expected: zones)"},
   };
   for (const Row& row : rows) {
     SCOPED_TRACE(row.name);
@@ -135,6 +145,12 @@ TEST(TopologyFileTest, LoadSaysWhetherTheFileIsMissingOrMalformed) {
   WriteFile(good, kAppendixExample);
   WriteFile(bad, "zones:\n  - name: z1\n    switches: s1\n");
   std::remove(missing.c_str());
+  // A FIFO nobody writes (it must not hang the reader) and a huge file.
+  const std::string fifo = TempPath("load_fifo");
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string huge = TempPath("load_huge");
+  WriteFile(huge, "zones: []\n# " + std::string(2 << 20, 'x') + "\n");
   struct Row {
     const char* name;
     std::string path;
@@ -143,10 +159,14 @@ TEST(TopologyFileTest, LoadSaysWhetherTheFileIsMissingOrMalformed) {
   };
   const std::vector<Row> rows = {
       {"readable and valid", good, StatusCode::kOk, ""},
-      {"malformed", bad, StatusCode::kInvalidArgument, bad + ":3: "},
+      {"malformed", bad, StatusCode::kInvalidArgument, bad + ":3:15: "},
       {"missing", missing, StatusCode::kUnavailable, missing + ": cannot read topology file"},
       {"a directory", testing::TempDir(), StatusCode::kUnavailable,
-       testing::TempDir() + ": cannot read topology file"},
+       testing::TempDir() + ": cannot read topology file: not a regular file"},
+      {"a character device", "/dev/zero", StatusCode::kUnavailable,
+       "/dev/zero: cannot read topology file: not a regular file"},
+      {"a FIFO", fifo, StatusCode::kUnavailable, fifo + ": cannot read topology file: not a regular file"},
+      {"over 1 MiB", huge, StatusCode::kUnavailable, huge + ": cannot read topology file: larger than 1 MiB"},
   };
   for (const Row& row : rows) {
     SCOPED_TRACE(row.name);
@@ -645,10 +665,10 @@ TEST(TopologyConfigTest, BrokenFileErrorsUntilFixed) {
       {"missing file", missing, std::nullopt,
        "topology_config " + missing + ": cannot read topology file"},
       {"malformed YAML", malformed, "zones:\n  - name: z1\n    switches: [\n",
-       "topology_config " + malformed + ":4: "},
+       "topology_config " + malformed + ":4:1: not valid YAML"},
       {"node listed twice", invalid,
        "zones:\n  - {name: z1, switches: [{name: s1, racks: [{name: r1, nodes: [n0, n0]}]}]}\n",
-       "topology_config " + invalid + ":2: node n0 is listed twice"},
+       "topology_config " + invalid + ":2:"},
   };
   for (const Row& row : rows) {
     SCOPED_TRACE(row.name);
