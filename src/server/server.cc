@@ -490,10 +490,16 @@ void ControlPlane::AddRoutes() {
   using A = Action;
   PublicRoute("GET", "/livez", "liveness: the process serves",
               [](const Request&) { return JsonResponse(200, json{{"status", "ok"}}); });
-  PublicRoute("GET", "/readyz", "readiness: store open and cluster state recovered",
+  PublicRoute("GET", "/readyz",
+              "readiness: cluster state recovered and the store takes commits",
               [this](const Request&) {
-                return ready_ ? JsonResponse(200, json{{"status", "ok"}})
-                              : JsonError(503, "unavailable", "recovering state");
+                if (!ready_) return JsonError(503, "unavailable", "recovering state");
+                // Honest: a full disk or a lock held elsewhere means nothing
+                // can be acknowledged, whatever else still answers.
+                if (Status s = store_->CanCommit(); !s.ok()) {
+                  return JsonError(503, "unavailable", "the store cannot commit: " + s.message());
+                }
+                return JsonResponse(200, json{{"status", "ok"}});
               });
   PublicRoute("GET", "/api/v1/openapi.json", "this document",
               [this](const Request&) { return OpenApi(); });

@@ -172,6 +172,14 @@ constexpr char kV6TokenNode[] = R"sql(
 ALTER TABLE tokens ADD COLUMN node TEXT;
 )sql";
 
+// One row that readiness checks rewrite: whether a commit goes through.
+constexpr char kV7Health[] = R"sql(
+CREATE TABLE health (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  checked_at INTEGER NOT NULL
+);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "nodes, gpus, tasks, events, allocations, gpu grants with capacity triggers", kV1Core},
     {2, "plugin and scheduler config", kV2Config},
@@ -179,6 +187,7 @@ constexpr Migration kMigrations[] = {
     {4, "inference models, endpoints and replica addresses", kV4Inference},
     {5, "filter plugins carry no weight", kV5FilterWeights},
     {6, "agent tokens are bound to a node", kV6TokenNode},
+    {7, "a row for readiness checks", kV7Health},
 };
 
 Status EnsureVersionTable(Db& db) {

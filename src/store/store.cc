@@ -5,10 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
+#include <sys/statvfs.h>
 
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 #include <exception>
+#include <filesystem>
 #include <utility>
 
 #include "store/migrations.h"
@@ -31,6 +34,13 @@ Result<std::string> PragmaValue(Db& db, const std::string& pragma) {
 // is left open, which is all that matters here.
 void RollbackQuietly(Db& db) {
   if (sqlite3_get_autocommit(db.raw()) == 0) (void)db.Exec("ROLLBACK");
+}
+
+// Durations here are the machine's own, whatever clock stamps the rows.
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 }  // namespace
@@ -78,6 +88,7 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path, StoreOptions
   HF_RETURN_IF_ERROR(db->Exec("PRAGMA foreign_keys = ON"));
 
   std::unique_ptr<Store> store(new Store(std::move(*db), path, options.clock, 0));
+  store->busy_timeout_ms_ = options.busy_timeout_ms;
   HF_RETURN_IF_ERROR(ApplyMigrations(store->db_, AllMigrations(), store->NowMs()));
   Result<int64_t> version = CurrentSchemaVersion(store->db_);
   if (!version.ok()) return version.status();
@@ -87,6 +98,11 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path, StoreOptions
 
 Status Store::Write(const std::function<Status(Tx&)>& fn) {
   std::lock_guard<std::mutex> lock(mu_);
+  write_since_ms_.store(SteadyMs());
+  struct Done {
+    std::atomic<int64_t>* since;
+    ~Done() { since->store(0); }
+  } done{&write_since_ms_};
   HF_RETURN_IF_ERROR(db_.Exec("BEGIN IMMEDIATE"));
   Tx tx(&db_, NowMs());
   Status s;
@@ -102,10 +118,94 @@ Status Store::Write(const std::function<Status(Tx&)>& fn) {
   return s;
 }
 
+class Store::ReadLease {
+ public:
+  ReadLease(const Store* store, Db* db) : store_(store), db_(db) {}
+  ReadLease(ReadLease&& o) noexcept : store_(o.store_), db_(std::exchange(o.db_, nullptr)) {}
+  ReadLease(const ReadLease&) = delete;
+  ReadLease& operator=(const ReadLease&) = delete;
+  ~ReadLease() {
+    if (db_ == nullptr) return;
+    std::lock_guard lock(store_->readers_mu_);
+    store_->idle_.push_back(db_);
+    store_->reader_free_.notify_one();
+  }
+  Db& db() const { return *db_; }
+
+ private:
+  const Store* store_;
+  Db* db_;
+};
+
+Result<Store::ReadLease> Store::BorrowReader() const {
+  std::unique_lock lock(readers_mu_);
+  reader_free_.wait(lock, [&] { return !idle_.empty() || readers_.size() < kReadConnections; });
+  if (!idle_.empty()) {
+    Db* db = idle_.back();
+    idle_.pop_back();
+    return ReadLease(this, db);
+  }
+  // A new one; opening takes a moment, but readers_ must count it first.
+  Result<Db> db = Db::Open(path_);
+  if (!db.ok()) return db.status();
+  HF_RETURN_IF_ERROR(db->Exec("PRAGMA query_only = ON"));
+  HF_RETURN_IF_ERROR(db->Exec("PRAGMA busy_timeout = " + std::to_string(busy_timeout_ms_)));
+  readers_.push_back(std::make_unique<Db>(std::move(*db)));
+  return ReadLease(this, readers_.back().get());
+}
+
+Status Store::CanCommit() {
+  const int64_t now = SteadyMs();
+  // A write that has waited this long is waiting for a lock held elsewhere
+  // (an operator's sqlite3 shell, a stuck backup): nothing commits meanwhile.
+  if (int64_t since = write_since_ms_.load(); since != 0 && now - since >= kStuckWriteMs) {
+    return Unavailable("a commit has waited " + std::to_string(now - since) +
+                       " ms for the database lock");
+  }
+  // SQLite reuses WAL and database pages it already has, so a small probe can
+  // still commit on a full disk while every real write fails: free space is
+  // checked as well.
+  struct statvfs fs {};
+  const std::string dir = std::filesystem::path(path_).parent_path().string();
+  if (statvfs(dir.empty() ? "." : dir.c_str(), &fs) == 0) {
+    const uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+    if (free_bytes < kDiskReserveBytes) {
+      return Unavailable("only " + std::to_string(free_bytes >> 10) +
+                         " KiB free on the database's file system (at least " +
+                         std::to_string(kDiskReserveBytes >> 20) + " MiB are kept in reserve)");
+    }
+  }
+  {
+    std::lock_guard lock(probe_mu_);
+    if (probed_at_ms_ != 0 && now - probed_at_ms_ < 1000) return probed_;
+  }
+  std::unique_lock write(mu_, std::try_to_lock);
+  if (!write.owns_lock()) {  // a write is going on, not for long (see above)
+    std::lock_guard lock(probe_mu_);
+    return probed_;
+  }
+  // A health check must answer soon: a lock held elsewhere is waited for
+  // briefly, not for the writers' busy timeout.
+  (void)db_.Exec("PRAGMA busy_timeout = 200");
+  Status s = db_.Exec("BEGIN IMMEDIATE");
+  if (s.ok()) {
+    s = db_.Exec("INSERT OR REPLACE INTO health (id, checked_at) VALUES (1, " +
+                 std::to_string(NowMs()) + ")");
+    if (s.ok()) s = db_.Exec("COMMIT");
+    if (!s.ok()) RollbackQuietly(db_);
+  }
+  (void)db_.Exec("PRAGMA busy_timeout = " + std::to_string(busy_timeout_ms_));
+  std::lock_guard lock(probe_mu_);
+  probed_at_ms_ = now;
+  probed_ = s;
+  return s;
+}
+
 Status Store::Read(const std::function<Status(const ReadTx&)>& fn) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  HF_RETURN_IF_ERROR(db_.Exec("BEGIN"));
-  ReadTx tx(&db_, NowMs());
+  HF_ASSIGN_OR_RETURN(ReadLease reader, BorrowReader());
+  Db& db = reader.db();
+  HF_RETURN_IF_ERROR(db.Exec("BEGIN"));
+  ReadTx tx(&db, NowMs());
   Status s;
   try {
     s = fn(tx);
@@ -116,7 +216,7 @@ Status Store::Read(const std::function<Status(const ReadTx&)>& fn) const {
   }
   // Nothing was written, so COMMIT and ROLLBACK are equivalent; ROLLBACK
   // cannot fail for a reason worth reporting over fn's own status.
-  RollbackQuietly(db_);
+  RollbackQuietly(db);
   return s;
 }
 

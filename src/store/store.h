@@ -21,15 +21,19 @@
 //     return tx.AppendTaskEvent(id, "submitted", "by alice");
 //   });
 //
-// Threading: a Store may be shared by any number of threads. It owns one
-// connection guarded by a mutex, so Write and Read calls run one at a time
-// (SQLite serialises writers anyway; reads are short). The function passed to
-// Write/Read runs with that mutex held: it must not call back into the Store
-// and should not block on anything slow. Tx/ReadTx objects are valid only
-// inside that function.
+// Threading: a Store may be shared by any number of threads. Writes go
+// through one connection guarded by a mutex, one at a time (SQLite
+// serialises writers anyway). Reads take a connection of their own from a
+// small pool (WAL readers see the last commit and never wait for a writer,
+// not even one that waits for another process's lock). The function passed
+// to Write/Read runs holding its connection: it must not call back into the
+// Store and should not block on anything slow. Tx/ReadTx objects are valid
+// only inside that function.
 #ifndef HF_STORE_STORE_H_
 #define HF_STORE_STORE_H_
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -264,8 +268,19 @@ class Store {
   // throw) is returned. Unavailable when another process holds the write lock
   // past the busy timeout.
   Status Write(const std::function<Status(Tx&)>& fn);
-  // Runs fn inside a read transaction: one consistent snapshot.
+  // Runs fn inside a read transaction: one consistent snapshot, on a read
+  // connection (at most kReadConnections at once; more wait for one).
   Status Read(const std::function<Status(const ReadTx&)>& fn) const;
+  static constexpr size_t kReadConnections = 4;
+
+  // Whether a commit goes through now. No when a write has waited
+  // kStuckWriteMs for the lock (another process holds it), when the
+  // database's file system has less than kDiskReserveBytes free, or when a
+  // one-row probe write fails (done at most once a second; while another
+  // write runs, the last answer stands).
+  Status CanCommit();
+  static constexpr int64_t kStuckWriteMs = 2000;
+  static constexpr uint64_t kDiskReserveBytes = 16ull << 20;
 
   // The schema version the file is at (LatestSchemaVersion() after Open).
   int64_t schema_version() const { return schema_version_; }
@@ -275,11 +290,25 @@ class Store {
   Store(Db db, std::string path, const Clock* clock, int64_t schema_version);
   int64_t NowMs() const;
 
-  mutable std::mutex mu_;
+  // A read connection borrowed from the pool; returned when destroyed.
+  class ReadLease;
+  Result<ReadLease> BorrowReader() const;
+
+  mutable std::mutex mu_;  // guards db_ (the write connection)
   mutable Db db_;
   std::string path_;
   const Clock* clock_;
   int64_t schema_version_;
+  int busy_timeout_ms_ = 5000;
+
+  mutable std::mutex readers_mu_;  // guards readers_ and idle_
+  mutable std::condition_variable reader_free_;
+  mutable std::vector<std::unique_ptr<Db>> readers_;  // every read connection opened
+  mutable std::vector<Db*> idle_;                     // those not in use
+  std::atomic<int64_t> write_since_ms_{0};  // steady ms the running Write began; 0: none
+  std::mutex probe_mu_;  // guards the last probe's time and answer
+  int64_t probed_at_ms_ = 0;
+  Status probed_;
 };
 
 }  // namespace hf::store

@@ -354,6 +354,48 @@ TEST_F(StoreWriteTest, FailedStatementInsideWriteRollsBackEarlierStatements) {
   EXPECT_EQ(RawCount("SELECT COUNT(*) FROM tokens"), 0);
 }
 
+TEST_F(StoreWriteTest, ReadsDoNotWaitForAWriterBlockedByAnotherProcess) {
+  Result<std::unique_ptr<Store>> opened =
+      Store::Open(path_, {.clock = &clock_, .busy_timeout_ms = 3000});
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  Store& store = **opened;
+  ASSERT_TRUE(store.Write([](Tx& tx) { return tx.PutPluginConfig("spread", json::object()); }).ok());
+  EXPECT_TRUE(store.CanCommit().ok());
+
+  sqlite3* other = nullptr;  // an operator's shell holding the write lock
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK);
+  std::atomic<bool> written{false};
+  Status write_status;
+  std::thread writer([&] {
+    write_status = store.Write([](Tx& tx) { return tx.PutPluginConfig("binpack", json::object()); });
+    written = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (int i = 0; i < 10; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    int64_t n = -1;
+    ASSERT_TRUE(store.Read([&](const ReadTx& tx) -> Status {
+      Result<std::map<std::string, json>> all = tx.ListPluginConfigs();
+      if (!all.ok()) return all.status();
+      n = static_cast<int64_t>(all->size());
+      return Status::Ok();
+    }).ok());
+    EXPECT_EQ(n, 1);  // the last commit, not the waiting one
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(50));
+  }
+  EXPECT_FALSE(written.load());
+  std::this_thread::sleep_for(std::chrono::milliseconds(Store::kStuckWriteMs));
+  Status ready = store.CanCommit();
+  EXPECT_EQ(ready.code(), StatusCode::kUnavailable) << ready.ToString();
+  EXPECT_NE(ready.message().find("waited"), std::string::npos) << ready.message();
+  sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(other);
+  writer.join();
+  EXPECT_TRUE(write_status.ok()) << write_status.ToString();
+  EXPECT_TRUE(store.CanCommit().ok());
+}
+
 // ---- GPU capacity guarded by the database ----------------------------------
 
 using StoreGpuTest = StoreFixture;

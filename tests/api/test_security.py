@@ -19,6 +19,11 @@
     FIFO or /dev/zero is a 400 at once, nothing changes), an error never
     quotes the file, a file broken later makes its reload a 503, and with
     --file-root nothing outside that folder is accepted;
+  - the store: reads never wait for a writer (another process holds the
+    database's write lock for 5 s while 8 writers wait: GET /tasks answers
+    in under 50 ms), and /readyz says 503 while commits cannot go through
+    (that lock; a full disk, when the test may mount a tmpfs) and 200 again
+    after;
   - secret environment values: the API shows their names only; the
     assignments give the values to the agent of the task's node alone, and
     its process gets them; an agent refuses a token file others may read,
@@ -34,6 +39,8 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import threading
+import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -351,6 +358,70 @@ def main(binary, tmp):
                       {"config": {"topology_config": os.path.join(root, "topo.yaml")}}), 200)
         s.stop()
 
+    def reads_never_wait():
+        lock = sqlite3.connect(srv.db_path(), timeout=1, isolation_level=None)
+        lock.execute("BEGIN EXCLUSIVE")
+        t0 = time.monotonic()
+        writers = []
+        for i in range(8):
+            th = threading.Thread(target=lambda i=i: srv.call(
+                "POST", API + "/tasks", {"name": "blocked-%d" % i, "command": ["true"]}, timeout=20))
+            th.start()
+            writers.append(th)
+        time.sleep(0.5)
+        slowest = 0
+        while time.monotonic() - t0 < 4:
+            t = time.monotonic()
+            expect(srv.get(API + "/tasks?limit=10"), 200)
+            slowest = max(slowest, time.monotonic() - t)
+            time.sleep(0.1)
+        ready = srv.call("GET", "/readyz", token=None)
+        lock.execute("ROLLBACK")
+        lock.close()
+        for th in writers:
+            th.join()
+        if slowest > 0.05:
+            fail("a read waited %.3f s behind the writers" % slowest)
+        if ready.status != 503 or "cannot commit" not in ready.raw.decode():
+            fail("/readyz while the store is locked: %s" % ready.short())
+        wait_until(lambda: srv.call("GET", "/readyz", token=None).status == 200, 5,
+                   "/readyz 200 again once the lock is gone")
+
+    def readyz_disk_full():
+        if os.geteuid() != 0:
+            print("     skipped: mounting a tmpfs needs root", flush=True)
+            return
+        mnt = os.path.join(tmp, "tiny")
+        os.makedirs(mnt)
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", mnt]).returncode != 0:
+            print("     skipped: cannot mount a tmpfs here", flush=True)
+            return
+        try:
+            s = Server(binary, os.path.join(mnt, "data"))
+            expect(s.call("GET", "/readyz", token=None), 200)
+            filler = os.path.join(mnt, "filler")
+            subprocess.run(["dd", "if=/dev/zero", "of=" + filler, "bs=1M", "count=64"],
+                           capture_output=True)
+            failed = 0
+            for i in range(200):
+                r = s.call("POST", API + "/tasks/batch", {"tasks": [
+                    {"name": "fill-%d-%d" % (i, k), "command": ["true"], "env": {"PAD": "x" * 900}}
+                    for k in range(50)]})
+                if r.status >= 500:
+                    failed += 1
+                    break
+            if not failed:
+                fail("the disk never filled")
+            r = s.call("GET", "/readyz", token=None)
+            if r.status != 503:
+                fail("/readyz on a full disk: %s" % r.short())
+            os.remove(filler)
+            wait_until(lambda: s.call("GET", "/readyz", token=None).status == 200, 5,
+                       "/readyz 200 once space is back")
+            s.kill()
+        finally:
+            subprocess.run(["umount", "-l", mnt])
+
     c.run("identity: setup", identity_setup)
     c.run("identity: every agent route refuses another node, and nothing changes",
           other_node_refused)
@@ -361,6 +432,9 @@ def main(binary, tmp):
     c.run("failed logins from one address are throttled, others are served", failed_logins)
     c.run("every collection in a request is bounded", collection_bounds)
     c.run("files named through the API are regular, quoted never, confined", admin_file_paths)
+    c.run("reads never wait for a writer; /readyz says when commits cannot go through",
+          reads_never_wait)
+    c.run("/readyz on a full disk", readyz_disk_full)
     c.run("secret environment values reach only the task's agent and process", secret_env)
     srv.stop()
     c.finish()
