@@ -201,6 +201,10 @@ class HttpServer::Impl {
         acceptor(asio::make_strand(ioc)) {}
 
   void Accept();
+  // Counts a new connection from `address` in, making room by closing a
+  // quiet one when a limit is reached; false (counted as refused) when
+  // there is none to close.
+  bool Admit(const std::string& address);
   void Register(Connection* c, const std::shared_ptr<Connection>& sp);
   void Unregister(Connection* c);
 
@@ -213,6 +217,9 @@ class HttpServer::Impl {
   std::condition_variable all_closed;
   std::unordered_map<Connection*, std::weak_ptr<Connection>> connections;  // guarded by mu
   int open_count = 0;                                                      // guarded by mu
+  std::unordered_map<std::string, int> open_by_address;                    // guarded by mu
+  int64_t evicted = 0;                                                     // guarded by mu
+  int64_t refused = 0;                                                     // guarded by mu
 
   bool started = false;  // guarded by lifecycle_mu
   bool stopped = false;  // guarded by lifecycle_mu
@@ -229,13 +236,20 @@ class HttpServer::Impl {
 class SseStreamImpl;
 class BodyStreamImpl;
 
+int64_t SteadyNowNs() {
+  return std::chrono::steady_clock::now().time_since_epoch().count();
+}
+
 // One accepted socket. Everything it does runs on its strand, so its members
 // need no lock; the handler runs on that strand too, which is what lets Stop()
 // finish in-flight requests simply by posting its shutdown behind them.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(HttpServer::Impl* server, tcp::socket socket)
-      : server_(server), socket_(std::move(socket)), timer_(socket_.get_executor()) {}
+  Connection(HttpServer::Impl* server, tcp::socket socket, std::string address)
+      : server_(server),
+        socket_(std::move(socket)),
+        timer_(socket_.get_executor()),
+        address_(std::move(address)) {}
 
   ~Connection() { server_->Unregister(this); }
 
@@ -250,6 +264,27 @@ class Connection : public std::enable_shared_from_this<Connection> {
         phase_ == Phase::kBodyStreaming || phase_ == Phase::kDeferred) {
       CloseSocket();
     }
+  }
+
+  // The client's IP address ("" when the socket could not say).
+  const std::string& address() const { return address_; }
+
+  // Read from the acceptor under Impl::mu to pick a connection to close when
+  // the server is full: since when (steady ns) it has been quiet, -1 while at
+  // work; whether it ever sent a request; whether it is already being closed.
+  std::atomic<int64_t> quiet_since_ns{SteadyNowNs()};
+  std::atomic<bool> spoke{false};
+  std::atomic<bool> evicting{false};
+
+  // Closes the connection to make room for another if it is still quiet.
+  void PostEvict() {
+    asio::post(socket_.get_executor(), [self = shared_from_this()] {
+      if (self->quiet_since_ns.load() >= 0 &&
+          (self->phase_ == Phase::kIdle || self->phase_ == Phase::kReading)) {
+        return self->CloseSocket();
+      }
+      self->evicting = false;  // it got to work meanwhile; it stays
+    });
   }
 
   // Called by SseStreamImpl (from any thread) after queueing an event.
@@ -296,6 +331,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void WaitIdle() {
     if (ShouldStop()) return CloseSocket();
     phase_ = Phase::kIdle;
+    quiet_since_ns = SteadyNowNs();
     Arm(opts().idle_timeout);
     socket_.async_read_some(buffer_.prepare(4096),
                             [self = shared_from_this()](beast::error_code ec, size_t n) {
@@ -320,6 +356,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void OnHeader(beast::error_code ec) {
     if (ec) return OnReadError(ec);
+    quiet_since_ns = -1;  // a whole header is in: at work until answered
+    spoke = true;
     // Beast checks this too, but checking here makes the 413-before-reading
     // promise explicit instead of an accident of the parser's internals.
     if (auto len = parser_->content_length(); len && *len > opts().max_body_bytes) {
@@ -385,9 +423,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                std::string(SV(field.value())));
     }
     req.body = std::move(msg.body());
-    beast::error_code ec;
-    auto remote = socket_.remote_endpoint(ec);
-    if (!ec) req.remote_address = remote.address().to_string();
+    req.remote_address = address_;
     bool keep_alive = msg.keep_alive();
     int version = msg.version();
     parser_.reset();
@@ -526,6 +562,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   HttpServer::Impl* const server_;  // outlives every connection (see Impl::ioc)
   tcp::socket socket_;
+  const std::string address_;
   // Beast's tcp_stream closes the socket when its timer fires, which leaves no
   // way to answer 408; a timer of our own cancels the read instead.
   asio::steady_timer timer_;
@@ -898,7 +935,62 @@ void HttpServer::Impl::Unregister(Connection* c) {
   std::lock_guard lock(mu);
   connections.erase(c);
   --open_count;
+  if (auto it = open_by_address.find(c->address()); it != open_by_address.end() && --it->second <= 0) {
+    open_by_address.erase(it);
+  }
   if (open_count == 0) all_closed.notify_all();
+}
+
+bool HttpServer::Impl::Admit(const std::string& address) {
+  std::shared_ptr<Connection> victim;
+  {
+    std::lock_guard lock(mu);
+    auto mine = open_by_address.find(address);
+    const int from_address = mine == open_by_address.end() ? 0 : mine->second;
+    const bool over_address =
+        options.max_connections_per_address > 0 && from_address >= options.max_connections_per_address;
+    const bool over_total = open_count >= options.max_connections;
+    if (over_address || over_total) {
+      // Evictions under way let the count pass the limit by their number,
+      // briefly; this bounds it should some of them find their connection
+      // at work after all.
+      const int hard_cap = options.max_connections + options.max_connections / 8 + 16;
+      Connection* best = nullptr;
+      int best_count = 0;
+      bool best_spoke = true;
+      int64_t best_since = 0;
+      if (open_count < hard_cap) {
+        for (const auto& [c, weak] : connections) {
+          if (over_address && c->address() != address) continue;
+          const int64_t since = c->quiet_since_ns.load();
+          if (since < 0 || c->evicting.load()) continue;
+          const bool spoke = c->spoke.load();
+          const int count = over_address ? from_address : open_by_address[c->address()];
+          const bool better = best == nullptr || count > best_count ||
+                              (count == best_count && (best_spoke && !spoke)) ||
+                              (count == best_count && spoke == best_spoke && since < best_since);
+          if (!better) continue;
+          if (std::shared_ptr<Connection> sp = weak.lock()) {
+            best = c;
+            best_count = count;
+            best_spoke = spoke;
+            best_since = since;
+            victim = std::move(sp);
+          }
+        }
+      }
+      if (victim == nullptr) {
+        ++refused;
+        return false;
+      }
+      victim->evicting = true;
+      ++evicted;
+    }
+    ++open_count;
+    ++open_by_address[address];
+  }
+  if (victim != nullptr) victim->PostEvict();
+  return true;
 }
 
 void HttpServer::Impl::Accept() {
@@ -919,13 +1011,10 @@ void HttpServer::Impl::Accept() {
         // delayed ACK of the previous one (about 40 ms on Linux).
         beast::error_code nodelay_ec;
         sock.set_option(tcp::no_delay(true), nodelay_ec);
-        bool over_limit;
-        {
-          std::lock_guard lock(self->mu);
-          over_limit = self->open_count >= self->options.max_connections;
-          if (!over_limit) ++self->open_count;
-        }
-        if (over_limit) {
+        beast::error_code peer_ec;
+        const tcp::endpoint peer = sock.remote_endpoint(peer_ec);
+        std::string address = peer_ec ? std::string() : peer.address().to_string();
+        if (!self->Admit(address)) {
           auto s = std::make_shared<tcp::socket>(std::move(sock));
           asio::async_write(*s, asio::buffer(kBusyResponse, std::strlen(kBusyResponse)),
                             [s](beast::error_code, size_t) {
@@ -934,7 +1023,7 @@ void HttpServer::Impl::Accept() {
                               s->close(ignored);
                             });
         } else {
-          auto conn = std::make_shared<Connection>(self, std::move(sock));
+          auto conn = std::make_shared<Connection>(self, std::move(sock), std::move(address));
           self->Register(conn.get(), conn);
           conn->Start();
         }
@@ -953,6 +1042,9 @@ Status HttpServer::Start() {
   const auto& o = impl_->options;
   if (o.worker_threads < 1) return InvalidArgument("worker_threads must be at least 1");
   if (o.max_connections < 1) return InvalidArgument("max_connections must be at least 1");
+  if (o.max_connections_per_address < 0) {
+    return InvalidArgument("max_connections_per_address must not be negative");
+  }
   beast::error_code ec;
   auto addr = asio::ip::make_address(o.address, ec);
   if (ec) return InvalidArgument("listen address \"" + o.address + "\" is not an IP address");
@@ -1007,5 +1099,10 @@ void HttpServer::Stop() {
 }
 
 uint16_t HttpServer::bound_port() const { return impl_->port.load(); }
+
+HttpServer::Stats HttpServer::stats() const {
+  std::lock_guard lock(impl_->mu);
+  return {impl_->open_count, impl_->evicted, impl_->refused};
+}
 
 }  // namespace hf::server

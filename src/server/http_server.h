@@ -13,7 +13,8 @@
 //   413 payload_too_large  Content-Length or a chunked body over max_body_bytes
 //   431 header_too_large   the header block over max_header_bytes
 //   500 internal           a handler threw
-//   503 unavailable        max_connections reached
+//   503 unavailable        max_connections reached and no quiet connection
+//                          to make room (see HttpServerOptions::max_connections)
 // After a 4xx/5xx produced by the transport the connection is closed, because
 // the rest of the byte stream can no longer be trusted; other connections are
 // unaffected.
@@ -183,10 +184,19 @@ struct HttpServerOptions {
   std::chrono::milliseconds idle_timeout = std::chrono::seconds(60);
   // Time allowed to write one response to the client.
   std::chrono::milliseconds write_timeout = std::chrono::seconds(30);
-  // Open connections (event streams included). Connections beyond it are still
-  // accepted, answered 503 unavailable with Connection: close, and closed, so
-  // clients get a reason rather than a hanging SYN queue.
+  // Open connections (event streams included), and open connections from one
+  // client address (0: no per-address limit). A connection that would pass
+  // either limit takes the place of a quiet one, closed to make room: one
+  // waiting for its first request, or idle between requests, from the address
+  // holding the most connections (the same address, for the per-address
+  // limit), the one that never sent a request first, then the longest quiet.
+  // A connection at work (a request being handled, a long poll, a stream) is
+  // never closed for another. So idle sockets, however many, cannot keep
+  // clients that send requests out. Only when nothing is quiet is the new
+  // connection answered 503 unavailable with Connection: close, and closed,
+  // so clients get a reason rather than a hanging SYN queue.
   int max_connections = 1024;
+  int max_connections_per_address = 0;
   // Bytes (events, or body chunks) waiting to be written to one stream
   // before it is cut off.
   size_t max_stream_backlog_bytes = 1 << 20;
@@ -219,6 +229,13 @@ class HttpServer {
 
   // The port actually bound (useful with port 0); 0 before Start().
   uint16_t bound_port() const;
+
+  struct Stats {
+    int64_t open = 0;     // connections open now
+    int64_t evicted = 0;  // quiet connections closed to make room, ever
+    int64_t refused = 0;  // connections answered 503 for want of room, ever
+  };
+  Stats stats() const;
 
   // Opaque; public only so that the .cc's connection type can name it.
   class Impl;

@@ -44,7 +44,13 @@ struct RawResponse {
 // test instead of hanging it.
 class Client {
  public:
-  explicit Client(uint16_t port) : socket_(ioc_) {
+  // `from`: the loopback address to connect from (Linux answers on all of
+  // 127/8), so a test can play several client addresses.
+  explicit Client(uint16_t port, const char* from = nullptr) : socket_(ioc_) {
+    if (from != nullptr) {
+      socket_.open(tcp::v4());
+      socket_.bind(tcp::endpoint(asio::ip::make_address(from), 0));
+    }
     socket_.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
   }
 
@@ -401,18 +407,23 @@ TEST_F(HttpServerTest, FiftyConcurrentClientsAllAnswered) {
   EXPECT_EQ(ok.load(), 50);
 }
 
-TEST_F(HttpServerTest, ConnectionsBeyondLimitGet503) {
+// A request whose header is in and whose body is still to come: at work, so
+// never closed to make room for another connection.
+constexpr std::string_view kBusyRequest =
+    "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\n";
+
+TEST_F(HttpServerTest, ConnectionsBeyondLimitGet503WhenNoneIsQuiet) {
   options_.max_connections = 2;
   StartServer();
   Client a(port_), b(port_);
-  for (Client* c : {&a, &b}) {
-    c->Send(Get("/ok"));
-    ASSERT_EQ(c->ReadResponse().status, 200);
-  }
+  for (Client* c : {&a, &b}) c->Send(kBusyRequest);
+  std::this_thread::sleep_for(100ms);
   Client third(port_);
   RawResponse r = third.ReadResponse(2s);
   EXPECT_EQ(r.status, 503);
   EXPECT_EQ(r.ErrorCode(), "unavailable");
+  EXPECT_EQ(server_->stats().refused, 1);
+  EXPECT_EQ(server_->stats().evicted, 0);
   a.Close();
   // Once a slot frees up, new clients are served again.
   bool served = false;
@@ -423,6 +434,79 @@ TEST_F(HttpServerTest, ConnectionsBeyondLimitGet503) {
     if (!served) std::this_thread::sleep_for(20ms);
   }
   EXPECT_TRUE(served);
+}
+
+TEST_F(HttpServerTest, QuietConnectionsMakeRoomSilentOnesFirst) {
+  options_.max_connections = 4;
+  StartServer();
+  // One idle after a request, then three that never said anything.
+  Client idle(port_);
+  idle.Send(Get("/ok"));
+  ASSERT_EQ(idle.ReadResponse().status, 200);
+  std::vector<std::unique_ptr<Client>> silent;
+  for (int i = 0; i < 3; ++i) {
+    silent.push_back(std::make_unique<Client>(port_));
+    std::this_thread::sleep_for(20ms);  // distinct ages
+  }
+  std::this_thread::sleep_for(100ms);
+  std::vector<std::unique_ptr<Client>> newcomers;  // kept open: the server stays full
+  for (int round = 0; round < 3; ++round) {
+    newcomers.push_back(std::make_unique<Client>(port_));
+    Client& c = *newcomers.back();
+    c.Send(Get("/ok"));
+    ASSERT_EQ(c.ReadResponse().status, 200) << "round " << round;
+    // The oldest silent connection went, the idle one that spoke stayed.
+    EXPECT_TRUE(silent[round]->ClosedWithin(2s)) << "round " << round;
+  }
+  EXPECT_EQ(server_->stats().evicted, 3);
+  EXPECT_EQ(server_->stats().refused, 0);
+  idle.Send(Get("/ok"));
+  EXPECT_EQ(idle.ReadResponse().status, 200);
+}
+
+TEST_F(HttpServerTest, PerAddressLimitTakesRoomFromTheSameAddressOnly) {
+  options_.max_connections = 100;
+  options_.max_connections_per_address = 2;
+  StartServer();
+  Client other(port_, "127.0.0.1");  // silent, but from another address
+  Client x1(port_, "127.0.0.2");
+  std::this_thread::sleep_for(20ms);
+  Client x2(port_, "127.0.0.2");
+  std::this_thread::sleep_for(100ms);
+  Client x3(port_, "127.0.0.2");
+  x3.Send(Get("/ok"));
+  ASSERT_EQ(x3.ReadResponse().status, 200);
+  EXPECT_TRUE(x1.ClosedWithin(2s));
+  // Two at work from that address: a third from it is refused, others not.
+  x2.Send(kBusyRequest);
+  x3.Send(kBusyRequest);
+  std::this_thread::sleep_for(100ms);
+  Client x4(port_, "127.0.0.2");
+  EXPECT_EQ(x4.ReadResponse(2s).status, 503);
+  Client y(port_, "127.0.0.3");
+  y.Send(Get("/ok"));
+  EXPECT_EQ(y.ReadResponse().status, 200);
+  other.Send(Get("/ok"));
+  EXPECT_EQ(other.ReadResponse().status, 200);
+}
+
+TEST_F(HttpServerTest, FullServerTakesRoomFromTheBusiestAddress) {
+  options_.max_connections = 4;
+  StartServer();
+  Client lone(port_, "127.0.0.1");  // the oldest silent connection
+  std::this_thread::sleep_for(20ms);
+  std::vector<std::unique_ptr<Client>> crowd;
+  for (int i = 0; i < 3; ++i) {
+    crowd.push_back(std::make_unique<Client>(port_, "127.0.0.2"));
+    std::this_thread::sleep_for(20ms);
+  }
+  std::this_thread::sleep_for(100ms);
+  Client newcomer(port_, "127.0.0.3");
+  newcomer.Send(Get("/ok"));
+  ASSERT_EQ(newcomer.ReadResponse().status, 200);
+  EXPECT_TRUE(crowd[0]->ClosedWithin(2s));
+  lone.Send(Get("/ok"));
+  EXPECT_EQ(lone.ReadResponse().status, 200);
 }
 
 TEST_F(HttpServerTest, StopReturnsPromptlyWithIdleConnections) {

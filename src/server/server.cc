@@ -234,6 +234,25 @@ void ControlPlane::RegisterMetrics() {
                                               {"method", "code"}));
   m_.http_duration = must(metrics_.AddHistogram("heteroflow_http_request_duration_seconds",
                                                 "Time to answer an HTTP request.", {}));
+  HF_CHECK(metrics_.AddCollector(
+      "heteroflow_http_connections_open", "Client connections open now.", MetricType::kGauge, {},
+      [this] {
+        std::vector<CollectedSample> rows;
+        if (http_) rows.push_back({{}, static_cast<double>(http_->stats().open)});
+        return rows;
+      }).ok());
+  HF_CHECK(metrics_.AddCollector(
+      "heteroflow_http_connections_closed_total",
+      "Client connections the server closed for want of room: evicted (a quiet one, to make "
+      "room for a new one) or refused (a new one answered 503, none being quiet).",
+      MetricType::kCounter, {"reason"}, [this] {
+        std::vector<CollectedSample> rows;
+        if (!http_) return rows;
+        const HttpServer::Stats s = http_->stats();
+        rows.push_back({{"evicted"}, static_cast<double>(s.evicted)});
+        rows.push_back({{"refused"}, static_cast<double>(s.refused)});
+        return rows;
+      }).ok());
   m_.auth_failures = must(metrics_.AddCounter(
       "heteroflow_http_auth_failures_total",
       "Requests refused for their token: unauthenticated (401), or throttled (429) while their "
@@ -809,6 +828,7 @@ Status ControlPlane::Start() {
   // health checks are not stuck behind a burst of writes.
   o.worker_threads = 16;
   o.max_connections = options_.max_connections;
+  o.max_connections_per_address = options_.max_connections_per_address;
   // The gateway holds a call while a replica cold-starts (up to an hour,
   // autoscaling.cold_start_timeout_s) or answers (up to 10 minutes), and
   // answers it itself when that runs out; the transport's own cut-off only
@@ -893,6 +913,11 @@ int RunServerCommand(int argc, char** argv) {
                  "open connections accepted; more are answered 503")
       ->capture_default_str()
       ->check(CLI::Range(16, 1000000));
+  app.add_option("--max-connections-per-address", options.max_connections_per_address,
+                 "open connections from one client address (0: no limit); past either limit a "
+                 "new connection takes the place of a quiet one, from the busiest address")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
   app.add_option("--node-grace-period", options.node_grace_period_s,
                  "seconds without an agent heartbeat before a node is NotReady")
       ->capture_default_str()

@@ -72,6 +72,9 @@ struct ServerOptions {
   // and one for heartbeats and reports). The process's open-file limit is
   // raised to fit, up to its hard limit.
   int max_connections = 4096;
+  // Open connections from one client address (0: no limit). Past either
+  // limit a new connection takes the place of a quiet one (HttpServerOptions).
+  int max_connections_per_address = 1024;
   // The built web UI (docs/UI.md); empty: the `ui` folder beside the binary.
   std::string ui_dir;
 };
