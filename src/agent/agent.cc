@@ -223,6 +223,7 @@ void Agent::AdoptLeftovers() {
                          {"id", id},
                          {"state", "failed"},
                          {"message", how}};
+    if (fenced) finished_[id]["fenced"] = true;
     std::filesystem::remove(pid_file, rm);
     std::filesystem::remove(entry.path() / "port", rm);
   }
@@ -410,8 +411,19 @@ void Agent::ReaperLoop() {
           body["exit_code"] = e.exit_code;
           how = "exit code " + std::to_string(e.exit_code);
         }
+        // Its supervisor leaves `fenced` when it stopped the task because
+        // this agent could not renew the node's lease: not the task's fault.
+        std::error_code fenced_ec;
+        if (body["state"] == "failed" &&
+            std::filesystem::exists(std::filesystem::path(TaskDir(e.id)) / "fenced", fenced_ec)) {
+          body["fenced"] = true;
+          body["message"] = "stopped by its supervisor (fenced): the agent could not renew the "
+                            "node's lease";
+          how += " (fenced)";
+        }
         Log("task " + std::to_string(e.id) + " ended: " + how);
         finished_[e.id] = body;
+        taken_.erase(e.id);
         final_pending_.insert(e.id);
         ended.emplace_back(e.id, std::move(body));
       }
@@ -559,9 +571,18 @@ void Agent::FlushReports(const cli::HttpClient& client) {
         supervisor_.Stop(report.id, opt_.grace_period);
       }
       finished_.erase(report.id);
+      taken_.erase(report.id);
     } else if (r->status != 200 && r->status != 201) {
       Log("status of task " + std::to_string(report.id) + " refused (HTTP " +
           std::to_string(r->status) + "): " + ErrorText(*r));
+    } else if (const std::string state = report.body.value("state", "");
+               state == "succeeded" || state == "failed") {
+      const json answer = json::parse(r->body, nullptr, false);
+      if (answer.is_object() && answer.contains("version") &&
+          answer["version"].is_number_integer()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (finished_.count(report.id) != 0) taken_[report.id] = answer["version"].get<int64_t>();
+      }
     }
   }
 }
@@ -582,6 +603,7 @@ void Agent::Reconcile(const AssignmentList& list) {
                  {"state", "failed"},
                  {"message", "cannot read the assignment: " + why}};
     finished_[id] = body;
+    taken_.erase(id);
     outbox_.push_back(Report{id, std::move(body)});
   }
   // Stops first: what they hold is what the new tasks below may wait for.
@@ -615,6 +637,15 @@ void Agent::Reconcile(const AssignmentList& list) {
       continue;
     }
     if (auto f = finished_.find(a.id); f != finished_.end()) {
+      if (auto t = taken_.find(a.id); t != taken_.end()) {
+        // The server took the report: an earlier list is stale; a later one
+        // places the task here again (the old copy has ended), so it starts.
+        if (list.version < t->second) continue;
+        taken_.erase(t);
+        finished_.erase(f);
+        StartOrWait(a);
+        continue;
+      }
       // Ended here, but the server has not taken the report yet: re-send it
       // unless it is still queued.
       const bool queued = final_pending_.count(a.id) != 0 ||
@@ -626,7 +657,12 @@ void Agent::Reconcile(const AssignmentList& list) {
     StartOrWait(a);
   }
   for (auto it = finished_.begin(); it != finished_.end();) {
-    it = assigned.count(it->first) == 0 ? finished_.erase(it) : std::next(it);
+    if (assigned.count(it->first) != 0) {
+      ++it;
+      continue;
+    }
+    taken_.erase(it->first);
+    it = finished_.erase(it);
   }
   if (!outbox_.empty()) {
     reports_waiting_ = true;
@@ -676,6 +712,7 @@ void Agent::Launch(const Assignment& a) {
     Log("task " + std::to_string(a.id) + " not started: " + message);
     json body = {{"node", node}, {"id", a.id}, {"state", "failed"}, {"message", message}};
     finished_[a.id] = body;
+    taken_.erase(a.id);
     outbox_.push_back(Report{a.id, std::move(body)});
   };
   if (a.task.command.empty()) return failed("task has no command");

@@ -158,6 +158,11 @@ class Agent {
   // that a list still naming them re-sends the report instead of running
   // them twice. Guarded by mu_.
   std::map<uint64_t, nlohmann::json> finished_;
+  // Of those, the ones whose final report the server took, with the node's
+  // assignments version once it had: a list at that version or later that
+  // names the task again places it here anew (a fenced task queued again),
+  // an earlier list is stale. Guarded by mu_.
+  std::map<uint64_t, int64_t> taken_;
   // Ended tasks whose final report waits for their last output to be
   // shipped (Reconcile treats them as queued). Guarded by mu_.
   std::set<uint64_t> final_pending_;

@@ -213,7 +213,7 @@ Response ControlPlane::AgentStatus(const Request& req, const Caller& caller) {
   Result<json> body = ParseJsonBody(req.body);
   if (!body.ok()) return StatusError(body.status());
   Status s = json_fields::CheckKeys(
-      *body, "", {"node", "id", "state", "exit_code", "signal", "message", "port", "host"});
+      *body, "", {"node", "id", "state", "exit_code", "signal", "message", "port", "host", "fenced"});
   if (!s.ok()) return StatusError(s);
   Result<std::string> node = NodeName(*body);
   if (!node.ok()) return StatusError(node.status());
@@ -247,6 +247,13 @@ Response ControlPlane::AgentStatus(const Request& req, const Caller& caller) {
     s = json_fields::ReadInt((*body)["signal"], "signal", 1, 128, v);
     if (!s.ok()) return StatusError(s);
     exit.signal = v;
+  }
+  if (body->contains("fenced")) {
+    if (!(*body)["fenced"].is_boolean()) return StatusError(InvalidArgument("fenced must be a boolean"));
+    exit.fenced = (*body)["fenced"].get<bool>();
+    if (exit.fenced && exit.state != TaskState::kFailed) {
+      return StatusError(InvalidArgument("only a failed task can have been fenced"));
+    }
   }
   if (body->contains("message")) {
     if (!(*body)["message"].is_string() || (*body)["message"].get<std::string>().size() > 4096) {
@@ -284,7 +291,11 @@ Response ControlPlane::AgentStatus(const Request& req, const Caller& caller) {
   Result<store::TaskRecord> rec = scheduler_->ReportTask(*node, static_cast<TaskKey>(id), exit);
   if (!rec.ok()) return StatusError(rec.status());
   if (exit.port) inference_->ReplicaStarted(static_cast<TaskKey>(id), exit.host, *exit.port);
-  return JsonResponse(200, json{{"id", id}, {"state", TaskStateName(rec->state)}});
+  // The node's assignments version once the report is in: a list at this
+  // version or later reflects it (docs/AGENT.md, "Reports").
+  return JsonResponse(200, json{{"id", id},
+                                {"state", TaskStateName(rec->state)},
+                                {"version", scheduler_->NodeVersion(*node)}});
 }
 
 }  // namespace hf::server

@@ -491,7 +491,13 @@ bool Scheduler::WaitIdle(std::chrono::milliseconds timeout) const {
 }
 
 void Scheduler::BumpNodeLocked(const std::string& node) {
-  node_version_[node] = ++assign_version_;
+  // Wall-clock microseconds at least, so that versions keep growing across
+  // a restart of the server: an agent orders them (Agent::taken_).
+  const auto wall = std::chrono::duration_cast<std::chrono::microseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+  assign_version_ = std::max(assign_version_ + 1, static_cast<uint64_t>(std::max<int64_t>(wall, 0)));
+  node_version_[node] = assign_version_;
   if (!watches_.empty()) {
     watches_dirty_ = true;
     watch_cv_.notify_one();
@@ -523,6 +529,11 @@ Status Scheduler::Heartbeat(const std::string& node, const std::optional<NodeUsa
   cv_.notify_all();
   if (back) Publish("node", {{"action", "condition"}, {"name", node}, {"condition", "Ready"}});
   return Status::Ok();
+}
+
+uint64_t Scheduler::NodeVersion(const std::string& node) const {
+  std::lock_guard lock(*mu_);
+  return NodeVersionLocked(node);
 }
 
 uint64_t Scheduler::NodeVersionLocked(const std::string& node) const {
@@ -643,6 +654,22 @@ Result<store::TaskRecord> Scheduler::ReportTask(const std::string& node, TaskKey
         HF_CHECK(cluster_.MarkRunning(id, clock_->NowMs()).ok());
         event = {{"action", "running"}, {"id", id}, {"node", node}};
       }
+    } else if (exit.fenced && exit.state == TaskState::kFailed &&
+               tasks_.at(id).requeue_on_node_loss) {
+      // Stopped for the node's sake, not its own: as a lost node's task
+      // (which it is, once a storm that held it passed).
+      const std::string why = "stopped on node " + node +
+                              " by its supervisor (fenced): the node lost the server";
+      HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
+        HF_RETURN_IF_ERROR(tx.DeleteAllocation(id));
+        HF_RETURN_IF_ERROR(tx.UpdateTaskState(id, TaskState::kPending, why));
+        return tx.AppendTaskEvent(id, "lost", why + "; queued again");
+      }));
+      HF_CHECK(cluster_.Release(id).ok());
+      EnqueueLocked(tasks_.at(id), why);
+      retry_all_ = true;
+      BumpNodeLocked(node);
+      event = {{"action", "lost"}, {"id", id}, {"node", node}, {"requeued", true}};
     } else {
       std::string how = exit.signal      ? "killed by signal " + std::to_string(*exit.signal)
                         : exit.exit_code ? "exit code " + std::to_string(*exit.exit_code)
@@ -673,20 +700,48 @@ Result<store::TaskRecord> Scheduler::ReportTask(const std::string& node, TaskKey
   return rec;
 }
 
+bool Scheduler::requeue_held() const {
+  std::lock_guard lock(*mu_);
+  return requeue_held_;
+}
+
 void Scheduler::CheckHeartbeatsLocked() {
   const auto now = Clock::now();
+  size_t watched = 0;
+  size_t silent_nodes = 0;
+  for (const auto& [node, seen] : last_heartbeat_) {
+    if (cluster_.FindNode(node) == kNoNode) continue;  // deleted
+    ++watched;
+    if (now - seen >= heartbeat_grace_) ++silent_nodes;
+  }
+  const bool storm = silent_nodes >= kStormMinNodes &&
+                     static_cast<double>(silent_nodes) > storm_fraction_ * static_cast<double>(watched);
+  if (storm != requeue_held_) {
+    requeue_held_ = storm;
+    const std::string detail =
+        std::to_string(silent_nodes) + " of " + std::to_string(watched) + " nodes silent" +
+        (storm ? ": the fault is likely the server's or the network's; their tasks stay where "
+                 "they are until enough of the nodes are back"
+               : "; tasks of nodes still silent are queued again once fenced");
+    std::fprintf(stderr, "scheduler: requeues %s: %s\n", storm ? "held" : "resumed", detail.c_str());
+    Publish("node", {{"action", storm ? "requeue_held" : "requeue_resumed"},
+                     {"silent", silent_nodes},
+                     {"nodes", watched},
+                     {"detail", detail}});
+  }
   for (auto& [node, seen] : last_heartbeat_) {
     const auto silent = now - seen;
     if (silent < heartbeat_grace_) continue;
     const NodeId n = cluster_.FindNode(node);
     if (n == kNoNode) continue;
     const bool marking = cluster_.condition(n) != NodeCondition::kNotReady;
+    if (requeue_held_ && !marking) continue;
     // A copy that may still run there is stopped by its supervisor by now.
     const bool fenced = silent >= fence_deadline_;
     std::vector<TaskKey> failing, requeuing;
-    for (TaskKey key : cluster_.TasksOn(n)) {
+    for (TaskKey key : requeue_held_ ? std::vector<TaskKey>() : cluster_.TasksOn(n)) {
       if (!tasks_.at(key).requeue_on_node_loss) {
-        if (marking) failing.push_back(key);
+        failing.push_back(key);  // at once (or once a storm that held it passed)
       } else if (fenced) {
         requeuing.push_back(key);
       }

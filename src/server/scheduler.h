@@ -96,6 +96,9 @@ struct TaskExit {
   // the port its agent gave it, and the address the agent is reached at.
   std::optional<uint16_t> port;
   std::string host;
+  // kFailed: its supervisor stopped it because the agent could not renew the
+  // node's lease (fencing). A task with requeue_on_node_loss is queued again.
+  bool fenced = false;
 };
 
 // What the preview needs, copied under the lock.
@@ -167,6 +170,9 @@ class Scheduler {
   // event, each time it changes), started (kRunning) or ended (kSucceeded /
   // kFailed). Conflict when the task is not placed on `node` (a stale copy).
   Result<store::TaskRecord> ReportTask(const std::string& node, TaskKey id, const TaskExit& exit);
+  // The version of the node's assignments (0 before any); it only grows,
+  // across restarts too (wall-clock microseconds at least).
+  uint64_t NodeVersion(const std::string& node) const;
   // Nodes whose agent has not sent a heartbeat for `grace` become NotReady;
   // their tasks go back to the queue once fenced (set_fencing). Only nodes
   // that sent a heartbeat since this server started are watched (declared
@@ -181,6 +187,17 @@ class Scheduler {
     fence_deadline_ = fence_after + grace + kFenceMargin;
   }
   static constexpr std::chrono::milliseconds kFenceMargin{2000};
+  // Kubernetes' node lifecycle rule for many nodes lost at once: when at
+  // least kStormMinNodes watched nodes are silent, and more than `fraction`
+  // of them, the server assumes the fault is its own or the network's and
+  // holds: silent nodes still become NotReady, but their tasks are neither
+  // queued again nor failed until the storm passes (nodes come back, or are
+  // deleted). A "node" event says when requeues are held and resumed.
+  // 1 turns the rule off.
+  void set_node_loss_storm(double fraction) { storm_fraction_ = fraction; }
+  static constexpr size_t kStormMinNodes = 3;
+  // Whether requeues are held now (for metrics).
+  bool requeue_held() const;
 
   // Call after changing the framework's policy (with `mu` NOT held): every
   // waiting task is retried under the new policy.
@@ -257,6 +274,8 @@ class Scheduler {
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> last_heartbeat_;
   std::chrono::milliseconds heartbeat_grace_ = std::chrono::seconds(40);
   std::chrono::milliseconds fence_deadline_ = std::chrono::seconds(30 + 10) + kFenceMargin;
+  double storm_fraction_ = 0.55;
+  bool requeue_held_ = false;
   std::vector<Watch> watches_;
   bool watches_dirty_ = false;  // a list changed or a watch arrived since WatchLoop looked
   std::condition_variable watch_cv_;  // wakes WatchLoop

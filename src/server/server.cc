@@ -139,6 +139,7 @@ Status ControlPlane::Init() {
   scheduler_->set_fencing(
       std::chrono::milliseconds(static_cast<int64_t>(options_.fence_after_s * 1000)),
       std::chrono::milliseconds(static_cast<int64_t>(options_.fence_grace_s * 1000)));
+  scheduler_->set_node_loss_storm(options_.node_loss_storm_fraction);
   HF_RETURN_IF_ERROR(RegisterDeclaredNodes());
   HF_RETURN_IF_ERROR(scheduler_->Recover());
   inference_ = std::make_unique<InferenceService>(store_.get(), scheduler_.get(), &events_, &clock_);
@@ -234,6 +235,15 @@ void ControlPlane::RegisterMetrics() {
                                               {"method", "code"}));
   m_.http_duration = must(metrics_.AddHistogram("heteroflow_http_request_duration_seconds",
                                                 "Time to answer an HTTP request.", {}));
+  HF_CHECK(metrics_.AddCollector(
+      "heteroflow_node_requeue_held",
+      "1 while requeues of silent nodes' tasks are held because too many nodes went silent at "
+      "once (--node-loss-storm-fraction), else 0.",
+      MetricType::kGauge, {}, [this] {
+        std::vector<CollectedSample> rows;
+        if (scheduler_) rows.push_back({{}, scheduler_->requeue_held() ? 1.0 : 0.0});
+        return rows;
+      }).ok());
   HF_CHECK(metrics_.AddCollector(
       "heteroflow_http_connections_open", "Client connections open now.", MetricType::kGauge, {},
       [this] {
@@ -928,6 +938,12 @@ int RunServerCommand(int argc, char** argv) {
                  "this plus --fence-grace plus 2 s")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 3600.0));
+  app.add_option("--node-loss-storm-fraction", options.node_loss_storm_fraction,
+                 "when more than this fraction of the nodes (and at least three) are silent at "
+                 "once, their tasks are neither queued again nor failed until enough are back; "
+                 "1: never hold")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--auth-failure-burst", options.auth_failure_burst,
                  "failed authentications one client address may make at once; then one a "
                  "second, and its requests are answered 429 meanwhile")

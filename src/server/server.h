@@ -58,6 +58,9 @@ struct ServerOptions {
   // intervals.
   double fence_after_s = 30;
   double fence_grace_s = 10;
+  // More than this fraction of the nodes (and at least three) silent at
+  // once: requeues are held (Scheduler::set_node_loss_storm); 1: never.
+  double node_loss_storm_fraction = 0.55;
   // Failed authentications an address may make at once before its
   // requests are answered 429; it regains one a second (FailureLimiter).
   double auth_failure_burst = 20;

@@ -10,11 +10,16 @@ when it starts and, on SIGTERM, when it exits. Checked:
   - an agent cut off from the server (its connection goes through a TCP
     proxy that the test stops): the same;
   - an agent killed and restarted within the fence: the task lives on, one
-    copy, the same process, and is not queued again.
+    copy, the same process, and is not queued again;
+  - three of four agents frozen at once (a "storm"): the server holds their
+    tasks' requeues (metric, event) while the supervisors still stop the
+    copies; once the agents are back, each reports its task fenced and the
+    task runs again, one copy each.
 
 usage: test_fencing.py HETEROFLOW_BINARY
 """
 import os
+import queue
 import re
 import signal
 import socket
@@ -25,7 +30,8 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hfapi import _LIVE, API, Checks, Server, expect, fail, main_guard, wait_until  # noqa: E402
+from hfapi import (_LIVE, API, Checks, Server, expect, fail, main_guard,  # noqa: E402
+                   next_event, open_stream, wait_until)
 
 FENCE = ["--node-grace-period", "3", "--fence-after", "4", "--fence-grace", "1"]
 # Writes its start, and its exit on SIGTERM; a marker in argv finds it.
@@ -132,8 +138,10 @@ def main(binary, tmp):
             p.send_signal(signal.SIGCONT)
             p.kill()
             p.wait()
-        # Nothing more goes there.
-        expect(srv.call("POST", API + "/nodes/%s/cordon" % name), 200)
+        # Gone for good: it no longer counts among the nodes (a storm is a
+        # share of them silent at once).
+        wait_until(lambda: srv.call("DELETE", API + "/nodes/" + name).status in (200, 204), 10,
+                   "node %s deleted" % name)
 
     def node(name):
         r = srv.get(API + "/nodes/" + name)
@@ -214,11 +222,81 @@ def main(binary, tmp):
         wait_until(lambda: not copies(), 10, "no copy left")
         stop_agent("rs-a")
 
+    def held():
+        r = srv.call("GET", "/metrics")
+        m = re.search(r"^heteroflow_node_requeue_held (\S+)$", r.raw.decode(), re.M)
+        return float(m.group(1)) if m else None
+
+    def storm():
+        names = ["st-a", "st-b", "st-c", "st-d"]
+        for name in names:
+            start_agent(name)
+        ids = [expect(srv.call("POST", API + "/tasks", {
+            "name": "storm-%d" % i, "requests": {"gpu": 1}, "command": COMMAND}), 201)["id"]
+            for i in range(4)]
+        wait_until(lambda: all(task(t)["state"] == "running" for t in ids), 15, "4 tasks running")
+        on = {task(t)["node"]: t for t in ids}
+        if sorted(on) != names:
+            fail("the tasks are on %s, not one per node" % sorted(on))
+        wait_until(lambda: len(copies()) == 4, 10, "4 copies")
+        events = queue.Queue()
+        stream = open_stream(srv, srv.token, events)
+        frozen = names[1:]
+        for name in frozen:
+            agents[name].send_signal(signal.SIGSTOP)
+        t0 = time.monotonic()
+        ev = next_event(events, "node", timeout=10)
+        while ev.get("action") == "condition":
+            ev = next_event(events, "node", timeout=10)
+        if ev.get("action") != "requeue_held" or ev.get("silent") != 3 or ev.get("nodes") != 4:
+            fail("expected a requeue_held event for 3 of 4 nodes, got %s" % ev)
+        if held() != 1:
+            fail("heteroflow_node_requeue_held is %s while held" % held())
+        # Past the point where a lone lost node's tasks are queued again
+        # (4 + 1 + 2 s after its last heartbeat).
+        time.sleep(max(0.0, 10 - (time.monotonic() - t0)))
+        for name in frozen:
+            t = task(on[name])
+            if t["state"] != "running" or t["node"] != name or any(
+                    e["kind"] == "lost" for e in t["events"]):
+                fail("task %d moved during the storm: %s on %s, events %s"
+                     % (on[name], t["state"], t["node"], t["events"]))
+            if node(name)["condition"] != "NotReady":
+                fail("%s is %s during the storm" % (name, node(name)["condition"]))
+        if len(copies()) != 1:
+            fail("the frozen nodes' supervisors did not stop their copies: %d copies"
+                 % len(copies()))
+        for name in frozen:
+            agents[name].send_signal(signal.SIGCONT)
+        wait_until(lambda: held() == 0, 10, "requeues resumed")
+        resumed = next_event(events, "node", timeout=10)
+        while resumed.get("action") == "condition":
+            resumed = next_event(events, "node", timeout=10)
+        if resumed.get("action") != "requeue_resumed":
+            fail("expected a requeue_resumed event, got %s" % resumed)
+        stream.close()
+        wait_until(lambda: all(task(on[n])["state"] == "running" for n in frozen) and
+                   len(copies()) == 4, 20, "the fenced tasks running again, one copy each")
+        for name in frozen:
+            lost = [e for e in task(on[name])["events"] if e["kind"] == "lost"]
+            if len(lost) != 1 or "fenced" not in lost[0]["message"]:
+                fail("task %d: expected one 'lost' event saying it was fenced, got %s"
+                     % (on[name], task(on[name])["events"]))
+        if "requeues held: 3 of 4 nodes silent" not in srv.stderr_text():
+            fail("the server's log does not say requeues were held")
+        for t in ids:
+            expect(srv.call("POST", API + "/tasks/%d/cancel" % t), 200)
+        wait_until(lambda: not copies(), 10, "no copy left")
+        for name in names:
+            stop_agent(name)
+
     c.run("an agent frozen with SIGSTOP: the old copy exits before the new one starts",
           frozen_agent)
     c.run("an agent cut off from the server: the old copy exits before the new one starts",
           cut_agent)
     c.run("an agent restarted within the fence: one copy, the same process", restart_within_fence)
+    c.run("three of four agents frozen at once: requeues held, copies fenced, then rerun",
+          storm)
     srv.stop()
     c.finish()
 
