@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev
   python3 python3-prometheus-client curl wrk
   chromium fonts-wqy-microhei
+  clang libclang-rt-14-dev
 )
 # Node.js and npm build the web UI. A machine with Node.js from elsewhere
 # (NodeSource bundles npm) keeps it; Debian's own otherwise.

@@ -3,5 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh
+# The fuzz targets (clang, sanitizers) are a build of their own; ctest runs them.
+./scripts/fuzz.sh --build-only
 jobs=$(nproc 2>/dev/null || echo 2)
 ctest --test-dir build --output-on-failure -j"$jobs" "$@"

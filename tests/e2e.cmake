@@ -118,3 +118,23 @@ if(HF_UI_BUILT)
     set_tests_properties(ui_browser PROPERTIES TIMEOUT 600 LABELS "ui;e2e")
   endif()
 endif()
+
+# Fuzzing (docs/SECURITY.md, "Fuzzing"): each libFuzzer target replays its
+# saved crash inputs and then runs for 20 s. They are built with clang into
+# build/fuzz by scripts/fuzz.sh (scripts/test.sh builds them before ctest, so
+# the fuzz_build step here finds nothing to do).
+find_program(HF_CLANGXX clang++)
+if(HF_CLANGXX)
+  set(hf_fuzz_script ${CMAKE_SOURCE_DIR}/scripts/fuzz.sh)
+  add_test(NAME fuzz_build COMMAND ${hf_fuzz_script} --build-only)
+  set_tests_properties(fuzz_build PROPERTIES TIMEOUT 1800 LABELS "fuzz" FIXTURES_SETUP fuzz_built
+                                             RESOURCE_LOCK fuzz_build_dir)
+  foreach(target api_json http_request policy_yaml inventory_yaml nvidia_smi openb_csv
+                 workload_yaml manifest)
+    add_test(NAME fuzz_${target} COMMAND ${hf_fuzz_script} --no-build --seconds 20 ${target})
+    set_tests_properties(fuzz_${target} PROPERTIES TIMEOUT 120 LABELS "fuzz"
+                                                   FIXTURES_REQUIRED fuzz_built)
+  endforeach()
+else()
+  message(WARNING "clang++ not found: no fuzz tests (scripts/install-deps.sh installs it)")
+endif()

@@ -54,13 +54,13 @@ Blockers StartBlockers(const NodeSpec& node, uint64_t id, const Allocation& allo
   };
   for (const auto& [index, held] : gpu) {
     const auto dev = std::find_if(node.gpus.begin(), node.gpus.end(),
-                                  [&](const GpuDevice& d) { return d.index == index; });
+                                  [index = index](const GpuDevice& d) { return d.index == index; });
     const int64_t memory_cap = dev == node.gpus.end() ? 0 : dev->memory_mib;
     const bool milli_over = held.first > kWholeGpuMilli;
     const bool memory_over = memory_cap > 0 && held.second > memory_cap;
     if (!milli_over && !memory_over) continue;
     block_on(
-        [&](const Allocation& a) {
+        [&, index = index](const Allocation& a) {
           return std::any_of(a.gpus.begin(), a.gpus.end(), [&](const GpuGrant& g) {
             return g.index == index && ((milli_over && g.milli > 0) || (memory_over && g.memory_mib > 0));
           });

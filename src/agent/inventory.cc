@@ -402,7 +402,7 @@ Status ApplyNvidiaSmiTopology(std::string_view topo_text, std::vector<GpuDevice>
   // node's GPUs; both come from the same driver, so this is a broken read.
   for (const auto& [index, row] : row_of_gpu) {
     if (std::none_of(gpus.begin(), gpus.end(),
-                     [&](const GpuDevice& g) { return g.index == index; })) {
+                     [index = index](const GpuDevice& g) { return g.index == index; })) {
       return InvalidArgument(what + ": GPU" + std::to_string(index) +
                              " is not among the GPUs of nvidia-smi --query-gpu");
     }

@@ -174,7 +174,7 @@ Status ClusterState::CheckUpdate(NodeId n, const NodeSpec& spec) const {
   }
   for (const auto& [index, held] : per_gpu) {
     const auto g = std::find_if(spec.gpus.begin(), spec.gpus.end(),
-                                [&](const GpuDevice& d) { return d.index == index; });
+                                [index = index](const GpuDevice& d) { return d.index == index; });
     if (g == spec.gpus.end()) {
       return FailedPrecondition("node " + name + ": GPU " + std::to_string(index) +
                                 " has grants and is missing from the new spec");

@@ -63,6 +63,13 @@ TEST(PolicyTest, BadFilesAreRejectedWithFieldAndLine) {
       {"threshold out of range", "scheduler:\n  load_threshold: 1.5\n", "load_threshold must be in (0, 1]"},
       {"unknown scheduler key", "scheduler:\n  foo: 1\n", "test.yaml:2: unknown key scheduler.foo"},
       {"broken yaml", "plugins: [\n", "test.yaml:"},
+      // Found by fuzzing (fuzz/regressions/policy_yaml): yaml-cpp threw
+      // where a mapping or list stood as a key, and the process ended.
+      {"mapping as a plugin's key", "plugins:\n  binpack: {enabled: true, {cpu: 0}: 1}\n",
+       "test.yaml:2:"},
+      {"list as a top-level key", "[a, b]: 1\n", "expected a plain value"},
+      {"mapping as a plugin name", "plugins:\n  {x: 1}: {enabled: true}\n", "test.yaml:2:"},
+      {"mapping as a scheduler key", "scheduler:\n  {x: 1}: 2\n", "test.yaml:2:"},
   };
   for (const Row& r : rows) {
     auto p = ParsePolicyYaml(r.yaml, "test.yaml");

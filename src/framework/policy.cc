@@ -65,13 +65,11 @@ nlohmann::json SchedulerConfig::ToJson() const {
           {"memory_threshold", memory_threshold}};
 }
 
-Result<Policy> ParsePolicyYaml(const std::string& text, const std::string& source) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
-  }
+namespace {
+
+// The parse proper; yaml-cpp throws when a node is read as what it is not
+// (a mapping used as a key, say), which ParsePolicyYaml turns into an error.
+Result<Policy> ParsePolicyRoot(const YAML::Node& root, const std::string& source) {
   Policy policy;
   if (!root || root.IsNull()) return policy;
   if (!root.IsMap()) return InvalidArgument(source + ": expected a mapping with a plugins: block");
@@ -166,6 +164,21 @@ Result<Policy> ParsePolicyYaml(const std::string& text, const std::string& sourc
     named["weight"] = w.value;
   }
   return policy;
+}
+
+}  // namespace
+
+Result<Policy> ParsePolicyYaml(const std::string& text, const std::string& source) {
+  try {
+    return ParsePolicyRoot(YAML::Load(text), source);
+  } catch (const YAML::BadConversion& e) {
+    return InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) + ":" +
+                           std::to_string(e.mark.column + 1) +
+                           ": expected a plain value (a name, number or string), found a mapping "
+                           "or a list");
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
 }
 
 Result<Policy> LoadPolicyFile(const std::string& path) {

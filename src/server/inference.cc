@@ -660,7 +660,9 @@ void InferenceService::Execute(Actions& actions) {
       continue;
     }
     Publish({{"action", "replica_stopped"}, {"model", model}, {"task", id}});
-    (void)store_->Write([&](store::Tx& tx) { return tx.DeleteInferenceObject("replica", std::to_string(id)); });
+    (void)store_->Write([id = id](store::Tx& tx) {
+      return tx.DeleteInferenceObject("replica", std::to_string(id));
+    });
   }
   if (!actions.persist.empty()) {
     std::lock_guard api(api_mu_);

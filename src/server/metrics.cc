@@ -202,7 +202,7 @@ T& Family<T>::Find(const Range& label_values) {
   if (it != children_.end()) return *it->second;
   std::unique_ptr<T> child;
   if constexpr (std::is_same_v<T, Histogram>) {
-    child.reset(new Histogram(&bounds_));
+    child.reset(new T(&bounds_));  // T spelled so: only Histogram's friend may
   } else {
     child = std::make_unique<T>();
   }

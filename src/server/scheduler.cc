@@ -750,7 +750,7 @@ void Scheduler::CheckHeartbeatsLocked() {
     const std::string why = "node " + node + " stopped sending heartbeats";
     const std::string not_requeued = why + "; not queued again (requeue_on_node_loss is false)";
     const std::string requeued = why + "; queued again once its copy there was stopped (fenced)";
-    Status s = store_->Write([&](store::Tx& tx) -> Status {
+    Status s = store_->Write([&, &node = node](store::Tx& tx) -> Status {
       if (marking) HF_RETURN_IF_ERROR(tx.SetNodeCondition(node, NodeCondition::kNotReady));
       for (TaskKey key : failing) {
         HF_RETURN_IF_ERROR(tx.DeleteAllocation(key));
