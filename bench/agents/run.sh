@@ -6,7 +6,9 @@
 #
 # Each phase gets a fresh server (`heteroflow server --listen 127.0.0.1:0
 # --data-dir $(mktemp -d)/...`, admin token from HETEROFLOW_ADMIN_TOKEN), and
-# each agent a token bound to its node (POST /api/v1/tokens, in a 0600 file):
+# each agent a token bound to its node (POST /api/v1/tokens, in a 0600 file);
+# every simulated node connects from loopback, so the per-address connection
+# limit is off (--max-connections-per-address 0):
 #   a. steady: AGENTS real `heteroflow agent` processes with declared
 #      inventories (AGENTS nodes x GPUS A100s); bench/agents/e2e_agents.py
 #      submits COUNT one-GPU tasks running TASK_CMD at RATE/s (one per
@@ -98,7 +100,8 @@ start_server() {
   mkdir -p "$dir"
   if [ -n "${2:-}" ]; then pin=(taskset -c "$2"); fi
   HETEROFLOW_ADMIN_TOKEN="$HF_TOKEN" "${pin[@]}" "$bin" server --listen 127.0.0.1:0 \
-    --data-dir "$dir/data" --max-connections "$MAX_CONNECTIONS" >"$dir/stdout" 2>"$dir/stderr" &
+    --data-dir "$dir/data" --max-connections "$MAX_CONNECTIONS" \
+    --max-connections-per-address 0 >"$dir/stdout" 2>"$dir/stderr" &
   pid=$!
   port=""
   for _ in $(seq 300); do

@@ -112,47 +112,96 @@ Status AddJsonDocument(const json& doc, const std::string& source, Manifest& out
                          ": expected a task, a node, a list of them or {\"tasks\": [...]}");
 }
 
-std::string Line(const std::string& source, const YAML::Node& n) {
-  return source + ":" + std::to_string(n.Mark().line + 1);
+// A YAML document of the file, parsed on its own: its lines are counted from
+// first_line + 1.
+struct YamlDoc {
+  YAML::Node root;
+  int first_line = 0;
+};
+
+std::string Line(const std::string& source, const YAML::Node& n, int first_line) {
+  return source + ":" + std::to_string(first_line + n.Mark().line + 1);
+}
+
+// Splits a YAML stream into its documents, at the lines that start with the
+// "---" marker or are the "..." end marker (YAML forbids either at the start
+// of a line inside a document). yaml-cpp 0.7's LoadAll can loop for ever,
+// taking memory, on a malformed stream as short as `"",` (found by
+// fuzz/manifest_fuzz.cc); Load reads one document and stops.
+Result<std::vector<YamlDoc>> LoadYamlDocuments(std::string_view text, const std::string& source) {
+  std::vector<YamlDoc> docs;
+  size_t start = 0;
+  int start_line = 0;
+  int line = 0;
+  auto load = [&](size_t end) -> Status {
+    const std::string_view chunk = text.substr(start, end - start);
+    if (chunk.find_first_not_of(" \t\r\n") == std::string_view::npos) return Status::Ok();
+    try {
+      docs.push_back({YAML::Load(std::string(chunk)), start_line});
+    } catch (const YAML::Exception& e) {
+      return InvalidArgument(source + ":" + std::to_string(start_line + e.mark.line + 1) + ": " +
+                             e.msg);
+    }
+    return Status::Ok();
+  };
+  for (size_t pos = 0; pos <= text.size(); ++line) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string_view::npos) eol = text.size();
+    std::string_view l = text.substr(pos, eol - pos);
+    if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+    const bool starts = l.substr(0, 3) == "---" && (l.size() == 3 || l[3] == ' ' || l[3] == '\t');
+    const bool ends = l.substr(0, 3) == "..." && (l.size() == 3 || l[3] == ' ' || l[3] == '\t');
+    if (starts || ends) {
+      HF_RETURN_IF_ERROR(load(pos));
+      // A "---" line belongs to the document it opens (it may carry a value
+      // or a tag); a "..." line to none.
+      start = ends ? std::min(eol + 1, text.size()) : pos;
+      start_line = ends ? line + 1 : line;
+    }
+    pos = eol + 1;
+  }
+  HF_RETURN_IF_ERROR(load(text.size()));
+  return docs;
 }
 
 Status AddYamlObject(const YAML::Node& n, Expect expect, const std::string& source,
-                     const std::string& path, Manifest& out) {
-  Result<json> value = YamlToJson(n);
+                     int first_line, const std::string& path, Manifest& out) {
+  Result<json> value = YamlToJson(n, "", first_line);
   if (!value.ok()) return InvalidArgument(source + ": " + value.status().message());
-  return AddObject(std::move(*value), expect, Line(source, n), path, out);
+  return AddObject(std::move(*value), expect, Line(source, n, first_line), path, out);
 }
 
-Status AddYamlDocument(const YAML::Node& doc, const std::string& source, Manifest& out) {
+Status AddYamlDocument(const YAML::Node& doc, int first_line, const std::string& source,
+                       Manifest& out) {
   if (doc.IsNull()) return Status::Ok();  // an empty document, e.g. after a trailing ---
   if (doc.IsSequence()) {
     for (size_t i = 0; i < doc.size(); ++i) {
       HF_RETURN_IF_ERROR(
-          AddYamlObject(doc[i], Expect::kAny, source, json_fields::Index("", i), out));
+          AddYamlObject(doc[i], Expect::kAny, source, first_line, json_fields::Index("", i), out));
     }
     return Status::Ok();
   }
   if (doc.IsMap()) {
     std::vector<std::string> keys;
     for (const auto& kv : doc) keys.push_back(kv.first.Scalar());
-    if (!IsWrapper(keys)) return AddYamlObject(doc, Expect::kAny, source, "", out);
+    if (!IsWrapper(keys)) return AddYamlObject(doc, Expect::kAny, source, first_line, "", out);
     if (keys.size() == 2 && keys[0] == keys[1]) {
-      return InvalidArgument(Line(source, doc) + ": key \"" + keys[0] + "\" given twice");
+      return InvalidArgument(Line(source, doc, first_line) + ": key \"" + keys[0] + "\" given twice");
     }
     for (const char* list : {"nodes", "tasks"}) {
       const YAML::Node items = doc[list];
       if (!items) continue;
       if (!items.IsSequence()) {
-        return InvalidArgument(Line(source, items) + ": " + list + " must be a list");
+        return InvalidArgument(Line(source, items, first_line) + ": " + list + " must be a list");
       }
       for (size_t i = 0; i < items.size(); ++i) {
         HF_RETURN_IF_ERROR(AddYamlObject(items[i], list[0] == 'n' ? Expect::kNode : Expect::kTask,
-                                         source, json_fields::Index(list, i), out));
+                                         source, first_line, json_fields::Index(list, i), out));
       }
     }
     return Status::Ok();
   }
-  return InvalidArgument(Line(source, doc) +
+  return InvalidArgument(Line(source, doc, first_line) +
                          ": expected a task, a node, a list of them or tasks: [...]");
 }
 
@@ -166,18 +215,15 @@ Result<Manifest> ParseManifest(std::string_view text, const std::string& source)
     json doc;
     try {
       doc = json::parse(text);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e400
       return InvalidArgument(source + ": invalid JSON: " + e.what());
     }
     HF_RETURN_IF_ERROR(AddJsonDocument(doc, source, out));
   } else {
-    std::vector<YAML::Node> docs;
-    try {
-      docs = YAML::LoadAll(std::string(text));
-    } catch (const YAML::Exception& e) {
-      return InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+    HF_ASSIGN_OR_RETURN(std::vector<YamlDoc> docs, LoadYamlDocuments(text, source));
+    for (const YamlDoc& doc : docs) {
+      HF_RETURN_IF_ERROR(AddYamlDocument(doc.root, doc.first_line, source, out));
     }
-    for (const YAML::Node& doc : docs) HF_RETURN_IF_ERROR(AddYamlDocument(doc, source, out));
   }
   if (out.tasks.empty() && out.nodes.empty() && out.models.empty() && out.endpoints.empty()) {
     return InvalidArgument(source + ": no tasks, nodes, models or endpoints in the file");

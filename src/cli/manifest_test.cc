@@ -114,6 +114,17 @@ TEST(ManifestTest, ErrorsNameTheFileLineAndField) {
       {"name: a\nname: b\n", {"line 2", "given twice"}},
       {"name: [\n", {"f.yaml:"}},
       {"{\"name\": }", {"invalid JSON"}},
+      // Lines count through the whole file, whichever document errs.
+      {"name: a\n---\n# c\nname: b\nrequests: {gpus: 1}\n", {"f.yaml:4", "requests.gpus"}},
+      {"name: a\n...\n---\nname: b\nname: c\n", {"line 5", "given twice"}},
+      {"name: a\n--- \nname: [\n", {"f.yaml:"}},
+      // Found by fuzzing (fuzz/regressions/manifest): yaml-cpp's LoadAll
+      // looped for ever, taking memory, on these.
+      {"\"\",", {"f.yaml"}},
+      // Also found by fuzzing: a number beyond double's range ended the
+      // client (nlohmann throws out_of_range, not parse_error, for it).
+      {"{\"tasks\": [500e999999]}", {"f.yaml", "invalid JSON"}},
+      {"name: a\n---\n\"\",\n", {"f.yaml"}},
   };
   for (const Row& r : rows) {
     const std::string msg = Error(r.text);

@@ -128,8 +128,10 @@ bool IsStringField(std::string_view p) {
   return p.substr(0, 4) == "env." || p.substr(0, 7) == "labels.";
 }
 
-Result<json> YamlToJson(const YAML::Node& node, const std::string& pattern) {
-  auto at = [&](const YAML::Node& n) { return "line " + std::to_string(n.Mark().line + 1); };
+Result<json> YamlToJson(const YAML::Node& node, const std::string& pattern, int first_line) {
+  auto at = [&](const YAML::Node& n) {
+    return "line " + std::to_string(first_line + n.Mark().line + 1);
+  };
   switch (node.Type()) {
     case YAML::NodeType::Map: {
       json out = json::object();
@@ -139,7 +141,8 @@ Result<json> YamlToJson(const YAML::Node& node, const std::string& pattern) {
         if (out.contains(key)) {
           return InvalidArgument(at(kv.first) + ": key \"" + key + "\" given twice");
         }
-        Result<json> value = YamlToJson(kv.second, pattern.empty() ? key : pattern + "." + key);
+        Result<json> value =
+            YamlToJson(kv.second, pattern.empty() ? key : pattern + "." + key, first_line);
         if (!value.ok()) return value.status();
         out[key] = std::move(*value);
       }
@@ -148,7 +151,7 @@ Result<json> YamlToJson(const YAML::Node& node, const std::string& pattern) {
     case YAML::NodeType::Sequence: {
       json out = json::array();
       for (const auto& e : node) {
-        Result<json> value = YamlToJson(e, pattern + "[]");
+        Result<json> value = YamlToJson(e, pattern + "[]", first_line);
         if (!value.ok()) return value.status();
         out.push_back(std::move(*value));
       }

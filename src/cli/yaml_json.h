@@ -36,9 +36,11 @@ namespace hf::cli {
 bool IsStringField(std::string_view pattern);
 
 // A YAML node as JSON; `pattern` is the node's own pattern ("" for a
-// document's root). Errors (InvalidArgument, with the line): a key given
-// twice in one mapping, a key that is not a scalar.
-Result<nlohmann::json> YamlToJson(const YAML::Node& node, const std::string& pattern = "");
+// document's root). Errors (InvalidArgument, with the line, counted from
+// `first_line` + 1: the line the node's document starts at in its file): a
+// key given twice in one mapping, a key that is not a scalar.
+Result<nlohmann::json> YamlToJson(const YAML::Node& node, const std::string& pattern = "",
+                                  int first_line = 0);
 
 // The JSON value as a YAML document (block style; empty maps and lists as {}
 // and []). Strings that a reader would take for another type ("true", "1",
