@@ -548,7 +548,15 @@ void Agent::FlushReports(const cli::HttpClient& client) {
       if (outbox_.empty()) return;
       report = outbox_.front();
       outbox_.pop_front();
+      sending_ = report.id;
     }
+    struct Sent {
+      Agent* agent;
+      ~Sent() {
+        std::lock_guard<std::mutex> lock(agent->mu_);
+        agent->sending_ = 0;
+      }
+    } sent{this};
     Result<cli::HttpResponse> r =
         client.Send("POST", std::string(kApi) + "/status", report.body.dump());
     const bool retry = !r.ok() || r->status >= 500 || r->status == 429 || RouteMissing(*r);
@@ -581,7 +589,19 @@ void Agent::FlushReports(const cli::HttpClient& client) {
       if (answer.is_object() && answer.contains("version") &&
           answer["version"].is_number_integer()) {
         std::lock_guard<std::mutex> lock(mu_);
-        if (finished_.count(report.id) != 0) taken_[report.id] = answer["version"].get<int64_t>();
+        const int64_t version = answer["version"].get<int64_t>();
+        if (finished_.count(report.id) != 0) taken_[report.id] = version;
+        // The last list came while this was being sent; if it is newer than
+        // the report and names the task, the task was placed here anew.
+        if (last_list_.version >= version && taken_.count(report.id) != 0) {
+          for (const Assignment& a : last_list_.tasks) {
+            if (a.id != report.id) continue;
+            taken_.erase(a.id);
+            finished_.erase(a.id);
+            StartOrWait(a);
+            break;
+          }
+        }
       }
     }
   }
@@ -589,6 +609,7 @@ void Agent::FlushReports(const cli::HttpClient& client) {
 
 void Agent::Reconcile(const AssignmentList& list) {
   std::lock_guard<std::mutex> lock(mu_);
+  last_list_ = list;
   std::set<uint64_t> assigned;
   for (const Assignment& a : list.tasks) assigned.insert(a.id);
   for (const auto& [id, why] : list.bad) {
@@ -648,7 +669,7 @@ void Agent::Reconcile(const AssignmentList& list) {
       }
       // Ended here, but the server has not taken the report yet: re-send it
       // unless it is still queued.
-      const bool queued = final_pending_.count(a.id) != 0 ||
+      const bool queued = final_pending_.count(a.id) != 0 || sending_ == a.id ||
                           std::any_of(outbox_.begin(), outbox_.end(),
                                       [&](const Report& r) { return r.id == a.id; });
       if (!queued) outbox_.push_back(Report{a.id, f->second});

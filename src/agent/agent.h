@@ -143,6 +143,9 @@ class Agent {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Report> outbox_;  // guarded by mu_
+  // The task whose report is being sent (taken off outbox_), 0 for none: as
+  // good as queued, so Reconcile does not queue it twice. Guarded by mu_.
+  uint64_t sending_ = 0;
   bool reports_waiting_ = false;  // Reconcile queued reports; wakes the reaper. Guarded by mu_.
   // Tasks stopped by reconcile: their end is not reported. Guarded by mu_.
   std::set<uint64_t> unreported_;
@@ -163,6 +166,10 @@ class Agent {
   // names the task again places it here anew (a fenced task queued again),
   // an earlier list is stale. Guarded by mu_.
   std::map<uint64_t, int64_t> taken_;
+  // The last assignment list reconciled: a task it named while its final
+  // report was being sent starts once the server's answer shows the list is
+  // newer than the report. Guarded by mu_.
+  AssignmentList last_list_;
   // Ended tasks whose final report waits for their last output to be
   // shipped (Reconcile treats them as queued). Guarded by mu_.
   std::set<uint64_t> final_pending_;

@@ -97,8 +97,9 @@ class Proxy:
 
 
 def copies():
-    """Pids of the task's shell (argv holds the marker)."""
-    out = []
+    """Pids of the task's shell (argv holds the marker), not counting its
+    subshells (the shell forks one for each $(date), with the same argv)."""
+    out = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
@@ -108,8 +109,12 @@ def copies():
         except OSError:
             continue
         if args[:1] == [b"sh"] and b"fence-marker" in args:
-            out.append(int(d))
-    return out
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    out[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    return sorted(pid for pid, parent in out.items() if parent not in out)
 
 
 def main(binary, tmp):
@@ -275,8 +280,21 @@ def main(binary, tmp):
         if resumed.get("action") != "requeue_resumed":
             fail("expected a requeue_resumed event, got %s" % resumed)
         stream.close()
-        wait_until(lambda: all(task(on[n])["state"] == "running" for n in frozen) and
-                   len(copies()) == 4, 20, "the fenced tasks running again, one copy each")
+        seen = {}
+
+        def rerun():
+            seen["tasks"] = {n: (task(on[n])["state"], task(on[n])["node"]) for n in frozen}
+            seen["copies"] = len(copies())
+            return all(s == "running" for s, _ in seen["tasks"].values()) and seen["copies"] == 4
+        try:
+            wait_until(rerun, 20, "the fenced tasks running again, one copy each")
+        except Exception:
+            print("     last seen: %s; events: %s" % (seen, {n: task(on[n])["events"][-4:]
+                                                           for n in frozen}), flush=True)
+            for n in frozen:
+                with open(os.path.join(tmp, n + ".log"), errors="replace") as f:
+                    print("     %s log tail: %s" % (n, f.read()[-1500:]), flush=True)
+            raise
         for name in frozen:
             lost = [e for e in task(on[name])["events"] if e["kind"] == "lost"]
             if len(lost) != 1 or "fenced" not in lost[0]["message"]:
