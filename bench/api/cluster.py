@@ -3,6 +3,8 @@
 
   cluster.py register PORT TOKEN NODES GPUS   registers NODES nodes of GPUS A100-80G
                                                GPUs, 96 cores, 768 GiB (POST /api/v1/nodes)
+  cluster.py submit PORT TOKEN COUNT          submits COUNT tasks (cpu_milli 100, memory_mib
+                                               128) in one POST /api/v1/tasks/batch
   cluster.py settle PORT TOKEN [TIMEOUT_S]    waits until the scheduler's active queue is
                                                empty, then prints "scheduled=N pending=M
                                                settle_s=S" from GET /metrics
@@ -46,6 +48,14 @@ def register(port, token, nodes, gpus):
             sys.exit("register node %s: HTTP %d %s" % (inv["name"], status, raw[:300]))
 
 
+def submit(port, token, count):
+    tasks = [{"name": "read-%d" % i, "requests": {"cpu_milli": 100, "memory_mib": 128}, "command": ["true"]}
+             for i in range(count)]
+    status, raw = call(port, token, "POST", "/api/v1/tasks/batch", {"tasks": tasks})
+    if status not in (200, 201):
+        sys.exit("submit %d tasks: HTTP %d %s" % (count, status, raw[:300]))
+
+
 def metric(text, name, labels):
     m = re.search(r"^%s\{%s\} (\S+)$" % (re.escape(name), re.escape(labels)), text, re.M)
     return float(m.group(1)) if m else 0.0
@@ -70,6 +80,8 @@ def settle(port, token, timeout):
 def main():
     if len(sys.argv) >= 6 and sys.argv[1] == "register":
         register(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    elif len(sys.argv) >= 5 and sys.argv[1] == "submit":
+        submit(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]))
     elif len(sys.argv) >= 4 and sys.argv[1] == "settle":
         settle(int(sys.argv[2]), sys.argv[3], float(sys.argv[4]) if len(sys.argv) > 4 else 120)
     else:

@@ -118,6 +118,29 @@ Response JsonResponse(int status, const nlohmann::json& body) {
 
 class Connection;
 
+// A client's IP address as a hashable key: IPv4 is stored as its IPv4-mapped
+// IPv6 form, so each address has exactly one key.
+struct AddressKey {
+  uint64_t hi = 0;
+  uint64_t lo = 0;
+  bool operator==(const AddressKey&) const = default;
+};
+struct AddressKeyHash {
+  size_t operator()(const AddressKey& k) const { return std::hash<uint64_t>()(k.hi * 0x9E3779B97F4A7C15ull ^ k.lo); }
+};
+
+AddressKey KeyOf(const asio::ip::address& a) {
+  AddressKey k;
+  if (a.is_v4()) {
+    k.lo = 0xFFFF00000000ull | a.to_v4().to_uint();
+    return k;
+  }
+  const auto bytes = a.to_v6().to_bytes();
+  for (int i = 0; i < 8; ++i) k.hi = k.hi << 8 | bytes[i];
+  for (int i = 8; i < 16; ++i) k.lo = k.lo << 8 | bytes[i];
+  return k;
+}
+
 // State shared by the server object, its connections and its streams.
 class HttpServer::Impl {
  public:
@@ -131,7 +154,7 @@ class HttpServer::Impl {
   // Counts a new connection from `address` in, making room by closing a
   // quiet one when a limit is reached; false (counted as refused) when
   // there is none to close.
-  bool Admit(const std::string& address);
+  bool Admit(const AddressKey& address);
   void Register(Connection* c, const std::shared_ptr<Connection>& sp);
   void Unregister(Connection* c);
 
@@ -144,7 +167,7 @@ class HttpServer::Impl {
   std::condition_variable all_closed;
   std::unordered_map<Connection*, std::weak_ptr<Connection>> connections;  // guarded by mu
   int open_count = 0;                                                      // guarded by mu
-  std::unordered_map<std::string, int> open_by_address;                    // guarded by mu
+  std::unordered_map<AddressKey, int, AddressKeyHash> open_by_address;     // guarded by mu
   int64_t evicted = 0;                                                     // guarded by mu
   int64_t refused = 0;                                                     // guarded by mu
 
@@ -152,6 +175,7 @@ class HttpServer::Impl {
   bool stopped = false;  // guarded by lifecycle_mu
   std::mutex lifecycle_mu;
   std::vector<std::thread> threads;
+  tcp::endpoint accept_peer;  // filled by the pending accept; acceptor strand only
 
   // Declared last so it is destroyed first: queued handlers own connections,
   // whose destructors still touch the members above.
@@ -172,11 +196,12 @@ int64_t SteadyNowNs() {
 // finish in-flight requests simply by posting its shutdown behind them.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(HttpServer::Impl* server, tcp::socket socket, std::string address)
+  Connection(HttpServer::Impl* server, tcp::socket socket, const asio::ip::address& peer)
       : server_(server),
         socket_(std::move(socket)),
         timer_(socket_.get_executor()),
-        address_(std::move(address)) {}
+        peer_(peer),
+        key_(KeyOf(peer)) {}
 
   ~Connection() { server_->Unregister(this); }
 
@@ -193,8 +218,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
   }
 
-  // The client's IP address ("" when the socket could not say).
-  const std::string& address() const { return address_; }
+  // The client's IP address, as the connection-limit key.
+  const AddressKey& key() const { return key_; }
 
   // Read from the acceptor under Impl::mu to pick a connection to close when
   // the server is full: since when (steady ns) it has been quiet, -1 while at
@@ -350,6 +375,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                std::string(SV(field.value())));
     }
     req.body = std::move(msg.body());
+    // Formatted here, on the connection's strand, not by the acceptor.
+    if (address_.empty()) address_ = peer_.to_string();
     req.remote_address = address_;
     bool keep_alive = msg.keep_alive();
     int version = msg.version();
@@ -489,10 +516,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   HttpServer::Impl* const server_;  // outlives every connection (see Impl::ioc)
   tcp::socket socket_;
-  const std::string address_;
   // Beast's tcp_stream closes the socket when its timer fires, which leaves no
   // way to answer 408; a timer of our own cancels the read instead.
   asio::steady_timer timer_;
+  const asio::ip::address peer_;
+  const AddressKey key_;
+  std::string address_;  // peer_ as text, formatted at the first request
   uint64_t timer_generation_ = 0;
   bool timed_out_ = false;
   beast::flat_buffer buffer_;
@@ -862,13 +891,13 @@ void HttpServer::Impl::Unregister(Connection* c) {
   std::lock_guard lock(mu);
   connections.erase(c);
   --open_count;
-  if (auto it = open_by_address.find(c->address()); it != open_by_address.end() && --it->second <= 0) {
+  if (auto it = open_by_address.find(c->key()); it != open_by_address.end() && --it->second <= 0) {
     open_by_address.erase(it);
   }
   if (open_count == 0) all_closed.notify_all();
 }
 
-bool HttpServer::Impl::Admit(const std::string& address) {
+bool HttpServer::Impl::Admit(const AddressKey& address) {
   std::shared_ptr<Connection> victim;
   {
     std::lock_guard lock(mu);
@@ -888,11 +917,11 @@ bool HttpServer::Impl::Admit(const std::string& address) {
       int64_t best_since = 0;
       if (open_count < hard_cap) {
         for (const auto& [c, weak] : connections) {
-          if (over_address && c->address() != address) continue;
+          if (over_address && !(c->key() == address)) continue;
           const int64_t since = c->quiet_since_ns.load();
           if (since < 0 || c->evicting.load()) continue;
           const bool spoke = c->spoke.load();
-          const int count = over_address ? from_address : open_by_address[c->address()];
+          const int count = over_address ? from_address : open_by_address[c->key()];
           const bool better = best == nullptr || count > best_count ||
                               (count == best_count && (best_spoke && !spoke)) ||
                               (count == best_count && spoke == best_spoke && since < best_since);
@@ -921,8 +950,10 @@ bool HttpServer::Impl::Admit(const std::string& address) {
 }
 
 void HttpServer::Impl::Accept() {
+  // The peer's address comes from accept() itself: no getpeername() per
+  // connection on the acceptor's strand, which every connection waits on.
   acceptor.async_accept(
-      asio::make_strand(ioc), [self = this](beast::error_code ec, tcp::socket sock) {
+      asio::make_strand(ioc), accept_peer, [self = this](beast::error_code ec, tcp::socket sock) {
         if (self->stopping.load()) {
           beast::error_code ignored;
           sock.close(ignored);
@@ -938,10 +969,8 @@ void HttpServer::Impl::Accept() {
         // delayed ACK of the previous one (about 40 ms on Linux).
         beast::error_code nodelay_ec;
         sock.set_option(tcp::no_delay(true), nodelay_ec);
-        beast::error_code peer_ec;
-        const tcp::endpoint peer = sock.remote_endpoint(peer_ec);
-        std::string address = peer_ec ? std::string() : peer.address().to_string();
-        if (!self->Admit(address)) {
+        const asio::ip::address peer = self->accept_peer.address();
+        if (!self->Admit(KeyOf(peer))) {
           auto s = std::make_shared<tcp::socket>(std::move(sock));
           asio::async_write(*s, asio::buffer(kBusyResponse, std::strlen(kBusyResponse)),
                             [s](beast::error_code, size_t) {
@@ -950,7 +979,7 @@ void HttpServer::Impl::Accept() {
                               s->close(ignored);
                             });
         } else {
-          auto conn = std::make_shared<Connection>(self, std::move(sock), std::move(address));
+          auto conn = std::make_shared<Connection>(self, std::move(sock), peer);
           self->Register(conn.get(), conn);
           conn->Start();
         }
