@@ -73,6 +73,9 @@ def main(binary, tmp):
         t = expect(srv.call("POST", API + "/tasks", {"name": "survivor", "requests": {"gpu": 1},
                                                      "command": MARKER.split()}), 201)
         wait_until(lambda: task(t["id"])["state"] == "running", 10, "running on fo-a")
+        # "running" is reported once the supervisor has started; the task's
+        # own command is exec'd a moment later (longer on a busy machine).
+        wait_until(lambda: copies(), 10, "the task's process on fo-a")
         first = copies()
         if len(first) != 1 or task(t["id"])["node"] != "fo-a":
             fail("before the failure: copies %s on %s" % (first, task(t["id"])["node"]))
@@ -93,6 +96,7 @@ def main(binary, tmp):
             fail("two copies ran at once while the task moved: %s" % seen)
         if not any(e["kind"] == "lost" for e in task(t["id"])["events"]):
             fail("no lost event: %s" % task(t["id"])["events"])
+        wait_until(lambda: copies(), 10, "the task's process on fo-b")
         now = copies()
         if len(now) != 1 or first[0] in now:
             fail("after the move: copies %s (the old one was %d)" % (now, first[0]))
