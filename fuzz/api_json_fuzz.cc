@@ -6,14 +6,15 @@
 #include <string_view>
 
 #include "agent/assignment.h"
+#include "core/json_body.h"
+#include "inference/spec.h"
 #include "server/codec.h"
-#include "server/inference_spec.h"
 #include "server/preview.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace hf::server;
   const std::string_view body(reinterpret_cast<const char*>(data), size);
-  hf::Result<nlohmann::json> j = ParseJsonBody(body);
+  hf::Result<nlohmann::json> j = hf::ParseJsonBody(body);
   if (!j.ok()) return 0;
   (void)ParseTaskSubmission(*j);
   (void)ParseTaskBatch(*j);
@@ -21,8 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)ParsePluginPatch(*j);
   (void)ParseSchedulerConfigPatch(*j);
   (void)ParsePreviewRequest(*j);
-  (void)ModelSpecFromJson(*j);
-  (void)EndpointSpecFromJson(*j);
+  (void)hf::inference::ModelSpecFromJson(*j);
+  (void)hf::inference::EndpointSpecFromJson(*j);
   (void)hf::agent::ParseAssignments(*j);
   return 0;
 }

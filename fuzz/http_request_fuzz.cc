@@ -9,20 +9,20 @@
 #include <cstdint>
 #include <string>
 
+#include "http/router.h"
+#include "http/server.h"
+#include "http/target.h"
 #include "server/auth.h"
-#include "server/http_server.h"
-#include "server/http_target.h"
-#include "server/router.h"
 
 namespace {
 
-const hf::server::Router& TheRouter() {
-  static const hf::server::Router* router = [] {
-    auto* r = new hf::server::Router();
+const hf::http::Router& TheRouter() {
+  static const hf::http::Router* router = [] {
+    auto* r = new hf::http::Router();
     for (const char* pattern : {"/api/v1/tasks/{id}", "/api/v1/nodes/{name}/cordon",
                                 "/api/v1/plugins/{name}", "/api/v1/tasks"}) {
-      (void)r->Add("GET", pattern, [](const hf::server::Request& req) {
-        return hf::server::JsonResponse(200, {{"id", req.Param("id")}});
+      (void)r->Add("GET", pattern, [](const hf::http::Request& req) {
+        return hf::http::JsonResponse(200, {{"id", req.Param("id")}});
       });
     }
     return r;
@@ -42,10 +42,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   parser.put(boost::asio::buffer(data, size), ec);
   if (ec || !parser.is_header_done()) return 0;
   const auto& msg = parser.get();
-  hf::server::Request req;
+  hf::http::Request req;
   req.method = std::string(msg.method_string());
   const auto target = msg.target();
-  if (hf::server::ParseRequestTarget(std::string_view(target.data(), target.size()), req)) return 0;
+  if (hf::http::ParseRequestTarget(std::string_view(target.data(), target.size()), req)) return 0;
   for (const auto& field : msg) {
     req.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
   }

@@ -19,7 +19,7 @@
 #include <string>
 #include <unistd.h>
 
-#include "server/http_server.h"
+#include "http/server.h"
 
 namespace {
 
@@ -35,7 +35,7 @@ int Usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  hf::server::HttpServerOptions o;
+  hf::http::HttpServerOptions o;
   o.address = "127.0.0.1";
   o.port = 0;
   o.worker_threads = 2;
@@ -65,8 +65,8 @@ int main(int argc, char** argv) {
       "\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2,\"total_tokens\":3}}";
   const std::string models = "{\"object\":\"list\",\"data\":[{\"id\":\"" + model_id +
                              "\",\"object\":\"model\",\"owned_by\":\"bench\"}]}";
-  hf::server::HttpServer server(o, [&](const hf::server::Request& req) {
-    hf::server::Response r;
+  hf::http::HttpServer server(o, [&](const hf::http::Request& req) {
+    hf::http::Response r;
     if (req.method == "GET" && req.path == "/health") {
       r.body = "{\"status\":\"ok\"}";
     } else if (req.method == "GET" && req.path == "/v1/models") {
@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
     } else if (req.method == "POST" && req.path == "/v1/chat/completions") {
       r.body = completion;
     } else {
-      return hf::server::JsonError(404, "not_found", "no route " + req.method + " " + req.path);
+      return hf::http::JsonError(404, "not_found", "no route " + req.method + " " + req.path);
     }
     return r;
   });

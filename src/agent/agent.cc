@@ -26,7 +26,7 @@ constexpr const char* kApi = "/api/v1/agent";
 void Log(const std::string& line) { std::fprintf(stderr, "heteroflow agent: %s\n", line.c_str()); }
 
 // The API's error message from an error body, else the raw body (cut short).
-std::string ErrorText(const cli::HttpResponse& r) {
+std::string ErrorText(const http::HttpResponse& r) {
   json j = json::parse(r.body, nullptr, false);
   if (j.is_object() && j.contains("error") && j["error"].is_object() &&
       j["error"].contains("message") && j["error"]["message"].is_string()) {
@@ -35,7 +35,7 @@ std::string ErrorText(const cli::HttpResponse& r) {
   return r.body.substr(0, 300);
 }
 
-bool RouteMissing(const cli::HttpResponse& r) {
+bool RouteMissing(const http::HttpResponse& r) {
   return r.status == 404 && ErrorText(r).rfind("no route", 0) == 0;
 }
 
@@ -138,12 +138,12 @@ bool Agent::SleepFor(milliseconds d) {
   return !cv_.wait_for(lock, d, [this] { return stop_.load(); });
 }
 
-Agent::RegisterOutcome Agent::Register(const cli::HttpClient& client) {
+Agent::RegisterOutcome Agent::Register(const http::HttpClient& client) {
   const std::string body = json{{"node", NodeSpecToJson(opt_.inventory.spec)}}.dump();
   milliseconds backoff(1000);
   while (!stopping()) {
     const int64_t sent_at = MonotonicMs();
-    Result<cli::HttpResponse> r = client.Send("POST", std::string(kApi) + "/register", body);
+    Result<http::HttpResponse> r = client.Send("POST", std::string(kApi) + "/register", body);
     std::string why;
     if (!r.ok()) {
       why = r.status().message();
@@ -242,8 +242,8 @@ int Agent::Run() {
         (private_dir.ok() ? ec.message() : private_dir.message()));
     return 1;
   }
-  const cli::HttpClient client(opt_.server, opt_.token, opt_.request_timeout);
-  const cli::HttpClient poll_client(opt_.server, opt_.token,
+  const http::HttpClient client(opt_.server, opt_.token, opt_.request_timeout);
+  const http::HttpClient poll_client(opt_.server, opt_.token,
                                     seconds(opt_.wait_s) + opt_.request_timeout);
   AdoptLeftovers();
   switch (Register(client)) {
@@ -264,7 +264,7 @@ int Agent::Run() {
     const std::string target = std::string(kApi) + "/assignments?node=" + node +
                                "&version=" + std::to_string(version) +
                                "&wait_s=" + std::to_string(opt_.wait_s);
-    Result<cli::HttpResponse> r = poll_client.Send("GET", target);
+    Result<http::HttpResponse> r = poll_client.Send("GET", target);
     if (stopping()) break;
     std::string problem;
     if (!r.ok()) {
@@ -305,7 +305,7 @@ int Agent::Run() {
 }
 
 void Agent::HeartbeatLoop() {
-  const cli::HttpClient client(opt_.server, opt_.token, opt_.request_timeout);
+  const http::HttpClient client(opt_.server, opt_.token, opt_.request_timeout);
   int failures = 0;
   bool usage_error_logged = false;
   do {
@@ -322,7 +322,7 @@ void Agent::HeartbeatLoop() {
     json body = {{"node", opt_.inventory.spec.name}, {"usage", UsageToJson(*usage)}};
     body["usage"]["running_tasks"] = running;
     const int64_t sent_at = MonotonicMs();
-    Result<cli::HttpResponse> r =
+    Result<http::HttpResponse> r =
         client.Send("POST", std::string(kApi) + "/heartbeat", body.dump());
     if (!r.ok()) {
       if (failures++ % 12 == 0) Log("heartbeat: " + r.status().message());
@@ -376,7 +376,7 @@ std::string Agent::TaskDir(uint64_t id) const {
 }
 
 void Agent::ReaperLoop() {
-  const cli::HttpClient client(opt_.server, opt_.token, opt_.request_timeout);
+  const http::HttpClient client(opt_.server, opt_.token, opt_.request_timeout);
   const std::string node = opt_.inventory.spec.name;
   auto next_ship = std::chrono::steady_clock::now();
   while (true) {
@@ -474,7 +474,7 @@ void Agent::ReaperLoop() {
   }
 }
 
-void Agent::ShipLogs(const cli::HttpClient& client, uint64_t id, bool final) {
+void Agent::ShipLogs(const http::HttpClient& client, uint64_t id, bool final) {
   LogShip& ship = ships_[id];
   if (ship.done) return;
   const std::string path = (std::filesystem::path(TaskDir(id)) / "output.log").string();
@@ -508,7 +508,7 @@ void Agent::ShipLogs(const cli::HttpClient& client, uint64_t id, bool final) {
                        {"id", id},
                        {"offset", ship.sent},
                        {"data", text}};
-    Result<cli::HttpResponse> r = client.Send("POST", std::string(kApi) + "/logs", body.dump());
+    Result<http::HttpResponse> r = client.Send("POST", std::string(kApi) + "/logs", body.dump());
     if (!r.ok() || r->status >= 500 || r->status == 429 || RouteMissing(*r)) return;  // later
     json j = json::parse(r->body, nullptr, false);
     const bool has_size =
@@ -538,7 +538,7 @@ void Agent::ShipLogs(const cli::HttpClient& client, uint64_t id, bool final) {
   }
 }
 
-void Agent::FlushReports(const cli::HttpClient& client) {
+void Agent::FlushReports(const http::HttpClient& client) {
   static thread_local auto next_try = std::chrono::steady_clock::now();
   if (std::chrono::steady_clock::now() < next_try) return;
   while (!stopping()) {
@@ -557,7 +557,7 @@ void Agent::FlushReports(const cli::HttpClient& client) {
         agent->sending_ = 0;
       }
     } sent{this};
-    Result<cli::HttpResponse> r =
+    Result<http::HttpResponse> r =
         client.Send("POST", std::string(kApi) + "/status", report.body.dump());
     const bool retry = !r.ok() || r->status >= 500 || r->status == 429 || RouteMissing(*r);
     if (retry) {

@@ -59,12 +59,12 @@
 #include "agent/gate.h"
 #include "agent/inventory.h"
 #include "agent/supervisor.h"
-#include "cli/http_client.h"
+#include "http/client.h"
 
 namespace hf::agent {
 
 struct AgentOptions {
-  cli::ServerUrl server;
+  http::ServerUrl server;
   std::string token;
   Inventory inventory;   // spec.name is the node's name
   std::string work_dir;  // absolute; tasks run in WORK_DIR/tasks/<id>/
@@ -97,7 +97,7 @@ class Agent {
   };
   enum class RegisterOutcome { kOk, kFatal, kStopped };
 
-  RegisterOutcome Register(const cli::HttpClient& client);
+  RegisterOutcome Register(const http::HttpClient& client);
   void HeartbeatLoop();
   void ReaperLoop();
   // Before the first poll: adopts the processes an earlier agent left
@@ -106,7 +106,7 @@ class Agent {
   void AdoptLeftovers();
   // Ships new bytes of the task's output.log (reaper thread only); `final`
   // after the process ended: everything, incomplete UTF-8 included.
-  void ShipLogs(const cli::HttpClient& client, uint64_t id, bool final);
+  void ShipLogs(const http::HttpClient& client, uint64_t id, bool final);
   std::string TaskDir(uint64_t id) const;
   std::string LeasePath() const;
   // Takes heartbeat_interval_s, fence_after_s and fence_grace_s from a
@@ -126,7 +126,7 @@ class Agent {
   // The "running" report of task `id`, with its port (and host) when it has
   // one. Caller holds mu_.
   nlohmann::json RunningReport(uint64_t id) const;
-  void FlushReports(const cli::HttpClient& client);
+  void FlushReports(const http::HttpClient& client);
   // Sleeps up to `d`; false when a stop was requested meanwhile.
   bool SleepFor(std::chrono::milliseconds d);
   bool stopping() const { return stop_.load(); }

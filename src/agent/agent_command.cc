@@ -84,7 +84,7 @@ int RunAgentCommand(int argc, char** argv) {
       return 2;
     }
   }
-  Result<cli::ServerUrl> url = cli::ParseServerUrl(server);
+  Result<http::ServerUrl> url = http::ParseServerUrl(server);
   if (!url.ok()) {
     std::fprintf(stderr, "heteroflow agent: %s\n", url.status().message().c_str());
     return 2;

@@ -17,8 +17,8 @@
 #include <sstream>
 #include <thread>
 
-#include "cli/yaml_json.h"
 #include "core/model_json.h"
+#include "core/yaml_json.h"
 
 namespace hf::agent {
 namespace {
@@ -229,7 +229,7 @@ Result<json> YamlTextToJson(std::string_view text, const std::string& source) {
   } catch (const YAML::Exception& e) {
     return InvalidArgument(source + ": " + e.what());
   }
-  Result<json> j = cli::YamlToJson(root);
+  Result<json> j = YamlToJson(root);
   if (!j.ok()) return InvalidArgument(source + ": " + j.status().message());
   if (!j->is_object()) return InvalidArgument(source + ": must be a mapping");
   return j;

@@ -7,6 +7,11 @@
 
 namespace hf::cli {
 
+using http::HttpClient;
+using http::HttpResponse;
+using http::ParseServerUrl;
+using http::ServerUrl;
+
 using nlohmann::json;
 
 std::string ApiErrorText(int status, std::string_view body) {

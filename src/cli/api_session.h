@@ -12,9 +12,9 @@
 #include <string_view>
 
 #include "cli/client_config.h"
-#include "cli/http_client.h"
 #include "cli/output.h"
 #include "core/status.h"
+#include "http/client.h"
 
 namespace hf::cli {
 
@@ -57,13 +57,13 @@ class ApiSession {
  private:
   // Prints a failed request (no answer, or a non-2xx one) to stderr, with
   // the hints described at Call.
-  void ReportFailure(const Result<HttpResponse>& r) const;
+  void ReportFailure(const Result<http::HttpResponse>& r) const;
 
-  ApiSession(ClientSettings settings, HttpClient http, OutputFormat format)
+  ApiSession(ClientSettings settings, http::HttpClient http, OutputFormat format)
       : settings_(std::move(settings)), http_(std::move(http)), format_(format) {}
 
   ClientSettings settings_;
-  HttpClient http_;
+  http::HttpClient http_;
   OutputFormat format_;
 };
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/output.h"
+#include "core/time.h"
 
 namespace hf::cli {
 namespace {
@@ -131,7 +132,7 @@ std::string TimeMsWithAge(const json& o, std::string_view key, int64_t now_s) {
   std::optional<int64_t> ms = IntField(o, key);
   if (!ms || *ms <= 0) return kNone;
   const std::string age = AgeOfMs(o, key, now_s);
-  return FormatTimeMs(*ms) + (age.empty() ? "" : " (" + age + " ago)");
+  return FormatTimeSeconds(*ms) + (age.empty() ? "" : " (" + age + " ago)");
 }
 
 std::string AutoscalingText(const json& a) {

@@ -5,9 +5,9 @@
 #include <cctype>
 #include <string>
 
-#include "cli/yaml_json.h"
 #include "core/json_fields.h"
 #include "core/model_json.h"
+#include "core/yaml_json.h"
 
 namespace hf::cli {
 namespace {

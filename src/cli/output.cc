@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <ctime>
 
-#include "cli/yaml_json.h"
+#include "core/yaml_json.h"
 
 namespace hf::cli {
 namespace {
@@ -178,15 +178,6 @@ std::string AgeOfMs(const json& o, std::string_view key, int64_t now_s) {
   std::optional<int64_t> ms = IntField(o, key);
   if (!ms || *ms <= 0) return "";
   return FormatAge(now_s - *ms / 1000);
-}
-
-std::string FormatTimeMs(int64_t ms) {
-  const std::time_t t = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 std::string Millis(double ms) { return Decimal(ms, 1) + "ms"; }

@@ -76,8 +76,6 @@ std::string FormatAge(int64_t seconds);
 std::string AgeOf(const nlohmann::json& object, std::string_view key, int64_t now_s);
 // The same for a field holding milliseconds since the epoch (created_at_ms).
 std::string AgeOfMs(const nlohmann::json& object, std::string_view key, int64_t now_s);
-// Milliseconds since the epoch as RFC 3339 UTC: "2026-12-02T14:00:00Z".
-std::string FormatTimeMs(int64_t ms);
 // A latency in ms with at most one decimal: 12.25 -> "12.3ms", 3 -> "3ms".
 std::string Millis(double ms);
 // Millicores as cores: 4000 -> "4", 1500 -> "1.5", 250 -> "0.25".

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/time.h"
+
 namespace hf::cli {
 namespace {
 
@@ -142,7 +144,7 @@ TEST(OutputTest, ModelsAndEndpointsTables) {
             "AUTOSCALE   REVISION   AGE\n"
             "<none>   <none>   <none>   <none>/<none>   <none>     <none>   <none>-<none>   -"
             "           <none>     <none>\n");
-  EXPECT_EQ(FormatTimeMs(1796220000123), "2026-12-02T14:00:00Z");
+  EXPECT_EQ(FormatTimeSeconds(1796220000123), "2026-12-02T14:00:00Z");
   EXPECT_EQ(Millis(3), "3ms");
 }
 

@@ -5,10 +5,16 @@
 #include <set>
 #include <string>
 
+#include "core/time.h"
 #include "server/codec.h"
 #include "server/server.h"
 
 namespace hf::server {
+
+using http::JsonResponse;
+using http::Request;
+using http::Response;
+
 namespace {
 
 using nlohmann::json;

@@ -15,6 +15,15 @@
 #include "server/server.h"
 
 namespace hf::server {
+
+using http::JsonResponse;
+using http::Reply;
+using http::Request;
+using http::Response;
+using scheduler::NodeAssignment;
+using scheduler::Scheduler;
+using scheduler::TaskExit;
+
 namespace {
 
 using nlohmann::json;

@@ -9,12 +9,20 @@
 #include <vector>
 
 #include "core/model_json.h"
+#include "core/time.h"
 #include "framework/registry.h"
 #include "server/codec.h"
 #include "server/preview.h"
 #include "server/server.h"
 
 namespace hf::server {
+
+using http::JsonResponse;
+using http::Request;
+using http::Response;
+using http::SseStream;
+using scheduler::ClusterSnapshot;
+
 namespace {
 
 using nlohmann::json;

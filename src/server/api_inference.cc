@@ -4,11 +4,18 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_fields.h"
+#include "inference/spec.h"
 #include "server/codec.h"
-#include "server/inference_spec.h"
 #include "server/server.h"
 
 namespace hf::server {
+
+using http::JsonResponse;
+using http::Request;
+using inference::EndpointSpec;
+using inference::EndpointSpecFromJson;
+using inference::ModelSpec;
+using inference::ModelSpecFromJson;
 
 using nlohmann::json;
 

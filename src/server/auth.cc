@@ -1,26 +1,13 @@
 #include "server/auth.h"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/rand.h>
-
 #include <algorithm>
 #include <array>
 
+#include "core/crypto.h"
 #include "core/status.h"
 
 namespace hf::server {
 namespace {
-
-std::string Hex(const unsigned char* data, size_t n) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out(2 * n, '0');
-  for (size_t i = 0; i < n; ++i) {
-    out[2 * i] = kDigits[data[i] >> 4];
-    out[2 * i + 1] = kDigits[data[i] & 0xf];
-  }
-  return out;
-}
 
 bool IsB64TokenChar(char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
@@ -87,26 +74,7 @@ bool Allows(Role role, Action action) {
   return false;
 }
 
-std::string GenerateToken() {
-  std::array<unsigned char, kTokenRandomBytes> bytes{};
-  HF_CHECK(RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) == 1);
-  return std::string(kTokenPrefix) + Hex(bytes.data(), bytes.size());
-}
-
-std::string HashToken(std::string_view token) {
-  std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
-  unsigned int len = 0;
-  // EVP_Digest fails only on allocation failure or a missing default
-  // provider: the process cannot authenticate anyone in either case.
-  HF_CHECK(EVP_Digest(token.data(), token.size(), md.data(), &len, EVP_sha256(), nullptr) == 1);
-  return Hex(md.data(), len);
-}
-
-bool ConstantTimeEquals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  if (a.empty()) return true;
-  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
-}
+std::string GenerateToken() { return std::string(kTokenPrefix) + RandomHex(kTokenRandomBytes); }
 
 std::optional<std::string> BearerToken(std::string_view header) {
   static constexpr std::string_view kScheme = "bearer ";

@@ -37,6 +37,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "core/crypto.h"
+
 namespace hf::server {
 
 enum class Role { kAdmin, kOperator, kViewer, kAgent };
@@ -71,13 +73,8 @@ inline constexpr size_t kTokenLength = kTokenPrefix.size() + 2 * kTokenRandomByt
 // token would be worse than not running.
 std::string GenerateToken();
 
-// SHA-256 of `token`, 64 lower-case hex digits.
-std::string HashToken(std::string_view token);
-
-// Compares in time that depends only on the lengths, never on where the
-// contents differ (CRYPTO_memcmp). Different lengths compare unequal at once;
-// lengths are not secret here since callers compare fixed-length hashes.
-bool ConstantTimeEquals(std::string_view a, std::string_view b);
+// What the store keeps of a token: its SHA-256 (core/crypto.h).
+inline std::string HashToken(std::string_view token) { return Sha256Hex(token); }
 
 // The longest token BearerToken accepts. Far above kTokenLength; it only
 // stops hostile headers from reaching the hash and the store.

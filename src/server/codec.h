@@ -28,28 +28,21 @@
 #include <string_view>
 #include <vector>
 
-#include "core/model.h"
+#include "core/json_body.h"
 #include "core/json_fields.h"
+#include "core/model.h"
 #include "core/model_json.h"
 #include "core/status.h"
 #include "framework/framework.h"
 #include "framework/policy.h"
-#include "server/http_server.h"
+#include "http/server.h"
 
 namespace hf::server {
 
-inline constexpr int kMaxJsonDepth = 32;
 // The most tasks one batch submission may carry. Each becomes a row and an
 // event in one transaction; 1000 keeps a batch's commit well under a second.
 inline constexpr size_t kMaxTaskBatch = 1000;
 
-// Parses a request body. The top level must be an object. Errors (all
-// InvalidArgument): an empty body; nesting deeper than `max_depth` levels
-// (the top-level object is level 1), detected while parsing so a hostile
-// body of 10^6 brackets costs no more than 33 levels; a key repeated in one
-// object (the last would win silently otherwise); malformed JSON or trailing
-// garbage, with the byte position nlohmann reports.
-Result<nlohmann::json> ParseJsonBody(std::string_view body, int max_depth = kMaxJsonDepth);
 
 // Names follow json_fields::IsValidName; the domain documents' JSON forms
 // (TaskToJson, NodeSpecToJson, AllocationToJson) are in core/model_json.h.
@@ -142,7 +135,7 @@ int HttpStatusFor(StatusCode code);
 nlohmann::json ErrorBody(const Status& s);
 
 // The answer for a failed Status: HttpStatusFor(code) with ErrorBody.
-Response StatusError(const Status& s);
+http::Response StatusError(const Status& s);
 
 // A decimal integer (a query parameter or path segment) in [lo, hi];
 // InvalidArgument naming `name` otherwise.

@@ -1,20 +1,13 @@
 #include "server/events.h"
 
 #include <algorithm>
-#include <ctime>
 #include <utility>
+
+#include "core/time.h"
 
 namespace hf::server {
 
-std::string FormatTimeMs(int64_t ms) {
-  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[40];
-  const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  std::snprintf(buf + n, sizeof buf - n, ".%03dZ", static_cast<int>(ms % 1000));
-  return buf;
-}
+using http::SseStream;
 
 void EventHub::Subscribe(std::shared_ptr<SseStream> stream) {
   std::lock_guard lock(mu_);

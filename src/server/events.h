@@ -20,19 +20,17 @@
 #include <string>
 #include <vector>
 
-#include "server/http_server.h"
+#include "core/event_sink.h"
+#include "http/server.h"
 
 namespace hf::server {
 
-// Milliseconds since the epoch as "2026-12-02T14:00:00.123Z".
-std::string FormatTimeMs(int64_t ms);
-
-class EventHub {
+class EventHub : public EventSink {
  public:
   // Adds a client; closed streams are dropped on the next Publish or Ping.
-  void Subscribe(std::shared_ptr<SseStream> stream);
+  void Subscribe(std::shared_ptr<http::SseStream> stream);
   // Sends `data` (with "time" added) as event `type` to every client.
-  void Publish(const std::string& type, nlohmann::json data, int64_t now_ms);
+  void Publish(const std::string& type, nlohmann::json data, int64_t now_ms) override;
   // Sends a keep-alive comment so proxies and clients see the stream alive.
   void Ping();
   size_t subscribers() const;
@@ -46,7 +44,7 @@ class EventHub {
   void DropClosedLocked();
 
   mutable std::mutex mu_;
-  std::vector<std::shared_ptr<SseStream>> streams_;
+  std::vector<std::shared_ptr<http::SseStream>> streams_;
   std::deque<std::pair<std::string, nlohmann::json>> recent_;  // type, data
 };
 

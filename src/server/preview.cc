@@ -6,6 +6,9 @@
 #include "core/model_json.h"
 
 namespace hf::server {
+
+using scheduler::ClusterSnapshot;
+
 namespace {
 
 using nlohmann::json;

@@ -23,8 +23,8 @@
 #include "core/status.h"
 #include "framework/framework.h"
 #include "framework/registry.h"
+#include "scheduler/scheduler.h"
 #include "server/codec.h"
-#include "server/scheduler.h"
 
 namespace hf::server {
 
@@ -50,7 +50,7 @@ struct PreviewRequest {
 Result<PreviewRequest> ParsePreviewRequest(const nlohmann::json& j);
 
 // Runs the preview on `snap` (taken with Scheduler::Snapshot).
-Result<nlohmann::json> RunPreview(const PreviewRequest& req, const ClusterSnapshot& snap,
+Result<nlohmann::json> RunPreview(const PreviewRequest& req, const scheduler::ClusterSnapshot& snap,
                                   const framework::Registry& registry, const Clock* clock);
 
 }  // namespace hf::server

@@ -10,6 +10,9 @@
 #include "framework/registry.h"
 
 namespace hf::server {
+
+using scheduler::ClusterSnapshot;
+
 namespace {
 
 using hf::testing::AllocFor;

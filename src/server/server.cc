@@ -28,6 +28,20 @@
 #include "server/codec.h"
 
 namespace hf::server {
+
+using http::Handler;
+using http::HttpServer;
+using http::HttpServerOptions;
+using http::JsonError;
+using http::JsonResponse;
+using http::Reply;
+using http::Request;
+using http::Response;
+using http::StaticFiles;
+using inference::InferenceService;
+using scheduler::Scheduler;
+using scheduler::SchedulerOptions;
+
 namespace {
 
 using nlohmann::json;
@@ -63,7 +77,6 @@ Result<framework::SchedulerConfig> SchedulerConfigFromJson(const json& j) {
   if (!s.ok()) return s;
   return c;
 }
-
 
 // Each connection is a descriptor; the usual soft limit (1024) is below
 // what a cluster of agents holds open. Raised up to the hard limit, never

@@ -1,6 +1,7 @@
-// The control-plane server (`heteroflow server`): opens the store, bootstraps
-// the admin token, loads the scheduling policy and serves the REST API of
-// SPEC §5-§6 (plugins and scheduler config in this slice).
+// The control-plane server (`heteroflow server`), the composition root: opens
+// the store, bootstraps the admin token, loads the scheduling policy, wires
+// the scheduler (scheduler/), the inference service (inference/) and the
+// HTTP transport (http/) together, and serves the REST API (docs/API.md).
 //
 // Startup contract:
 //   - the data dir is created if missing; the store lives at DIR/heteroflow.db;
@@ -31,14 +32,14 @@
 #include "core/clock.h"
 #include "core/status.h"
 #include "framework/framework.h"
+#include "http/router.h"
+#include "http/server.h"
+#include "http/static_files.h"
+#include "inference/service.h"
+#include "scheduler/scheduler.h"
 #include "server/auth.h"
 #include "server/events.h"
-#include "server/http_server.h"
-#include "server/inference.h"
 #include "server/metrics.h"
-#include "server/router.h"
-#include "server/scheduler.h"
-#include "server/static_files.h"
 #include "store/store.h"
 
 namespace hf::server {
@@ -130,53 +131,53 @@ class ControlPlane {
   // The web UI (static_files.h): loaded once at Init; a missing folder is
   // logged, not fatal (the API works without it).
   void LoadUi();
-  static bool IsUiPath(const Request& req);
-  Response ServeUi(const Request& req) const;
-  Response WhoAmI(const Caller& caller) const;
+  static bool IsUiPath(const http::Request& req);
+  http::Response ServeUi(const http::Request& req) const;
+  http::Response WhoAmI(const Caller& caller) const;
   // Registers a route that needs a token allowed to do `action`.
   void Route(const char* method, const char* path, Action action, const char* summary,
-             std::function<Response(const Request&, const Caller&)> fn, const char* body = "");
-  void PublicRoute(const char* method, const char* path, const char* summary, Handler fn);
+             std::function<http::Response(const http::Request&, const Caller&)> fn, const char* body = "");
+  void PublicRoute(const char* method, const char* path, const char* summary, http::Handler fn);
   // The caller behind the request's bearer token, or the 401/403 answer.
-  bool Authorize(const Request& req, Action action, Caller& caller, Response& denied) const;
+  bool Authorize(const http::Request& req, Action action, Caller& caller, http::Response& denied) const;
 
-  Response ListPlugins() const;
-  Response PutPlugin(const Request& req, const Caller& caller);
-  Response GetSchedulerConfig() const;
-  Response PutSchedulerConfig(const Request& req, const Caller& caller);
-  Response ReloadPlugin(const Request& req, const Caller& caller);
-  Response ListAudit(const Request& req) const;
-  Response Preview(const Request& req) const;
+  http::Response ListPlugins() const;
+  http::Response PutPlugin(const http::Request& req, const Caller& caller);
+  http::Response GetSchedulerConfig() const;
+  http::Response PutSchedulerConfig(const http::Request& req, const Caller& caller);
+  http::Response ReloadPlugin(const http::Request& req, const Caller& caller);
+  http::Response ListAudit(const http::Request& req) const;
+  http::Response Preview(const http::Request& req) const;
 
-  Response ListNodes() const;
-  Response GetNode(const Request& req) const;
-  Response PutNode(const Request& req, const Caller& caller);
-  Response DeleteNode(const Request& req, const Caller& caller);
-  Response SetNodeCondition(const Request& req, const Caller& caller, NodeCondition condition);
+  http::Response ListNodes() const;
+  http::Response GetNode(const http::Request& req) const;
+  http::Response PutNode(const http::Request& req, const Caller& caller);
+  http::Response DeleteNode(const http::Request& req, const Caller& caller);
+  http::Response SetNodeCondition(const http::Request& req, const Caller& caller, NodeCondition condition);
 
-  Response SubmitTask(const Request& req, const Caller& caller);
-  Response SubmitBatch(const Request& req, const Caller& caller);
-  Response ListTasks(const Request& req) const;
-  Response GetTask(const Request& req) const;
-  Response CancelTask(const Request& req, const Caller& caller);
+  http::Response SubmitTask(const http::Request& req, const Caller& caller);
+  http::Response SubmitBatch(const http::Request& req, const Caller& caller);
+  http::Response ListTasks(const http::Request& req) const;
+  http::Response GetTask(const http::Request& req) const;
+  http::Response CancelTask(const http::Request& req, const Caller& caller);
 
-  Response CreateToken(const Request& req, const Caller& caller);
-  Response ListTokens() const;
-  Response RevokeToken(const Request& req, const Caller& caller);
+  http::Response CreateToken(const http::Request& req, const Caller& caller);
+  http::Response ListTokens() const;
+  http::Response RevokeToken(const http::Request& req, const Caller& caller);
 
   // Node identity (docs/SECURITY.md): an agent token acts for its own node
   // only; anything else is 403 (PermissionDenied) and changes nothing.
   // Admin tokens may act for any node.
   static Status ActsFor(const Caller& caller, const std::string& node);
-  Response AgentRegister(const Request& req, const Caller& caller);
-  Response AgentHeartbeat(const Request& req, const Caller& caller);
-  Response AgentAssignments(const Request& req, const Caller& caller);
-  Response AgentStatus(const Request& req, const Caller& caller);
-  Response AgentLogs(const Request& req, const Caller& caller);
-  Response TaskLogs(const Request& req) const;
+  http::Response AgentRegister(const http::Request& req, const Caller& caller);
+  http::Response AgentHeartbeat(const http::Request& req, const Caller& caller);
+  http::Response AgentAssignments(const http::Request& req, const Caller& caller);
+  http::Response AgentStatus(const http::Request& req, const Caller& caller);
+  http::Response AgentLogs(const http::Request& req, const Caller& caller);
+  http::Response TaskLogs(const http::Request& req) const;
 
-  Response Events();
-  Response InferencePanel() const;
+  http::Response Events();
+  http::Response InferencePanel() const;
   // Runs reloads that StartReload/StartDueReloads began (mu_ NOT held):
   // publishes a "configuring" event each, reads their sources without mu_
   // (each read given kReloadTimeout), installs them with it, refreshes the
@@ -189,8 +190,8 @@ class ControlPlane {
   // under options_.file_root (when set). mu_ held.
   Status CheckPluginPaths(const std::string& name, const nlohmann::json& config) const;
   void AddInferenceRoutes();
-  Response OpenApi() const;
-  Response Metrics() const;
+  http::Response OpenApi() const;
+  http::Response Metrics() const;
 
   ServerOptions options_;
   SystemClock clock_;
@@ -209,8 +210,8 @@ class ControlPlane {
     Family<Counter>* auth_failures = nullptr;
   } m_;
   mutable FailureLimiter auth_failures_{options_.auth_failure_burst, 1};
-  std::unique_ptr<Scheduler> scheduler_;
-  std::unique_ptr<InferenceService> inference_;
+  std::unique_ptr<scheduler::Scheduler> scheduler_;
+  std::unique_ptr<inference::InferenceService> inference_;
   std::atomic<bool> ready_{false};
   std::mutex logs_mu_;  // appends to DATA_DIR/logs/<task>.log
   mutable std::mutex view_mu_;
@@ -219,10 +220,10 @@ class ControlPlane {
   mutable std::shared_mutex tokens_mu_;
   std::unordered_map<std::string, store::TokenRecord> tokens_;  // by SHA-256
   std::vector<RouteDoc> route_docs_;
-  Router router_;
-  std::optional<StaticFiles> ui_;  // the built web UI, when found
+  http::Router router_;
+  std::optional<http::StaticFiles> ui_;  // the built web UI, when found
   std::string ui_missing_;          // why not, for GET /
-  std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<http::HttpServer> http_;
   std::jthread pinger_;  // keeps event streams alive
   // Every half second, reloads the plugins whose outside sources (the
   // topology file) changed, whether or not anything is being scheduled.

@@ -1,0 +1,148 @@
+#include "http/client.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <thread>
+
+namespace hf::http {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+using tcp = asio::ip::tcp;
+
+TEST(ParseServerUrlTest, Accepts) {
+  struct Row {
+    const char* url;
+    const char* host;
+    uint16_t port;
+    const char* prefix;
+  };
+  const Row rows[] = {
+      {"http://127.0.0.1:3333", "127.0.0.1", 3333, ""},
+      {"http://127.0.0.1:3333/", "127.0.0.1", 3333, ""},
+      {"http://hf.example.com", "hf.example.com", 80, ""},
+      {"http://hf.example.com/heteroflow/", "hf.example.com", 80, "/heteroflow"},
+      {"localhost:8080", "localhost", 8080, ""},
+      {"http://[::1]:3333/x/y", "::1", 3333, "/x/y"},
+      {"http://[::1]", "::1", 80, ""},
+  };
+  for (const Row& r : rows) {
+    Result<ServerUrl> u = ParseServerUrl(r.url);
+    ASSERT_TRUE(u.ok()) << r.url << ": " << u.status().ToString();
+    EXPECT_EQ(u->host, r.host) << r.url;
+    EXPECT_EQ(u->port, r.port) << r.url;
+    EXPECT_EQ(u->prefix, r.prefix) << r.url;
+  }
+  EXPECT_EQ(ParseServerUrl("http://[::1]:3333")->HostHeader(), "[::1]:3333");
+  EXPECT_EQ(ParseServerUrl("http://h:1/p/")->ToString(), "http://h:1/p");
+}
+
+TEST(ParseServerUrlTest, Refuses) {
+  struct Row {
+    const char* url;
+    const char* says;
+  };
+  const Row rows[] = {
+      {"https://h:3333", "https is not supported"},
+      {"ftp://h", "only http://"},
+      {"http://user:secret@h:3333", "user info"},
+      {"http://h:3333?x=1", "query"},
+      {"http://h:3333#f", "query or fragment"},
+      {"http://:3333", "no host"},
+      {"http://", "no host"},
+      {"http://h:", "empty port"},
+      {"http://h:0", "1..65535"},
+      {"http://h:65536", "1..65535"},
+      {"http://h:12a", "1..65535"},
+      {"http://[::1", "unclosed"},
+      {"http://[::1]x", "after the IPv6"},
+  };
+  for (const Row& r : rows) {
+    Result<ServerUrl> u = ParseServerUrl(r.url);
+    ASSERT_FALSE(u.ok()) << r.url;
+    EXPECT_EQ(u.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(u.status().message().find(r.says), std::string::npos)
+        << r.url << ": " << u.status().message();
+  }
+  // A refused URL is echoed in the message, except one with user info,
+  // which may hold a secret.
+  EXPECT_EQ(ParseServerUrl("http://u:secret@h").status().message().find("secret"),
+            std::string::npos);
+}
+
+// A port nobody listens on: bind one, note it, close it.
+uint16_t ClosedPort() {
+  asio::io_context ioc;
+  tcp::acceptor a(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  const uint16_t port = a.local_endpoint().port();
+  a.close();
+  return port;
+}
+
+TEST(HttpClientTest, ConnectionRefusedIsUnavailableNamingTheServer) {
+  ServerUrl url{.host = "127.0.0.1", .port = ClosedPort()};
+  HttpClient client(url, "hf_secret_token", std::chrono::seconds(5));
+  Result<HttpResponse> r = client.Send("GET", "/api/v1/plugins");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("connection refused"), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find(url.ToString()), std::string::npos);
+  EXPECT_EQ(r.status().message().find("hf_secret_token"), std::string::npos);
+}
+
+// One request served by a thread: checks what the client sent and answers.
+TEST(HttpClientTest, SendsMethodPrefixTokenAndBody) {
+  asio::io_context ioc;
+  tcp::acceptor acceptor(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  const uint16_t port = acceptor.local_endpoint().port();
+  bhttp::request<bhttp::string_body> seen;
+  std::thread server([&] {
+    tcp::socket s(ioc);
+    acceptor.accept(s);
+    beast::flat_buffer buf;
+    bhttp::read(s, buf, seen);
+    bhttp::response<bhttp::string_body> res{bhttp::status::conflict, 11};
+    res.set(bhttp::field::content_type, "application/json");
+    res.body() = R"({"error":{"code":"conflict","message":"no"}})";
+    res.prepare_payload();
+    bhttp::write(s, res);
+  });
+  Result<ServerUrl> url = ParseServerUrl("http://127.0.0.1:" + std::to_string(port) + "/hf");
+  ASSERT_TRUE(url.ok());
+  HttpClient client(*url, "hf_t", std::chrono::seconds(5));
+  Result<HttpResponse> r = client.Send("PUT", "/api/v1/plugins/spread", R"({"enabled":true})");
+  server.join();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 409);
+  EXPECT_EQ(r->body, R"({"error":{"code":"conflict","message":"no"}})");
+  EXPECT_EQ(seen.method(), bhttp::verb::put);
+  EXPECT_EQ(seen.target(), "/hf/api/v1/plugins/spread");
+  EXPECT_EQ(seen[bhttp::field::authorization], "Bearer hf_t");
+  EXPECT_EQ(seen[bhttp::field::content_type], "application/json");
+  EXPECT_EQ(seen[bhttp::field::host], "127.0.0.1:" + std::to_string(port));
+  EXPECT_EQ(seen.body(), R"({"enabled":true})");
+}
+
+TEST(HttpClientTest, TimesOutOnASilentServer) {
+  asio::io_context ioc;
+  tcp::acceptor acceptor(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  ServerUrl url{.host = "127.0.0.1", .port = acceptor.local_endpoint().port()};
+  // The kernel completes the handshake from the listen backlog; nobody ever
+  // answers.
+  HttpClient client(url, "", std::chrono::milliseconds(200));
+  const auto start = std::chrono::steady_clock::now();
+  Result<HttpResponse> r = client.Send("GET", "/livez");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("timed out"), std::string::npos) << r.status().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+}  // namespace
+}  // namespace hf::http

@@ -1,0 +1,1064 @@
+#include "http/server.h"
+
+#include <algorithm>
+#include <atomic>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cctype>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <unordered_map>
+
+#include "core/text.h"
+#include "http/target.h"
+
+namespace hf::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+std::string FormatEvent(std::string_view event, std::string_view data) {
+  std::string out;
+  out.reserve(event.size() + data.size() + 32);
+  // A newline inside the event name would let a caller forge extra fields.
+  if (!event.empty() && event.find_first_of("\r\n") == std::string_view::npos) {
+    out.append("event: ").append(event).append("\n");
+  }
+  size_t start = 0;
+  while (true) {
+    size_t nl = data.find('\n', start);
+    std::string_view line = data.substr(start, nl == std::string_view::npos ? nl : nl - start);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    out.append("data: ").append(line).append("\n");
+    if (nl == std::string_view::npos) break;
+    start = nl + 1;
+  }
+  out.append("\n");
+  return out;
+}
+
+// Beast 1.74 has its own string_view type; this keeps std types at the edges.
+std::string_view SV(beast::string_view s) { return {s.data(), s.size()}; }
+
+const char* const kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+
+const char* const kBusyResponse =
+    "HTTP/1.1 503 Service Unavailable\r\n"
+    "Content-Type: application/json\r\n"
+    "Connection: close\r\n"
+    "Content-Length: 78\r\n"
+    "\r\n"
+    "{\"error\":{\"code\":\"unavailable\",\"message\":\"too many connections, retry later\"}}";
+
+}  // namespace
+
+std::optional<std::string_view> Request::Header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (IEquals(k, name)) return std::string_view(v);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string_view> Request::Query(std::string_view name) const {
+  auto it = query.find(std::string(name));
+  if (it == query.end()) return std::nullopt;
+  return std::string_view(it->second);
+}
+
+std::string_view Request::Param(std::string_view name) const {
+  auto it = path_params.find(std::string(name));
+  return it == path_params.end() ? std::string_view() : std::string_view(it->second);
+}
+
+void Response::SetHeader(std::string name, std::string value) {
+  std::erase_if(headers, [&](const auto& h) { return IEquals(h.first, name); });
+  headers.emplace_back(std::move(name), std::move(value));
+}
+
+std::optional<std::string_view> Response::Header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (IEquals(k, name)) return std::string_view(v);
+  }
+  return std::nullopt;
+}
+
+Response JsonError(int status, std::string code, std::string message) {
+  nlohmann::json body = {{"error", {{"code", std::move(code)}, {"message", std::move(message)}}}};
+  return JsonResponse(status, body);
+}
+
+Response JsonResponse(int status, const nlohmann::json& body) {
+  Response r;
+  r.status = status;
+  r.content_type = "application/json";
+  // Replace invalid UTF-8 instead of throwing: an error message may quote
+  // bytes the client sent.
+  r.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return r;
+}
+
+class Connection;
+
+// A client's IP address as a hashable key: IPv4 is stored as its IPv4-mapped
+// IPv6 form, so each address has exactly one key.
+struct AddressKey {
+  uint64_t hi = 0;
+  uint64_t lo = 0;
+  bool operator==(const AddressKey&) const = default;
+};
+struct AddressKeyHash {
+  size_t operator()(const AddressKey& k) const { return std::hash<uint64_t>()(k.hi * 0x9E3779B97F4A7C15ull ^ k.lo); }
+};
+
+AddressKey KeyOf(const asio::ip::address& a) {
+  AddressKey k;
+  if (a.is_v4()) {
+    k.lo = 0xFFFF00000000ull | a.to_v4().to_uint();
+    return k;
+  }
+  const auto bytes = a.to_v6().to_bytes();
+  for (int i = 0; i < 8; ++i) k.hi = k.hi << 8 | bytes[i];
+  for (int i = 8; i < 16; ++i) k.lo = k.lo << 8 | bytes[i];
+  return k;
+}
+
+// State shared by the server object, its connections and its streams.
+class HttpServer::Impl {
+ public:
+  Impl(HttpServerOptions options, Handler handler)
+      : options(std::move(options)),
+        handler(std::move(handler)),
+        work(asio::make_work_guard(ioc)),
+        acceptor(asio::make_strand(ioc)) {}
+
+  void Accept();
+  // Counts a new connection from `address` in, making room by closing a
+  // quiet one when a limit is reached; false (counted as refused) when
+  // there is none to close.
+  bool Admit(const AddressKey& address);
+  void Register(Connection* c, const std::shared_ptr<Connection>& sp);
+  void Unregister(Connection* c);
+
+  const HttpServerOptions options;
+  const Handler handler;
+  std::atomic<bool> stopping{false};
+  std::atomic<uint16_t> port{0};
+
+  std::mutex mu;
+  std::condition_variable all_closed;
+  std::unordered_map<Connection*, std::weak_ptr<Connection>> connections;  // guarded by mu
+  int open_count = 0;                                                      // guarded by mu
+  std::unordered_map<AddressKey, int, AddressKeyHash> open_by_address;     // guarded by mu
+  int64_t evicted = 0;                                                     // guarded by mu
+  int64_t refused = 0;                                                     // guarded by mu
+
+  bool started = false;  // guarded by lifecycle_mu
+  bool stopped = false;  // guarded by lifecycle_mu
+  std::mutex lifecycle_mu;
+  std::vector<std::thread> threads;
+  tcp::endpoint accept_peer;  // filled by the pending accept; acceptor strand only
+
+  // Declared last so it is destroyed first: queued handlers own connections,
+  // whose destructors still touch the members above.
+  asio::io_context ioc;
+  asio::executor_work_guard<asio::io_context::executor_type> work;
+  tcp::acceptor acceptor;
+};
+
+class SseStreamImpl;
+class BodyStreamImpl;
+
+int64_t SteadyNowNs() {
+  return std::chrono::steady_clock::now().time_since_epoch().count();
+}
+
+// One accepted socket. Everything it does runs on its strand, so its members
+// need no lock; the handler runs on that strand too, which is what lets Stop()
+// finish in-flight requests simply by posting its shutdown behind them.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(HttpServer::Impl* server, tcp::socket socket, const asio::ip::address& peer)
+      : server_(server),
+        socket_(std::move(socket)),
+        timer_(socket_.get_executor()),
+        peer_(peer),
+        key_(KeyOf(peer)) {}
+
+  ~Connection() { server_->Unregister(this); }
+
+  void Start() {
+    asio::dispatch(socket_.get_executor(), [self = shared_from_this()] { self->ReadHeader(); });
+  }
+
+  // Posted by Stop(). Runs between handler invocations, never during one.
+  void Shutdown() {
+    stopping_ = true;
+    if (phase_ == Phase::kReading || phase_ == Phase::kIdle || phase_ == Phase::kStreaming ||
+        phase_ == Phase::kBodyStreaming || phase_ == Phase::kDeferred) {
+      CloseSocket();
+    }
+  }
+
+  // The client's IP address, as the connection-limit key.
+  const AddressKey& key() const { return key_; }
+
+  // Read from the acceptor under Impl::mu to pick a connection to close when
+  // the server is full: since when (steady ns) it has been quiet, -1 while at
+  // work; whether it ever sent a request; whether it is already being closed.
+  std::atomic<int64_t> quiet_since_ns{SteadyNowNs()};
+  std::atomic<bool> spoke{false};
+  std::atomic<bool> evicting{false};
+
+  // Closes the connection to make room for another if it is still quiet.
+  void PostEvict() {
+    asio::post(socket_.get_executor(), [self = shared_from_this()] {
+      if (self->quiet_since_ns.load() >= 0 &&
+          (self->phase_ == Phase::kIdle || self->phase_ == Phase::kReading)) {
+        return self->CloseSocket();
+      }
+      self->evicting = false;  // it got to work meanwhile; it stays
+    });
+  }
+
+  // Called by SseStreamImpl (from any thread) after queueing an event.
+  void PostFlush() {
+    asio::post(socket_.get_executor(), [self = shared_from_this()] { self->Flush(); });
+  }
+  void PostShutdown() {
+    asio::post(socket_.get_executor(), [self = shared_from_this()] { self->Shutdown(); });
+  }
+  void PostClose() {
+    asio::post(socket_.get_executor(), [self = shared_from_this()] { self->CloseSocket(); });
+  }
+  // Called by BodyStreamImpl (from any thread). The stream identity check
+  // keeps a stray call from an earlier response off the next one.
+  void PostFlushBody(const BodyStreamImpl* stream) {
+    asio::post(socket_.get_executor(), [self = shared_from_this(), stream] {
+      if (self->body_.get() == stream) self->FlushBody();
+    });
+  }
+  void PostCloseBody(const BodyStreamImpl* stream) {
+    asio::post(socket_.get_executor(), [self = shared_from_this(), stream] {
+      if (self->body_.get() == stream) self->CloseSocket();
+    });
+  }
+
+ private:
+  enum class Phase {
+    kIdle,
+    kReading,
+    kHandling,
+    kDeferred,
+    kWriting,
+    kStreaming,
+    kBodyStreaming,
+    kClosed
+  };
+
+  const HttpServerOptions& opts() const { return server_->options; }
+
+  bool ShouldStop() const { return stopping_ || server_->stopping.load(); }
+
+  // Waits for the first byte of the next keep-alive request under the idle
+  // timeout; the header timeout starts only once the client shows intent.
+  void WaitIdle() {
+    if (ShouldStop()) return CloseSocket();
+    phase_ = Phase::kIdle;
+    quiet_since_ns = SteadyNowNs();
+    Arm(opts().idle_timeout);
+    socket_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              if (ec) return self->CloseSocket();
+                              self->buffer_.commit(n);
+                              self->ReadHeader();
+                            });
+  }
+
+  void ReadHeader() {
+    if (ShouldStop()) return CloseSocket();
+    phase_ = Phase::kReading;
+    parser_.emplace();
+    parser_->header_limit(
+        static_cast<uint32_t>(std::min<size_t>(opts().max_header_bytes, UINT32_MAX)));
+    parser_->body_limit(opts().max_body_bytes);
+    Arm(opts().header_read_timeout);
+    bhttp::async_read_header(
+        socket_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (ec) return OnReadError(ec);
+    quiet_since_ns = -1;  // a whole header is in: at work until answered
+    spoke = true;
+    // Beast checks this too, but checking here makes the 413-before-reading
+    // promise explicit instead of an accident of the parser's internals.
+    if (auto len = parser_->content_length(); len && *len > opts().max_body_bytes) {
+      return WriteError(413, "payload_too_large",
+                        "request body of " + std::to_string(*len) + " bytes exceeds the limit of " +
+                            std::to_string(opts().max_body_bytes));
+    }
+    if (parser_->is_done()) return OnRequest();
+    // curl and others wait (a second, for curl) for this before sending a
+    // body; answering it is what keeps uploads from stalling.
+    if (IEquals(SV(parser_->get()[bhttp::field::expect]), "100-continue")) {
+      Arm(opts().write_timeout);
+      return asio::async_write(socket_, asio::buffer(kContinue, std::strlen(kContinue)),
+                               [self = shared_from_this()](beast::error_code ec, size_t) {
+                                 if (ec) return self->CloseSocket();
+                                 self->ReadBody();
+                               });
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    Arm(opts().body_read_timeout);
+    bhttp::async_read(socket_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       if (ec) return self->OnReadError(ec);
+                       self->OnRequest();
+                     });
+  }
+
+  void OnReadError(beast::error_code ec) {
+    if (timed_out_) {
+      return WriteError(408, "timeout", "request was not received in time");
+    }
+    if (ec == bhttp::error::header_limit) {
+      return WriteError(
+          431, "header_too_large",
+          "request header exceeds " + std::to_string(opts().max_header_bytes) + " bytes");
+    }
+    if (ec == bhttp::error::body_limit) {
+      return WriteError(413, "payload_too_large",
+                        "request body exceeds " + std::to_string(opts().max_body_bytes) + " bytes");
+    }
+    // The peer went away (or we closed it): nobody to answer.
+    if (ec == bhttp::error::end_of_stream || ec == bhttp::error::partial_message ||
+        ec == asio::error::operation_aborted ||
+        ec.category() == asio::error::get_system_category() ||
+        ec.category() == asio::error::get_misc_category()) {
+      return CloseSocket();
+    }
+    // Everything else the parser reports is malformed HTTP.
+    WriteError(400, "bad_request", "malformed HTTP request: " + ec.message());
+  }
+
+  void OnRequest() {
+    phase_ = Phase::kHandling;
+    auto& msg = parser_->get();
+    Request req;
+    req.method = std::string(SV(msg.method_string()));
+    if (auto err = ParseRequestTarget(SV(msg.target()), req)) return WriteError(400, "bad_request", *err);
+    for (const auto& field : msg) {
+      req.headers.emplace_back(std::string(SV(field.name_string())),
+                               std::string(SV(field.value())));
+    }
+    req.body = std::move(msg.body());
+    // Formatted here, on the connection's strand, not by the acceptor.
+    if (address_.empty()) address_ = peer_.to_string();
+    req.remote_address = address_;
+    bool keep_alive = msg.keep_alive();
+    int version = msg.version();
+    parser_.reset();
+
+    Response res;
+    try {
+      res = server_->handler(req);
+    } catch (const std::exception& e) {
+      // The detail goes to the log, not to the client: it may name internals.
+      std::fprintf(stderr, "http: handler for %s %s threw: %s\n", req.method.c_str(),
+                   req.path.c_str(), e.what());
+      res = JsonError(500, "internal", "internal error while handling the request");
+    } catch (...) {
+      std::fprintf(stderr, "http: handler for %s %s threw a non-exception\n", req.method.c_str(),
+                   req.path.c_str());
+      res = JsonError(500, "internal", "internal error while handling the request");
+    }
+    if (!res.stream && !res.body_stream && res.defer) {
+      return StartDeferred(std::move(res.defer), keep_alive, version);
+    }
+    Respond(std::move(res), keep_alive, version);
+  }
+
+  // Sends a final answer, whichever kind it is (a deferred one included).
+  void Respond(Response res, bool keep_alive, int version) {
+    if (res.stream) return StartStream(std::move(res));
+    if (res.body_stream) return StartBodyStream(std::move(res), keep_alive, version);
+    Write(std::move(res), keep_alive && !ShouldStop(), version);
+  }
+
+  // The connection keeps itself alive (hold_) until the answer is written or
+  // the deferred timeout closes it; the Reply only holds a weak pointer, so a
+  // Reply kept past the connection's end is harmless.
+  void StartDeferred(std::function<void(Reply)> defer, bool keep_alive, int version) {
+    phase_ = Phase::kDeferred;
+    hold_ = shared_from_this();
+    Arm(opts().deferred_timeout);
+    auto answered = std::make_shared<std::atomic<bool>>(false);
+    Reply reply = [weak = weak_from_this(), answered, keep_alive, version](Response res) {
+      if (answered->exchange(true)) return;
+      auto self = weak.lock();
+      if (!self) return;
+      asio::post(self->socket_.get_executor(),
+                 [self, res = std::move(res), keep_alive, version]() mutable {
+                   if (self->phase_ != Phase::kDeferred) return;
+                   self->hold_.reset();
+                   self->Respond(std::move(res), keep_alive, version);
+                 });
+    };
+    try {
+      defer(reply);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "http: deferred handler threw: %s\n", e.what());
+      reply(JsonError(500, "internal", "internal error while handling the request"));
+    } catch (...) {
+      reply(JsonError(500, "internal", "internal error while handling the request"));
+    }
+  }
+
+  void WriteError(int status, std::string code, std::string message) {
+    parser_.reset();
+    Write(JsonError(status, std::move(code), std::move(message)), /*keep_alive=*/false, 11);
+  }
+
+  void Write(Response res, bool keep_alive, int version) {
+    phase_ = Phase::kWriting;
+    auto msg = std::make_shared<bhttp::response<bhttp::string_body>>();
+    msg->version(version);
+    msg->result(static_cast<unsigned>(res.status));
+    for (auto& [k, v] : res.headers) msg->set(k, v);
+    if (!res.content_type.empty()) msg->set(bhttp::field::content_type, res.content_type);
+    msg->body() = std::move(res.body);
+    msg->keep_alive(keep_alive);
+    msg->prepare_payload();
+    Arm(opts().write_timeout);
+    bhttp::async_write(socket_, *msg,
+                      [self = shared_from_this(), msg](beast::error_code ec, size_t) {
+                        if (ec || !msg->keep_alive() || self->ShouldStop()) {
+                          return self->CloseSocket();
+                        }
+                        // A pipelined request may already sit in the buffer.
+                        if (self->buffer_.size() > 0) return self->ReadHeader();
+                        self->WaitIdle();
+                      });
+  }
+
+  void StartStream(Response res);
+  // Writes a stream's head, then calls `then` (Flush or FlushBody). No
+  // timeouts while a stream lives: a client that stops reading is cut off
+  // by the backlog limit instead.
+  void WriteStreamHead(std::string head, void (Connection::*then)());
+  // Hands the open stream to the handler's producer; a producer that throws
+  // ends the connection.
+  template <typename S>
+  void RunProducer(const char* what, const std::function<void(std::shared_ptr<S>)>& producer,
+                   std::shared_ptr<S> stream);
+  void DiscardInput();
+  void Flush();
+  void StartBodyStream(Response res, bool keep_alive, int version);
+  void MonitorInput();
+  void FlushBody();
+  void EndBodyStream();
+
+  // Starts the deadline for the operation about to begin; a later Arm or
+  // Disarm supersedes it (the generation check drops a stale expiry that was
+  // already queued when the timer was reset).
+  void Arm(std::chrono::milliseconds timeout) {
+    timed_out_ = false;
+    timer_.expires_after(timeout);
+    timer_.async_wait([self = shared_from_this(), gen = ++timer_generation_](beast::error_code ec) {
+      if (ec || gen != self->timer_generation_) return;
+      self->timed_out_ = true;
+      if (self->phase_ == Phase::kDeferred) return self->CloseSocket();
+      beast::error_code ignored;
+      self->socket_.cancel(ignored);
+    });
+  }
+
+  void Disarm() {
+    ++timer_generation_;
+    timer_.cancel();
+  }
+
+  void CloseSocket() {
+    if (phase_ == Phase::kClosed) return;
+    phase_ = Phase::kClosed;
+    Disarm();
+    hold_.reset();
+    beast::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    MarkStreamClosed();
+  }
+
+  void MarkStreamClosed();
+
+  HttpServer::Impl* const server_;  // outlives every connection (see Impl::ioc)
+  tcp::socket socket_;
+  // Beast's tcp_stream closes the socket when its timer fires, which leaves no
+  // way to answer 408; a timer of our own cancels the read instead.
+  asio::steady_timer timer_;
+  const asio::ip::address peer_;
+  const AddressKey key_;
+  std::string address_;  // peer_ as text, formatted at the first request
+  uint64_t timer_generation_ = 0;
+  bool timed_out_ = false;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  Phase phase_ = Phase::kReading;
+  bool stopping_ = false;
+  std::shared_ptr<SseStreamImpl> sse_;
+  std::shared_ptr<BodyStreamImpl> body_;  // the body stream being sent, if any
+  bool body_keep_alive_ = false;          // serve another request after it
+  bool monitor_pending_ = false;          // MonitorInput's read is outstanding
+  std::shared_ptr<Connection> hold_;  // set while a deferred answer is awaited
+  std::string stream_writing_;  // the event (or body chunks) being written now
+  bool stream_write_pending_ = false;
+  char discard_[512];
+};
+
+class SseStreamImpl : public SseStream {
+ public:
+  SseStreamImpl(std::weak_ptr<Connection> conn, size_t max_backlog)
+      : conn_(std::move(conn)), max_backlog_(max_backlog) {}
+
+  bool Send(std::string_view event, std::string_view data) override {
+    std::string framed = FormatEvent(event, data);
+    {
+      std::lock_guard lock(mu_);
+      if (closed_) return false;
+      if (backlog_ + framed.size() > max_backlog_) {
+        closed_ = true;
+        queue_.clear();
+      } else {
+        backlog_ += framed.size();
+        queue_.push_back(std::move(framed));
+      }
+    }
+    auto conn = conn_.lock();
+    if (!conn) {
+      MarkClosed();
+      return false;
+    }
+    if (closed()) {
+      conn->PostClose();
+      return false;
+    }
+    conn->PostFlush();
+    return true;
+  }
+
+  void Close() override {
+    MarkClosed();
+    if (auto conn = conn_.lock()) conn->PostClose();
+  }
+
+  bool closed() const override {
+    std::lock_guard lock(mu_);
+    return closed_;
+  }
+
+  void MarkClosed() {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+    queue_.clear();
+  }
+
+  // Moves the next queued event into `out`; false when none is waiting.
+  bool Pop(std::string& out) {
+    std::lock_guard lock(mu_);
+    if (closed_ || queue_.empty()) return false;
+    out = std::move(queue_.front());
+    queue_.pop_front();
+    return true;
+  }
+
+  void Written(size_t n) {
+    std::lock_guard lock(mu_);
+    backlog_ -= std::min(backlog_, n);
+  }
+
+ private:
+  const std::weak_ptr<Connection> conn_;
+  const size_t max_backlog_;
+  mutable std::mutex mu_;
+  bool closed_ = false;            // guarded by mu_
+  std::deque<std::string> queue_;  // guarded by mu_
+  size_t backlog_ = 0;             // bytes queued or being written; guarded by mu_
+};
+
+void Connection::StartStream(Response res) {
+  phase_ = Phase::kStreaming;
+  // Close-delimited body: simplest framing every EventSource client accepts,
+  // and the connection is dedicated to the stream anyway.
+  std::string head = "HTTP/1.1 " + std::to_string(res.status) + " " +
+                     std::string(SV(bhttp::obsolete_reason(static_cast<bhttp::status>(res.status)))) +
+                     "\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                     "Connection: close\r\n";
+  for (const auto& [k, v] : res.headers) {
+    if (IEquals(k, "Content-Type") || IEquals(k, "Content-Length") || IEquals(k, "Connection") ||
+        k.find_first_of("\r\n:") != std::string::npos ||
+        v.find_first_of("\r\n") != std::string::npos) {
+      continue;
+    }
+    head.append(k).append(": ").append(v).append("\r\n");
+  }
+  head.append("\r\n");
+  sse_ = std::make_shared<SseStreamImpl>(weak_from_this(), opts().max_stream_backlog_bytes);
+  WriteStreamHead(std::move(head), &Connection::Flush);
+  DiscardInput();
+  RunProducer<SseStream>("stream", res.stream, sse_);
+}
+
+void Connection::WriteStreamHead(std::string head, void (Connection::*then)()) {
+  Disarm();
+  stream_writing_ = std::move(head);
+  stream_write_pending_ = true;
+  asio::async_write(socket_, asio::buffer(stream_writing_),
+                    [self = shared_from_this(), then](beast::error_code ec, size_t) {
+                      self->stream_write_pending_ = false;
+                      if (ec) return self->CloseSocket();
+                      ((*self).*then)();
+                    });
+}
+
+template <typename S>
+void Connection::RunProducer(const char* what, const std::function<void(std::shared_ptr<S>)>& producer,
+                             std::shared_ptr<S> stream) {
+  try {
+    producer(std::move(stream));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "http: %s producer threw: %s\n", what, e.what());
+    CloseSocket();
+  } catch (...) {
+    CloseSocket();
+  }
+}
+
+// Reading is how a vanished client is noticed: EOF or a reset ends the
+// stream. Whatever a client sends on an event stream is ignored.
+void Connection::DiscardInput() {
+  socket_.async_read_some(asio::buffer(discard_),
+                          [self = shared_from_this()](beast::error_code ec, size_t) {
+                            if (ec) return self->CloseSocket();
+                            if (self->phase_ == Phase::kStreaming) self->DiscardInput();
+                          });
+}
+
+void Connection::Flush() {
+  if (phase_ != Phase::kStreaming || stream_write_pending_ || !sse_) return;
+  if (!sse_->Pop(stream_writing_)) {
+    if (sse_->closed()) CloseSocket();
+    return;
+  }
+  stream_write_pending_ = true;
+  asio::async_write(socket_, asio::buffer(stream_writing_),
+                    [self = shared_from_this()](beast::error_code ec, size_t n) {
+                      self->stream_write_pending_ = false;
+                      self->sse_->Written(n);
+                      if (ec) return self->CloseSocket();
+                      self->Flush();
+                    });
+}
+
+class BodyStreamImpl : public BodyStream {
+ public:
+  // `chunked` is false for an HTTP/1.0 client, whose body ends with the
+  // connection instead.
+  BodyStreamImpl(std::weak_ptr<Connection> conn, size_t max_backlog, bool chunked)
+      : conn_(std::move(conn)), max_backlog_(max_backlog), chunked_(chunked) {}
+
+  bool Write(std::string_view bytes) override {
+    bool cut_off = false;
+    {
+      std::lock_guard lock(mu_);
+      if (state_ != State::kOpen) return false;
+      if (bytes.empty()) return true;
+      std::string framed;
+      if (chunked_) {
+        char size_line[24];
+        int n = std::snprintf(size_line, sizeof size_line, "%zx\r\n", bytes.size());
+        framed.reserve(bytes.size() + n + 2);
+        framed.append(size_line, n).append(bytes).append("\r\n");
+      } else {
+        framed.assign(bytes);
+      }
+      if (backlog_ + framed.size() > max_backlog_) {
+        state_ = State::kClosed;
+        queue_.clear();
+        cut_off = true;
+      } else {
+        backlog_ += framed.size();
+        queue_.push_back(std::move(framed));
+      }
+    }
+    auto conn = conn_.lock();
+    if (!conn) {
+      MarkClosed();
+      return false;
+    }
+    if (cut_off) {
+      conn->PostCloseBody(this);
+      return false;
+    }
+    conn->PostFlushBody(this);
+    return true;
+  }
+
+  void Finish() override {
+    {
+      std::lock_guard lock(mu_);
+      if (state_ != State::kOpen) return;
+      state_ = State::kFinishing;
+      if (chunked_) queue_.emplace_back("0\r\n\r\n");
+    }
+    if (auto conn = conn_.lock()) conn->PostFlushBody(this);
+  }
+
+  void Abort() override {
+    {
+      std::lock_guard lock(mu_);
+      if (state_ != State::kOpen) return;
+      state_ = State::kClosed;
+      queue_.clear();
+    }
+    if (auto conn = conn_.lock()) conn->PostCloseBody(this);
+  }
+
+  bool closed() const override {
+    std::lock_guard lock(mu_);
+    return state_ != State::kOpen;
+  }
+
+  void MarkClosed() {
+    std::lock_guard lock(mu_);
+    state_ = State::kClosed;
+    queue_.clear();
+  }
+
+  enum class Next { kWrite, kWait, kFinished, kClosed };
+  // Moves everything queued into `out`, so that chunks produced while the
+  // previous write was in flight go out in one write.
+  Next Pop(std::string& out) {
+    std::lock_guard lock(mu_);
+    if (state_ == State::kClosed) return Next::kClosed;
+    if (queue_.empty()) return state_ == State::kFinishing ? Next::kFinished : Next::kWait;
+    out.clear();
+    for (auto& q : queue_) out.append(q);
+    queue_.clear();
+    return Next::kWrite;
+  }
+
+  void Written(size_t n) {
+    std::lock_guard lock(mu_);
+    backlog_ -= std::min(backlog_, n);
+  }
+
+ private:
+  // kFinishing: Finish was called; the queue may still hold the terminator.
+  enum class State { kOpen, kFinishing, kClosed };
+  const std::weak_ptr<Connection> conn_;
+  const size_t max_backlog_;
+  const bool chunked_;
+  mutable std::mutex mu_;
+  State state_ = State::kOpen;     // guarded by mu_
+  std::deque<std::string> queue_;  // guarded by mu_
+  size_t backlog_ = 0;             // bytes queued or being written; guarded by mu_
+};
+
+void Connection::StartBodyStream(Response res, bool keep_alive, int version) {
+  phase_ = Phase::kBodyStreaming;
+  hold_.reset();
+  bool chunked = version >= 11;
+  body_keep_alive_ = chunked && keep_alive && !ShouldStop();
+  std::string head = "HTTP/1.1 " + std::to_string(res.status) + " " +
+                     std::string(SV(bhttp::obsolete_reason(static_cast<bhttp::status>(res.status)))) +
+                     "\r\n";
+  bool have_type = !res.content_type.empty();
+  if (have_type) head.append("Content-Type: ").append(res.content_type).append("\r\n");
+  for (const auto& [k, v] : res.headers) {
+    if ((have_type && IEquals(k, "Content-Type")) || IEquals(k, "Content-Length") ||
+        IEquals(k, "Transfer-Encoding") || IEquals(k, "Connection") || k.empty() ||
+        k.find_first_of("\r\n: ") != std::string::npos ||
+        v.find_first_of("\r\n") != std::string::npos) {
+      continue;
+    }
+    head.append(k).append(": ").append(v).append("\r\n");
+  }
+  if (chunked) head.append("Transfer-Encoding: chunked\r\n");
+  head.append(body_keep_alive_ ? "Connection: keep-alive\r\n" : "Connection: close\r\n");
+  head.append("\r\n");
+  body_ = std::make_shared<BodyStreamImpl>(weak_from_this(), opts().max_stream_backlog_bytes,
+                                           chunked);
+  WriteStreamHead(std::move(head), &Connection::FlushBody);
+  if (!monitor_pending_) MonitorInput();
+  RunProducer<BodyStream>("body stream", res.body_stream, body_);
+}
+
+// Reading while the body streams is how a vanished client is noticed. What
+// arrives is kept in buffer_ (a pipelined next request, read once the body
+// ends); after the first bytes of it, reading pauses and only write errors
+// notice a client that left.
+void Connection::MonitorInput() {
+  monitor_pending_ = true;
+  socket_.async_read_some(buffer_.prepare(4096),
+                          [self = shared_from_this()](beast::error_code ec, size_t n) {
+                            self->monitor_pending_ = false;
+                            if (ec) return self->CloseSocket();
+                            self->buffer_.commit(n);
+                            if (self->phase_ == Phase::kBodyStreaming) {
+                              // Once a pipelined request has begun to arrive
+                              // it waits in buffer_ for EndBodyStream; a read
+                              // still pending then would wait for bytes that
+                              // never come.
+                              if (self->buffer_.size() == 0) self->MonitorInput();
+                            } else if (self->phase_ == Phase::kIdle) {
+                              // The stream ended meanwhile: a next request began.
+                              self->ReadHeader();
+                            }
+                          });
+}
+
+void Connection::FlushBody() {
+  if (phase_ != Phase::kBodyStreaming || stream_write_pending_ || !body_) return;
+  switch (body_->Pop(stream_writing_)) {
+    case BodyStreamImpl::Next::kWait:
+      return;
+    case BodyStreamImpl::Next::kClosed:
+      return CloseSocket();
+    case BodyStreamImpl::Next::kFinished:
+      return EndBodyStream();
+    case BodyStreamImpl::Next::kWrite:
+      break;
+  }
+  stream_write_pending_ = true;
+  asio::async_write(socket_, asio::buffer(stream_writing_),
+                    [self = shared_from_this()](beast::error_code ec, size_t n) {
+                      self->stream_write_pending_ = false;
+                      if (self->body_) self->body_->Written(n);
+                      if (ec) return self->CloseSocket();
+                      self->FlushBody();
+                    });
+}
+
+// The terminating chunk is out: the response is complete.
+void Connection::EndBodyStream() {
+  body_.reset();
+  if (!body_keep_alive_ || ShouldStop()) return CloseSocket();
+  if (monitor_pending_) {
+    // MonitorInput's read becomes the wait for the next request; the idle
+    // timer cancels it (and so closes) when none comes.
+    phase_ = Phase::kIdle;
+    Arm(opts().idle_timeout);
+    return;
+  }
+  if (buffer_.size() > 0) return ReadHeader();
+  WaitIdle();
+}
+
+void Connection::MarkStreamClosed() {
+  if (sse_) sse_->MarkClosed();
+  if (body_) body_->MarkClosed();
+}
+
+void HttpServer::Impl::Register(Connection* c, const std::shared_ptr<Connection>& sp) {
+  std::lock_guard lock(mu);
+  connections.emplace(c, sp);
+}
+
+void HttpServer::Impl::Unregister(Connection* c) {
+  std::lock_guard lock(mu);
+  connections.erase(c);
+  --open_count;
+  if (auto it = open_by_address.find(c->key()); it != open_by_address.end() && --it->second <= 0) {
+    open_by_address.erase(it);
+  }
+  if (open_count == 0) all_closed.notify_all();
+}
+
+bool HttpServer::Impl::Admit(const AddressKey& address) {
+  std::shared_ptr<Connection> victim;
+  {
+    std::lock_guard lock(mu);
+    auto mine = open_by_address.find(address);
+    const int from_address = mine == open_by_address.end() ? 0 : mine->second;
+    const bool over_address =
+        options.max_connections_per_address > 0 && from_address >= options.max_connections_per_address;
+    const bool over_total = open_count >= options.max_connections;
+    if (over_address || over_total) {
+      // Evictions under way let the count pass the limit by their number,
+      // briefly; this bounds it should some of them find their connection
+      // at work after all.
+      const int hard_cap = options.max_connections + options.max_connections / 8 + 16;
+      Connection* best = nullptr;
+      int best_count = 0;
+      bool best_spoke = true;
+      int64_t best_since = 0;
+      if (open_count < hard_cap) {
+        for (const auto& [c, weak] : connections) {
+          if (over_address && !(c->key() == address)) continue;
+          const int64_t since = c->quiet_since_ns.load();
+          if (since < 0 || c->evicting.load()) continue;
+          const bool spoke = c->spoke.load();
+          const int count = over_address ? from_address : open_by_address[c->key()];
+          const bool better = best == nullptr || count > best_count ||
+                              (count == best_count && (best_spoke && !spoke)) ||
+                              (count == best_count && spoke == best_spoke && since < best_since);
+          if (!better) continue;
+          if (std::shared_ptr<Connection> sp = weak.lock()) {
+            best = c;
+            best_count = count;
+            best_spoke = spoke;
+            best_since = since;
+            victim = std::move(sp);
+          }
+        }
+      }
+      if (victim == nullptr) {
+        ++refused;
+        return false;
+      }
+      victim->evicting = true;
+      ++evicted;
+    }
+    ++open_count;
+    ++open_by_address[address];
+  }
+  if (victim != nullptr) victim->PostEvict();
+  return true;
+}
+
+void HttpServer::Impl::Accept() {
+  // The peer's address comes from accept() itself: no getpeername() per
+  // connection on the acceptor's strand, which every connection waits on.
+  acceptor.async_accept(
+      asio::make_strand(ioc), accept_peer, [self = this](beast::error_code ec, tcp::socket sock) {
+        if (self->stopping.load()) {
+          beast::error_code ignored;
+          sock.close(ignored);
+          return;
+        }
+        if (ec) {
+          // Out of descriptors and similar are transient; keep accepting.
+          if (ec != asio::error::operation_aborted) self->Accept();
+          return;
+        }
+        // Streamed answers go out in several writes (header, then chunks);
+        // with Nagle on, each later write would wait for the client's
+        // delayed ACK of the previous one (about 40 ms on Linux).
+        beast::error_code nodelay_ec;
+        sock.set_option(tcp::no_delay(true), nodelay_ec);
+        const asio::ip::address peer = self->accept_peer.address();
+        if (!self->Admit(KeyOf(peer))) {
+          auto s = std::make_shared<tcp::socket>(std::move(sock));
+          asio::async_write(*s, asio::buffer(kBusyResponse, std::strlen(kBusyResponse)),
+                            [s](beast::error_code, size_t) {
+                              beast::error_code ignored;
+                              s->shutdown(tcp::socket::shutdown_both, ignored);
+                              s->close(ignored);
+                            });
+        } else {
+          auto conn = std::make_shared<Connection>(self, std::move(sock), peer);
+          self->Register(conn.get(), conn);
+          conn->Start();
+        }
+        self->Accept();
+      });
+}
+
+HttpServer::HttpServer(HttpServerOptions options, Handler handler)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(handler))) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+Status HttpServer::Start() {
+  std::lock_guard lock(impl_->lifecycle_mu);
+  if (impl_->started) return FailedPrecondition("HttpServer::Start called twice");
+  const auto& o = impl_->options;
+  if (o.worker_threads < 1) return InvalidArgument("worker_threads must be at least 1");
+  if (o.max_connections < 1) return InvalidArgument("max_connections must be at least 1");
+  if (o.max_connections_per_address < 0) {
+    return InvalidArgument("max_connections_per_address must not be negative");
+  }
+  beast::error_code ec;
+  auto addr = asio::ip::make_address(o.address, ec);
+  if (ec) return InvalidArgument("listen address \"" + o.address + "\" is not an IP address");
+  tcp::endpoint ep(addr, o.port);
+  auto& acc = impl_->acceptor;
+  auto fail = [&](const char* what) {
+    beast::error_code ignored;
+    acc.close(ignored);
+    return Unavailable(std::string("cannot ") + what + " " + o.address + ":" +
+                       std::to_string(o.port) + ": " + ec.message());
+  };
+  if (acc.open(ep.protocol(), ec)) return fail("open socket for");
+  if (acc.set_option(asio::socket_base::reuse_address(true), ec)) return fail("configure");
+  if (acc.bind(ep, ec)) return fail("bind");
+  if (acc.listen(asio::socket_base::max_listen_connections, ec)) return fail("listen on");
+  impl_->port = acc.local_endpoint(ec).port();
+  impl_->started = true;
+  impl_->Accept();
+  for (int i = 0; i < o.worker_threads; ++i) {
+    impl_->threads.emplace_back([impl = impl_.get()] { impl->ioc.run(); });
+  }
+  return Status::Ok();
+}
+
+void HttpServer::Stop() {
+  std::lock_guard lock(impl_->lifecycle_mu);
+  if (!impl_->started || impl_->stopped) return;
+  impl_->stopped = true;
+  impl_->stopping = true;
+  asio::post(impl_->acceptor.get_executor(), [impl = impl_.get()] {
+    beast::error_code ignored;
+    impl->acceptor.close(ignored);
+  });
+  std::vector<std::shared_ptr<Connection>> live;
+  {
+    std::lock_guard l(impl_->mu);
+    for (auto& [ptr, weak] : impl_->connections) {
+      if (auto sp = weak.lock()) live.push_back(std::move(sp));
+    }
+  }
+  for (auto& c : live) c->PostShutdown();
+  live.clear();
+  impl_->work.reset();
+  {
+    std::unique_lock l(impl_->mu);
+    impl_->all_closed.wait_for(l, impl_->options.shutdown_grace,
+                               [&] { return impl_->open_count == 0; });
+  }
+  impl_->ioc.stop();
+  for (auto& t : impl_->threads) t.join();
+  impl_->threads.clear();
+}
+
+uint16_t HttpServer::bound_port() const { return impl_->port.load(); }
+
+HttpServer::Stats HttpServer::stats() const {
+  std::lock_guard lock(impl_->mu);
+  return {impl_->open_count, impl_->evicted, impl_->refused};
+}
+
+}  // namespace hf::http

@@ -1,0 +1,794 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <future>
+#include <utility>
+
+#include "core/model_json.h"
+
+namespace hf::scheduler {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+Allocation FromStored(const store::StoredAllocation& a, NodeId node) {
+  Allocation out;
+  out.node = node;
+  out.cpu_milli = a.cpu_milli;
+  out.memory_mib = a.memory_mib;
+  out.gpus = a.gpus;
+  out.rdma_device = a.rdma_device;
+  return out;
+}
+
+std::string DescribeAllocation(const Allocation& a, const std::string& node) {
+  std::string s = "node " + node;
+  if (!a.gpus.empty()) {
+    s += ", GPU";
+    for (size_t i = 0; i < a.gpus.size(); ++i) {
+      s += i == 0 ? ' ' : ',';
+      s += std::to_string(a.gpus[i].index);
+      if (a.gpus[i].milli < kWholeGpuMilli) {
+        s += '(';
+        s += std::to_string(a.gpus[i].milli);
+        s += "m)";
+      }
+    }
+  }
+  if (!a.rdma_device.empty()) s += ", RDMA " + a.rdma_device;
+  return s;
+}
+
+// The pending reason of a victim: kept the same in memory and in the store.
+std::string PreemptedBy(const Task& t) {
+  return "preempted by task " + std::to_string(t.key) + " (" + t.name + ", priority " +
+         std::to_string(t.priority) + ")";
+}
+
+}  // namespace
+
+Scheduler::Scheduler(store::Store* store, framework::Framework* fw, std::mutex* mu,
+                     const hf::Clock* clock, EventSink* events, SchedulerOptions options)
+    : store_(store), fw_(fw), mu_(mu), clock_(clock), events_(events), options_(std::move(options)) {}
+
+Scheduler::~Scheduler() { Stop(); }
+
+Status Scheduler::Recover() {
+  std::lock_guard lock(*mu_);
+  return RebuildLocked();
+}
+
+Status Scheduler::RebuildLocked() {
+  std::vector<store::NodeRecord> nodes;
+  std::vector<store::StoredAllocation> allocs;
+  std::vector<store::TaskRecord> live;
+  HF_RETURN_IF_ERROR(store_->Read([&](const store::ReadTx& tx) -> Status {
+    HF_ASSIGN_OR_RETURN(nodes, tx.ListNodes());
+    HF_ASSIGN_OR_RETURN(allocs, tx.ListAllocations());
+    for (TaskState st : {TaskState::kPending, TaskState::kScheduled, TaskState::kRunning}) {
+      store::TaskFilter f;
+      f.state = st;
+      f.limit = 0;
+      HF_ASSIGN_OR_RETURN(std::vector<store::TaskRecord> part, tx.ListTasks(f));
+      for (auto& r : part) live.push_back(std::move(r));
+    }
+    return Status::Ok();
+  }));
+  std::unordered_map<TaskKey, Waiting> old_waiting = std::move(waiting_);
+  // What agents measured is not in the store: it carries over.
+  const ClusterState old_cluster = std::move(cluster_);
+  cluster_ = ClusterState();
+  tasks_.clear();
+  waiting_.clear();
+  active_.clear();
+  unschedulable_.clear();
+  for (const store::NodeRecord& n : nodes) {
+    Result<NodeId> id = cluster_.AddNode(n.spec);
+    if (!id.ok()) return Internal("stored node " + n.spec.name + ": " + id.status().message());
+    cluster_.SetCondition(*id, n.condition);
+  }
+  std::unordered_map<TaskKey, const store::StoredAllocation*> by_task;
+  for (const auto& a : allocs) by_task[a.task] = &a;
+  for (const store::TaskRecord& r : live) {
+    tasks_[r.task.key] = r.task;
+    if (r.state == TaskState::kPending) {
+      auto w = old_waiting.find(r.task.key);
+      EnqueueLocked(r.task, w != old_waiting.end() ? w->second.reason : r.pending_reason);
+      continue;
+    }
+    auto a = by_task.find(r.task.key);
+    NodeId node = a == by_task.end() ? kNoNode : cluster_.FindNode(a->second->node);
+    if (node == kNoNode) {
+      return Internal("task " + std::to_string(r.task.key) + " is " + TaskStateName(r.state) +
+                      " without an allocation on a known node");
+    }
+    Status s = cluster_.Bind(r.task, FromStored(*a->second, node), r.state, r.updated_at_ms);
+    if (!s.ok()) {
+      return Internal("stored allocation of task " + std::to_string(r.task.key) + ": " + s.message());
+    }
+  }
+  cluster_.AdoptMeasurements(old_cluster);
+  for (NodeId n = 0; n < cluster_.node_count(); ++n) BumpNodeLocked(cluster_.spec(n).name);
+  return Status::Ok();
+}
+
+void Scheduler::EnqueueLocked(const Task& task, std::string reason) {
+  waiting_[task.key] = Waiting{std::move(reason), false};
+  active_.emplace(-int64_t{task.priority}, task.key);
+}
+
+void Scheduler::DequeueLocked(TaskKey key) {
+  auto it = waiting_.find(key);
+  if (it == waiting_.end()) return;
+  waiting_.erase(it);
+  active_.erase({-int64_t{tasks_.at(key).priority}, key});
+  unschedulable_.erase(key);
+}
+
+void Scheduler::RetryAllLocked() {
+  for (TaskKey key : unschedulable_) {
+    waiting_.at(key).unschedulable = false;
+    active_.emplace(-int64_t{tasks_.at(key).priority}, key);
+  }
+  unschedulable_.clear();
+  retry_all_ = false;
+  last_retry_ = Clock::now();
+}
+
+void Scheduler::Start() {
+  last_retry_ = Clock::now();
+  thread_ = std::thread([this] { Loop(); });
+  watch_thread_ = std::thread([this] { WatchLoop(); });
+}
+
+void Scheduler::Stop() {
+  {
+    std::lock_guard lock(*mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  watch_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (watch_thread_.joinable()) watch_thread_.join();
+}
+
+void Scheduler::Loop() {
+  std::unique_lock lock(*mu_);
+  while (!stop_) {
+    const auto since_retry = Clock::now() - last_retry_;
+    if (retry_all_ || (!unschedulable_.empty() && since_retry >= options_.retry_interval) ||
+        (usage_changed_ && since_retry >= std::chrono::seconds(1))) {
+      usage_changed_ = false;
+      RetryAllLocked();
+    }
+    if (!last_heartbeat_.empty()) CheckHeartbeatsLocked();
+    if (active_.empty()) {
+      idle_cv_.notify_all();
+      // Watching agents' heartbeats wants a tick of its own.
+      const auto wait = last_heartbeat_.empty()
+                            ? options_.retry_interval
+                            : std::min<std::chrono::milliseconds>(options_.retry_interval,
+                                                                  std::chrono::seconds(1));
+      cv_.wait_for(lock, wait, [this] { return stop_ || retry_all_ || !active_.empty(); });
+      continue;
+    }
+    busy_ = true;
+    CycleLocked();
+    busy_ = false;
+    // Let API calls waiting on the mutex in between cycles.
+    lock.unlock();
+    std::this_thread::yield();
+    lock.lock();
+  }
+  idle_cv_.notify_all();
+}
+
+void Scheduler::CycleLocked() {
+  struct Outcome {
+    TaskKey key;
+    framework::Decision decision;
+    std::string node;
+  };
+  std::vector<Outcome> outcomes;
+  while (!active_.empty() && outcomes.size() < options_.batch) {
+    const TaskKey key = active_.begin()->second;
+    active_.erase(active_.begin());
+    const Task& task = tasks_.at(key);
+    framework::ScheduleOptions opt;
+    const bool sample = options_.on_plugin_timings && options_.plugin_timing_sample > 0 &&
+                        attempts_++ % options_.plugin_timing_sample == 0;
+    if (sample) {
+      timings_.clear();
+      opt.timings = &timings_;
+    }
+    const auto t0 = Clock::now();
+    framework::Decision d = fw_->Schedule(task, cluster_, opt);
+    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (options_.on_attempt) options_.on_attempt(d.scheduled ? "scheduled" : "unschedulable", secs);
+    if (sample) options_.on_plugin_timings(timings_);
+    std::string node = d.scheduled ? cluster_.spec(d.alloc.node).name : "";
+    outcomes.push_back({key, std::move(d), std::move(node)});
+  }
+
+  // Which waiting tasks get a new reason stored, and the victims' records.
+  std::vector<json> published;
+  std::vector<std::string> victim_nodes;
+  Status s = store_->Write([&](store::Tx& tx) -> Status {
+    victim_nodes.clear();
+    for (const Outcome& o : outcomes) {
+      const Task& task = tasks_.at(o.key);
+      const framework::Decision& d = o.decision;
+      if (!d.scheduled) {
+        if (d.reason == waiting_.at(o.key).reason) continue;
+        HF_RETURN_IF_ERROR(tx.UpdateTaskState(o.key, TaskState::kPending, d.reason));
+        HF_RETURN_IF_ERROR(tx.AppendTaskEvent(o.key, "unschedulable", d.reason));
+        continue;
+      }
+      const std::string by = PreemptedBy(task);
+      for (TaskKey v : d.victims) {
+        HF_ASSIGN_OR_RETURN(store::StoredAllocation va, tx.GetAllocation(v));
+        victim_nodes.push_back(va.node);
+        HF_RETURN_IF_ERROR(tx.DeleteAllocation(v));
+        HF_RETURN_IF_ERROR(tx.UpdateTaskState(v, TaskState::kPending, by));
+        HF_RETURN_IF_ERROR(tx.AppendTaskEvent(v, "preempted", by));
+      }
+      HF_RETURN_IF_ERROR(tx.PutAllocation(o.key, o.node, d.alloc));
+      HF_RETURN_IF_ERROR(tx.UpdateTaskState(o.key, TaskState::kScheduled, ""));
+      char score[64];
+      if (!d.victims.empty()) {
+        score[0] = '\0';  // placed by preemption: no node passed Filter as it was
+      } else if (d.feasible_nodes > 1) {
+        std::snprintf(score, sizeof score, " (score %.2f, best of %zu feasible nodes)", d.score,
+                      d.feasible_nodes);
+      } else {
+        std::snprintf(score, sizeof score, " (the only feasible node)");
+      }
+      std::string msg = "scheduled to " + DescribeAllocation(d.alloc, o.node) + score;
+      if (!d.victims.empty()) msg += ", preempting " + std::to_string(d.victims.size()) + " task(s)";
+      HF_RETURN_IF_ERROR(tx.AppendTaskEvent(o.key, "scheduled", msg));
+    }
+    return Status::Ok();
+  });
+  if (!s.ok()) {
+    std::fprintf(stderr, "scheduler: committing %zu decisions failed (%s); reloading from the store\n",
+                 outcomes.size(), s.ToString().c_str());
+    if (options_.on_commit_failure) options_.on_commit_failure(outcomes.size());
+    Status r = RebuildLocked();
+    if (!r.ok()) std::fprintf(stderr, "scheduler: reload failed: %s\n", r.ToString().c_str());
+    if (options_.on_cycle_end) options_.on_cycle_end();
+    return;
+  }
+
+  for (Outcome& o : outcomes) {
+    const Task& task = tasks_.at(o.key);
+    framework::Decision& d = o.decision;
+    if (!d.scheduled) {
+      Waiting& w = waiting_.at(o.key);
+      const bool changed = w.reason != d.reason;
+      w.reason = d.reason;
+      w.unschedulable = true;
+      unschedulable_.insert(o.key);
+      if (changed) {
+        published.push_back({{"action", "unschedulable"}, {"id", o.key}, {"name", task.name},
+                             {"reason", d.reason}});
+      }
+      continue;
+    }
+    waiting_.erase(o.key);
+    BumpNodeLocked(o.node);
+    for (TaskKey v : d.victims) {
+      const Task& victim = tasks_.at(v);
+      EnqueueLocked(victim, PreemptedBy(task));
+      published.push_back({{"action", "preempted"}, {"id", v}, {"name", victim.name},
+                           {"by", o.key}});
+    }
+    if (!d.victims.empty() && options_.on_preemption) options_.on_preemption(d.victims.size());
+    published.push_back({{"action", "scheduled"}, {"id", o.key}, {"name", task.name},
+                         {"node", o.node}, {"allocation", AllocationToJson(d.alloc, o.node)}});
+  }
+  for (const std::string& n : victim_nodes) BumpNodeLocked(n);
+  for (json& e : published) Publish("task", std::move(e));
+  if (options_.on_cycle_end) options_.on_cycle_end();
+}
+
+Result<std::vector<store::TaskRecord>> Scheduler::Submit(const std::vector<Task>& tasks,
+                                                         const std::string& actor) {
+  std::vector<store::TaskRecord> out;
+  // The commit runs without the mutex, so scheduling and reads of the
+  // framework go on while it waits for its fsync. A Cancel that lands
+  // between the commit and the queueing below leaves the id in
+  // cancelled_early_, and the task is not queued.
+  HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
+    out.clear();
+    for (const Task& t : tasks) {
+      HF_ASSIGN_OR_RETURN(TaskKey k, tx.InsertTask(t));
+      HF_RETURN_IF_ERROR(tx.AppendTaskEvent(k, "submitted", "by " + actor));
+      HF_ASSIGN_OR_RETURN(store::TaskRecord r, tx.GetTask(k));
+      out.push_back(std::move(r));
+    }
+    return Status::Ok();
+  }));
+  {
+    std::lock_guard lock(*mu_);
+    for (const store::TaskRecord& r : out) {
+      if (cancelled_early_.erase(r.task.key)) continue;
+      // A rebuild in between (node change, failed commit) may have loaded it
+      // from the store already, and even placed it.
+      if (tasks_.count(r.task.key)) continue;
+      tasks_[r.task.key] = r.task;
+      EnqueueLocked(r.task, "");
+    }
+  }
+  cv_.notify_all();
+  for (const store::TaskRecord& r : out) {
+    Publish("task", {{"action", "submitted"}, {"id", r.task.key}, {"name", r.task.name}});
+  }
+  return out;
+}
+
+Result<store::TaskRecord> Scheduler::Cancel(TaskKey id, const std::string& actor) {
+  store::TaskRecord rec;
+  {
+    std::lock_guard lock(*mu_);
+    HF_RETURN_IF_ERROR(store_->Read([&](const store::ReadTx& tx) -> Status {
+      HF_ASSIGN_OR_RETURN(rec, tx.GetTask(id));
+      return Status::Ok();
+    }));
+    if (rec.state == TaskState::kCancelled) return rec;
+    if (rec.state == TaskState::kSucceeded || rec.state == TaskState::kFailed) {
+      return FailedPrecondition("task " + std::to_string(id) + " already " + TaskStateName(rec.state));
+    }
+    HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
+      HF_RETURN_IF_ERROR(tx.DeleteAllocation(id));
+      HF_RETURN_IF_ERROR(tx.UpdateTaskState(id, TaskState::kCancelled, ""));
+      HF_RETURN_IF_ERROR(tx.AppendTaskEvent(id, "cancelled", "by " + actor));
+      HF_ASSIGN_OR_RETURN(rec, tx.GetTask(id));
+      return Status::Ok();
+    }));
+    if (const PlacedTask* p = cluster_.FindPlaced(id)) {
+      BumpNodeLocked(cluster_.spec(p->alloc.node).name);
+      HF_CHECK(cluster_.Release(id).ok());
+      retry_all_ = true;
+    }
+    if (!tasks_.count(id)) cancelled_early_.insert(id);  // its Submit has not queued it yet
+    DequeueLocked(id);
+    tasks_.erase(id);
+  }
+  cv_.notify_all();
+  Publish("task", {{"action", "cancelled"}, {"id", id}, {"name", rec.task.name}, {"by", actor}});
+  return rec;
+}
+
+Result<bool> Scheduler::PutNode(const NodeSpec& spec, const std::string& actor) {
+  bool created = false;
+  {
+    std::lock_guard lock(*mu_);
+    const NodeId existing = cluster_.FindNode(spec.name);
+    created = existing == kNoNode;
+    HF_RETURN_IF_ERROR(spec.Validate());
+    if (!created) {
+      // Checked on a copy of the node first, so that the store is written
+      // only when memory will take it too (the store checks GPUs against
+      // their grants; CPU and memory are checked by ClusterState).
+      HF_RETURN_IF_ERROR(cluster_.CheckUpdate(existing, spec));
+    }
+    // Every change of a node's inventory is audited: a GPU may fail, and an
+    // agent may only report its own node (docs/SECURITY.md).
+    const json old_spec = created ? json(nullptr) : NodeSpecToJson(cluster_.spec(existing));
+    const json new_spec = NodeSpecToJson(spec);
+    HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
+      HF_RETURN_IF_ERROR(tx.PutNode(spec));
+      if (old_spec == new_spec) return Status::Ok();
+      return tx.AppendAudit(actor, "nodes." + spec.name, old_spec, new_spec);
+    }));
+    if (created) {
+      HF_CHECK(cluster_.AddNode(spec).ok());
+    } else {
+      // In place: the node keeps its tasks and what its agent measured, and
+      // no other node is touched.
+      HF_CHECK(cluster_.UpdateNode(existing, spec).ok());
+      BumpNodeLocked(spec.name);
+    }
+    retry_all_ = true;
+  }
+  cv_.notify_all();
+  Publish("node", {{"action", created ? "registered" : "updated"}, {"name", spec.name}, {"by", actor}});
+  return created;
+}
+
+Status Scheduler::DeleteNode(const std::string& name, const std::string& actor) {
+  {
+    std::lock_guard lock(*mu_);
+    HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) { return tx.DeleteNode(name); }));
+    // The store refuses a node with allocations, so memory has none there.
+    const NodeId n = cluster_.FindNode(name);
+    if (n != kNoNode) HF_CHECK(cluster_.RemoveNode(n).ok());
+    BumpNodeLocked(name);
+  }
+  Publish("node", {{"action", "deleted"}, {"name", name}, {"by", actor}});
+  return Status::Ok();
+}
+
+Status Scheduler::SetNodeCondition(const std::string& name, NodeCondition condition,
+                                   const std::string& actor) {
+  {
+    std::lock_guard lock(*mu_);
+    const NodeId n = cluster_.FindNode(name);
+    if (n == kNoNode) return NotFound("node " + name + " not found");
+    if (cluster_.condition(n) == condition) return Status::Ok();
+    HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) { return tx.SetNodeCondition(name, condition); }));
+    cluster_.SetCondition(n, condition);
+    // Ready may let waiting tasks fit; any change alters their reasons.
+    retry_all_ = true;
+  }
+  cv_.notify_all();
+  Publish("node", {{"action", "condition"}, {"name", name}, {"condition", NodeConditionName(condition)},
+                   {"by", actor}});
+  return Status::Ok();
+}
+
+void Scheduler::PolicyChanged() {
+  {
+    std::lock_guard lock(*mu_);
+    retry_all_ = true;
+  }
+  cv_.notify_all();
+}
+
+ClusterSnapshot Scheduler::Snapshot(bool with_placed) const {
+  std::lock_guard lock(*mu_);
+  ClusterSnapshot snap{cluster_, fw_->CurrentPolicy(), {}, {}};
+  // Every waiting task, active or unschedulable, in queue order.
+  std::vector<std::pair<int64_t, TaskKey>> order(active_.begin(), active_.end());
+  for (TaskKey key : unschedulable_) order.emplace_back(-int64_t{tasks_.at(key).priority}, key);
+  std::sort(order.begin(), order.end());
+  for (const auto& [np, key] : order) snap.pending.push_back(tasks_.at(key));
+  if (!with_placed) return snap;
+  order.clear();
+  for (const auto& [key, task] : tasks_) {
+    if (cluster_.FindPlaced(key)) order.emplace_back(-int64_t{task.priority}, key);
+  }
+  std::sort(order.begin(), order.end());
+  for (const auto& [np, key] : order) snap.placed.push_back(tasks_.at(key));
+  return snap;
+}
+
+size_t Scheduler::active_count() const {
+  std::lock_guard lock(*mu_);
+  return active_.size();
+}
+
+size_t Scheduler::unschedulable_count() const {
+  std::lock_guard lock(*mu_);
+  return unschedulable_.size();
+}
+
+std::vector<std::tuple<std::string, int64_t, int64_t>> Scheduler::GpuAllocation() const {
+  std::lock_guard lock(*mu_);
+  std::vector<std::tuple<std::string, int64_t, int64_t>> out;
+  out.reserve(cluster_.node_count());
+  for (NodeId n = 0; n < cluster_.node_count(); ++n) {
+    out.emplace_back(cluster_.spec(n).name, cluster_.used_gpu_milli(n), cluster_.total_gpu_milli(n));
+  }
+  return out;
+}
+
+std::map<std::string, NodeUsage> Scheduler::MeasuredUsage() const {
+  std::lock_guard lock(*mu_);
+  std::map<std::string, NodeUsage> out;
+  for (NodeId n = 0; n < cluster_.node_count(); ++n) {
+    if (cluster_.usage(n).reported_at_ms > 0) out.emplace(cluster_.spec(n).name, cluster_.usage(n));
+  }
+  return out;
+}
+
+bool Scheduler::WaitIdle(std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(*mu_);
+  return idle_cv_.wait_for(lock, timeout,
+                           [this] { return stop_ || (active_.empty() && !busy_ && !retry_all_); });
+}
+
+void Scheduler::BumpNodeLocked(const std::string& node) {
+  // Wall-clock microseconds at least, so that versions keep growing across
+  // a restart of the server: an agent orders them (Agent::taken_).
+  const auto wall = std::chrono::duration_cast<std::chrono::microseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+  assign_version_ = std::max(assign_version_ + 1, static_cast<uint64_t>(std::max<int64_t>(wall, 0)));
+  node_version_[node] = assign_version_;
+  if (!watches_.empty()) {
+    watches_dirty_ = true;
+    watch_cv_.notify_one();
+  }
+}
+
+Status Scheduler::Heartbeat(const std::string& node, const std::optional<NodeUsage>& usage) {
+  bool back = false;
+  {
+    std::lock_guard lock(*mu_);
+    const NodeId n = cluster_.FindNode(node);
+    if (n == kNoNode) return NotFound("node " + node + " is not registered");
+    if (usage) {
+      NodeUsage u = *usage;
+      u.reported_at_ms = clock_->NowMs();
+      HF_RETURN_IF_ERROR(cluster_.ReportUsage(n, u));
+      // Measured load changed: waiting tasks may now pass the thresholds. At
+      // most one retry a second for this, however many agents report.
+      usage_changed_ = true;
+    }
+    last_heartbeat_[node] = Clock::now();
+    if (cluster_.condition(n) == NodeCondition::kNotReady) {
+      HF_RETURN_IF_ERROR(store_->Write(
+          [&](store::Tx& tx) { return tx.SetNodeCondition(node, NodeCondition::kReady); }));
+      cluster_.SetCondition(n, NodeCondition::kReady);
+      back = true;
+    }
+  }
+  cv_.notify_all();
+  if (back) Publish("node", {{"action", "condition"}, {"name", node}, {"condition", "Ready"}});
+  return Status::Ok();
+}
+
+uint64_t Scheduler::NodeVersion(const std::string& node) const {
+  std::lock_guard lock(*mu_);
+  return NodeVersionLocked(node);
+}
+
+uint64_t Scheduler::NodeVersionLocked(const std::string& node) const {
+  auto it = node_version_.find(node);
+  return it == node_version_.end() ? 0 : it->second;
+}
+
+Result<Scheduler::AssignmentList> Scheduler::AssignmentsLocked(const std::string& node) const {
+  const NodeId n = cluster_.FindNode(node);
+  if (n == kNoNode) return NotFound("node " + node + " is not registered");
+  std::vector<NodeAssignment> out;
+  for (TaskKey key : cluster_.TasksOn(n)) {
+    const PlacedTask* p = cluster_.FindPlaced(key);
+    out.push_back({tasks_.at(key), p->state, p->alloc});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const NodeAssignment& a, const NodeAssignment& b) { return a.task.key < b.task.key; });
+  return AssignmentList(NodeVersionLocked(node), std::move(out));
+}
+
+void Scheduler::WatchAssignments(const std::string& node, uint64_t since,
+                                 std::chrono::milliseconds wait, AssignmentWatch done) {
+  Result<AssignmentList> now = NotFound("");
+  {
+    std::lock_guard lock(*mu_);
+    const bool answer_now =
+        stop_ || NodeVersionLocked(node) != since || cluster_.FindNode(node) == kNoNode;
+    if (!answer_now) {
+      watches_.push_back({node, since, Clock::now() + wait, std::move(done)});
+      watches_dirty_ = true;
+      watch_cv_.notify_one();
+      return;
+    }
+    now = AssignmentsLocked(node);
+  }
+  done(std::move(now));
+}
+
+Result<Scheduler::AssignmentList> Scheduler::WaitAssignments(const std::string& node,
+                                                             uint64_t since,
+                                                             std::chrono::milliseconds wait) {
+  auto promise = std::make_shared<std::promise<Result<AssignmentList>>>();
+  std::future<Result<AssignmentList>> answer = promise->get_future();
+  WatchAssignments(node, since, wait,
+                   [promise](Result<AssignmentList> r) { promise->set_value(std::move(r)); });
+  return answer.get();
+}
+
+size_t Scheduler::watch_count() const {
+  std::lock_guard lock(*mu_);
+  return watches_.size();
+}
+
+void Scheduler::WatchLoop() {
+  std::unique_lock lock(*mu_);
+  while (true) {
+    const auto now = Clock::now();
+    std::vector<std::pair<AssignmentWatch, Result<AssignmentList>>> due;
+    auto next = now + std::chrono::hours(1);
+    // Swap-and-pop keeps the scan linear; watches have no order to keep.
+    for (size_t i = 0; i < watches_.size();) {
+      Watch& w = watches_[i];
+      if (stop_ || NodeVersionLocked(w.node) != w.since || w.deadline <= now) {
+        due.emplace_back(std::move(w.done), AssignmentsLocked(w.node));
+        if (i + 1 != watches_.size()) w = std::move(watches_.back());
+        watches_.pop_back();
+      } else {
+        next = std::min(next, w.deadline);
+        ++i;
+      }
+    }
+    watches_dirty_ = false;
+    if (!due.empty()) {
+      lock.unlock();
+      for (auto& [done, list] : due) done(std::move(list));
+      due.clear();
+      lock.lock();
+      continue;  // watches may have changed meanwhile
+    }
+    if (stop_) return;
+    watch_cv_.wait_until(lock, next, [this] { return stop_ || watches_dirty_; });
+  }
+}
+
+Result<store::TaskRecord> Scheduler::ReportTask(const std::string& node, TaskKey id,
+                                                const TaskExit& exit) {
+  store::TaskRecord rec;
+  json event;
+  {
+    std::lock_guard lock(*mu_);
+    const PlacedTask* p = cluster_.FindPlaced(id);
+    if (p == nullptr || cluster_.spec(p->alloc.node).name != node) {
+      return Conflict("task " + std::to_string(id) + " is not assigned to node " + node);
+    }
+    if (exit.state == TaskState::kScheduled) {
+      // Only a task not started yet waits; the reason is stored when new.
+      std::string reason;
+      if (p->state == TaskState::kScheduled) {
+        HF_RETURN_IF_ERROR(store_->Read([&](const store::ReadTx& tx) -> Status {
+          HF_ASSIGN_OR_RETURN(store::TaskRecord r, tx.GetTask(id));
+          reason = r.pending_reason;
+          return Status::Ok();
+        }));
+      }
+      if (p->state == TaskState::kScheduled && reason != exit.message) {
+        HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
+          HF_RETURN_IF_ERROR(tx.UpdateTaskState(id, TaskState::kScheduled, exit.message));
+          return tx.AppendTaskEvent(id, "waiting", exit.message);
+        }));
+        event = {{"action", "waiting"}, {"id", id}, {"node", node}, {"detail", exit.message}};
+      }
+    } else if (exit.state == TaskState::kRunning) {
+      if (p->state != TaskState::kRunning) {
+        HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
+          HF_RETURN_IF_ERROR(tx.UpdateTaskState(id, TaskState::kRunning, ""));
+          return tx.AppendTaskEvent(id, "running", "started on node " + node);
+        }));
+        HF_CHECK(cluster_.MarkRunning(id, clock_->NowMs()).ok());
+        event = {{"action", "running"}, {"id", id}, {"node", node}};
+      }
+    } else if (exit.fenced && exit.state == TaskState::kFailed &&
+               tasks_.at(id).requeue_on_node_loss) {
+      // Stopped for the node's sake, not its own: as a lost node's task
+      // (which it is, once a storm that held it passed).
+      const std::string why = "stopped on node " + node +
+                              " by its supervisor (fenced): the node lost the server";
+      HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
+        HF_RETURN_IF_ERROR(tx.DeleteAllocation(id));
+        HF_RETURN_IF_ERROR(tx.UpdateTaskState(id, TaskState::kPending, why));
+        return tx.AppendTaskEvent(id, "lost", why + "; queued again");
+      }));
+      HF_CHECK(cluster_.Release(id).ok());
+      EnqueueLocked(tasks_.at(id), why);
+      retry_all_ = true;
+      BumpNodeLocked(node);
+      event = {{"action", "lost"}, {"id", id}, {"node", node}, {"requeued", true}};
+    } else {
+      std::string how = exit.signal      ? "killed by signal " + std::to_string(*exit.signal)
+                        : exit.exit_code ? "exit code " + std::to_string(*exit.exit_code)
+                                         : "";
+      if (!exit.message.empty()) how += (how.empty() ? "" : ": ") + exit.message;
+      if (how.empty()) how = "ended";
+      HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
+        HF_RETURN_IF_ERROR(tx.DeleteAllocation(id));
+        HF_RETURN_IF_ERROR(tx.UpdateTaskState(id, exit.state, ""));
+        return tx.AppendTaskEvent(id, TaskStateName(exit.state), how + " on node " + node);
+      }));
+      HF_CHECK(cluster_.Release(id).ok());
+      tasks_.erase(id);
+      retry_all_ = true;
+      BumpNodeLocked(node);
+      event = {{"action", TaskStateName(exit.state)}, {"id", id}, {"node", node}, {"detail", how}};
+    }
+    HF_RETURN_IF_ERROR(store_->Read([&](const store::ReadTx& tx) -> Status {
+      HF_ASSIGN_OR_RETURN(rec, tx.GetTask(id));
+      return Status::Ok();
+    }));
+  }
+  cv_.notify_all();
+  if (!event.is_null()) {
+    event["name"] = rec.task.name;
+    Publish("task", std::move(event));
+  }
+  return rec;
+}
+
+bool Scheduler::requeue_held() const {
+  std::lock_guard lock(*mu_);
+  return requeue_held_;
+}
+
+void Scheduler::CheckHeartbeatsLocked() {
+  const auto now = Clock::now();
+  size_t watched = 0;
+  size_t silent_nodes = 0;
+  for (const auto& [node, seen] : last_heartbeat_) {
+    if (cluster_.FindNode(node) == kNoNode) continue;  // deleted
+    ++watched;
+    if (now - seen >= heartbeat_grace_) ++silent_nodes;
+  }
+  const bool storm = silent_nodes >= kStormMinNodes &&
+                     static_cast<double>(silent_nodes) > storm_fraction_ * static_cast<double>(watched);
+  if (storm != requeue_held_) {
+    requeue_held_ = storm;
+    const std::string detail =
+        std::to_string(silent_nodes) + " of " + std::to_string(watched) + " nodes silent" +
+        (storm ? ": the fault is likely the server's or the network's; their tasks stay where "
+                 "they are until enough of the nodes are back"
+               : "; tasks of nodes still silent are queued again once fenced");
+    std::fprintf(stderr, "scheduler: requeues %s: %s\n", storm ? "held" : "resumed", detail.c_str());
+    Publish("node", {{"action", storm ? "requeue_held" : "requeue_resumed"},
+                     {"silent", silent_nodes},
+                     {"nodes", watched},
+                     {"detail", detail}});
+  }
+  for (auto& [node, seen] : last_heartbeat_) {
+    const auto silent = now - seen;
+    if (silent < heartbeat_grace_) continue;
+    const NodeId n = cluster_.FindNode(node);
+    if (n == kNoNode) continue;
+    const bool marking = cluster_.condition(n) != NodeCondition::kNotReady;
+    if (requeue_held_ && !marking) continue;
+    // A copy that may still run there is stopped by its supervisor by now.
+    const bool fenced = silent >= fence_deadline_;
+    std::vector<TaskKey> failing, requeuing;
+    for (TaskKey key : requeue_held_ ? std::vector<TaskKey>() : cluster_.TasksOn(n)) {
+      if (!tasks_.at(key).requeue_on_node_loss) {
+        failing.push_back(key);  // at once (or once a storm that held it passed)
+      } else if (fenced) {
+        requeuing.push_back(key);
+      }
+    }
+    if (!marking && failing.empty() && requeuing.empty()) continue;
+    const std::string why = "node " + node + " stopped sending heartbeats";
+    const std::string not_requeued = why + "; not queued again (requeue_on_node_loss is false)";
+    const std::string requeued = why + "; queued again once its copy there was stopped (fenced)";
+    Status s = store_->Write([&, &node = node](store::Tx& tx) -> Status {
+      if (marking) HF_RETURN_IF_ERROR(tx.SetNodeCondition(node, NodeCondition::kNotReady));
+      for (TaskKey key : failing) {
+        HF_RETURN_IF_ERROR(tx.DeleteAllocation(key));
+        HF_RETURN_IF_ERROR(tx.UpdateTaskState(key, TaskState::kFailed, ""));
+        HF_RETURN_IF_ERROR(tx.AppendTaskEvent(key, "lost", not_requeued));
+      }
+      for (TaskKey key : requeuing) {
+        HF_RETURN_IF_ERROR(tx.DeleteAllocation(key));
+        HF_RETURN_IF_ERROR(tx.UpdateTaskState(key, TaskState::kPending, why));
+        HF_RETURN_IF_ERROR(tx.AppendTaskEvent(key, "lost", requeued));
+      }
+      return Status::Ok();
+    });
+    if (!s.ok()) {
+      std::fprintf(stderr, "scheduler: handling silent node %s failed: %s\n", node.c_str(),
+                   s.ToString().c_str());
+      continue;
+    }
+    if (marking) cluster_.SetCondition(n, NodeCondition::kNotReady);
+    for (TaskKey key : failing) {
+      HF_CHECK(cluster_.Release(key).ok());
+      tasks_.erase(key);
+      Publish("task", {{"action", "lost"}, {"id", key}, {"node", node}, {"requeued", false}});
+      Publish("task", {{"action", "failed"}, {"id", key}, {"node", node}, {"detail", not_requeued}});
+    }
+    for (TaskKey key : requeuing) {
+      HF_CHECK(cluster_.Release(key).ok());
+      Publish("task", {{"action", "lost"}, {"id", key}, {"node", node}, {"requeued", true}});
+      EnqueueLocked(tasks_.at(key), why);
+    }
+    if (!failing.empty() || !requeuing.empty()) BumpNodeLocked(node);
+    if (!requeuing.empty()) retry_all_ = true;
+    if (marking) Publish("node", {{"action", "condition"}, {"name", node}, {"condition", "NotReady"}});
+  }
+}
+
+void Scheduler::Publish(const std::string& type, json data) {
+  if (events_) events_->Publish(type, std::move(data), clock_->NowMs());
+}
+
+}  // namespace hf::scheduler

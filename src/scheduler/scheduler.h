@@ -1,0 +1,291 @@
+// Scheduler: the server's scheduling loop and the owner of the live cluster
+// state (SPEC §5, §9).
+//
+// Truth and order. The store is the truth; the in-memory ClusterState and the
+// queue mirror it so that a decision takes microseconds. Every change goes
+// store first, memory second, under one mutex (shared with the framework),
+// so memory never shows what the store has not committed:
+//   - Submit commits the task rows (without holding the mutex through the
+//     fsync), then queues them; a Cancel in between is remembered, so a
+//     cancelled task is never queued;
+//   - a scheduling cycle takes up to `batch` tasks from the queue (priority
+//     first, then age: lower task id), runs the framework on each, and then
+//     commits every decision of the cycle in one transaction (allocations,
+//     states, events; victims' allocations deleted before the preemptor's
+//     grants are inserted, so the database's capacity triggers hold at every
+//     row). If that commit fails the memory is rebuilt from the store and the
+//     tasks are retried: an acknowledged task is never lost and a GPU is never
+//     granted twice, whatever fails;
+//   - Cancel, node registration, cordon and deletion commit, then change the
+//     memory.
+//
+// Unschedulable tasks wait, keeping their "0/N nodes available: ..." reason
+// (stored, with an event, each time it changes). They are retried when
+// something could let them fit — a task released, a node added or made
+// schedulable, a policy change — and every `retry_interval` otherwise, for
+// changes the server cannot see (measured load).
+//
+// Threading: every public method may be called from any thread. The loop runs
+// on its own thread between Start and Stop.
+#ifndef HF_SCHEDULER_SCHEDULER_H_
+#define HF_SCHEDULER_SCHEDULER_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/cluster_state.h"
+#include "core/event_sink.h"
+#include "core/model.h"
+#include "core/status.h"
+#include "framework/framework.h"
+#include "store/store.h"
+
+namespace hf::scheduler {
+
+struct SchedulerOptions {
+  // Decisions committed per transaction (one fsync).
+  size_t batch = 256;
+  // Unschedulable tasks are retried at least this often.
+  std::chrono::milliseconds retry_interval = std::chrono::seconds(30);
+  // Called after every attempt with its result ("scheduled", "unschedulable")
+  // and duration; for metrics. May be empty.
+  std::function<void(std::string_view result, double seconds)> on_attempt;
+  // Called at the end of every cycle, with the mutex held. May be empty.
+  std::function<void()> on_cycle_end;
+  // Called when a cycle's commit failed, with the number of decisions it
+  // undid (they are retried). May be empty.
+  std::function<void(size_t decisions)> on_commit_failure;
+  // Called with the number of victims of each preemption. May be empty.
+  std::function<void(size_t victims)> on_preemption;
+  // One attempt in `plugin_timing_sample` has every plugin call timed and
+  // passed here (0 or an empty function: never), as kube-scheduler samples
+  // its plugin metrics: the clock reads would cost more than a cheap filter.
+  std::function<void(const std::vector<framework::PluginTiming>&)> on_plugin_timings;
+  uint32_t plugin_timing_sample = 10;
+};
+
+// One task a node's agent should run.
+struct NodeAssignment {
+  Task task;
+  TaskState state = TaskState::kScheduled;
+  Allocation alloc;
+};
+
+// How a task's process ended, as its agent reports it.
+struct TaskExit {
+  // kScheduled: not started yet, waiting (for what: `message`); kRunning;
+  // kSucceeded or kFailed.
+  TaskState state = TaskState::kSucceeded;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::string message;
+  // Where a started service listens (a task whose command holds "{port}"):
+  // the port its agent gave it, and the address the agent is reached at.
+  std::optional<uint16_t> port;
+  std::string host;
+  // kFailed: its supervisor stopped it because the agent could not renew the
+  // node's lease (fencing). A task with requeue_on_node_loss is queued again.
+  bool fenced = false;
+};
+
+// What the preview needs, copied under the lock.
+struct ClusterSnapshot {
+  ClusterState cluster;
+  framework::Policy policy;
+  std::vector<Task> pending;  // by priority, then age
+  std::vector<Task> placed;   // scheduled or running, by priority, then age; when asked for
+};
+
+class Scheduler {
+ public:
+  // `mu` guards `fw` for every user of the framework; the scheduler takes it
+  // for each cycle and each change. All pointers must outlive the Scheduler.
+  Scheduler(store::Store* store, framework::Framework* fw, std::mutex* mu, const Clock* clock,
+            EventSink* events, SchedulerOptions options = {});
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Loads nodes, allocations and live tasks from the store. Call once before
+  // Start. Internal when a stored allocation no longer fits its node.
+  Status Recover();
+  void Start();
+  // Finishes the cycle in progress and joins the thread. Idempotent.
+  void Stop();
+
+  // Stores the tasks in one transaction (all or none), each with a
+  // "submitted" event, then queues them. Returns them as stored.
+  Result<std::vector<store::TaskRecord>> Submit(const std::vector<Task>& tasks,
+                                                const std::string& actor);
+  // Cancels a pending, scheduled or running task and frees what it holds.
+  // Cancelling a cancelled task returns it unchanged; a succeeded or failed
+  // one is FailedPrecondition; NotFound when there is no such task.
+  Result<store::TaskRecord> Cancel(TaskKey id, const std::string& actor);
+
+  // Registers a node or replaces its spec (keeping its condition), with an
+  // audit entry "nodes.<name>" by `actor` when the spec is new or changed.
+  // Returns true when it was new. Errors as store::Tx::PutNode.
+  Result<bool> PutNode(const NodeSpec& spec, const std::string& actor);
+  // FailedPrecondition while tasks are allocated on it.
+  Status DeleteNode(const std::string& name, const std::string& actor);
+  Status SetNodeCondition(const std::string& name, NodeCondition condition,
+                          const std::string& actor);
+
+  // Agents (docs/AGENT.md). Heartbeat records measured usage (when given;
+  // a registration has none); NotFound for an unknown node. A node that was
+  // NotReady becomes Ready again.
+  Status Heartbeat(const std::string& node, const std::optional<NodeUsage>& usage);
+  // A node's task list and its version.
+  using AssignmentList = std::pair<uint64_t, std::vector<NodeAssignment>>;
+  using AssignmentWatch = std::function<void(Result<AssignmentList>)>;
+  // Calls `done` exactly once with the node's task list: as soon as the
+  // list's version differs from `since` (at once when it already does), after
+  // `wait` with the list unchanged, or when the scheduler stops; NotFound for
+  // an unknown node. Nothing blocks: a waiting watch is an entry in a table,
+  // not a thread, so thousands of agents can wait at once. `done` runs on the
+  // caller's thread when answered at once, else on the watch thread, never
+  // with the mutex held.
+  void WatchAssignments(const std::string& node, uint64_t since, std::chrono::milliseconds wait,
+                        AssignmentWatch done);
+  // WatchAssignments, blocking the caller until answered.
+  Result<AssignmentList> WaitAssignments(const std::string& node, uint64_t since,
+                                         std::chrono::milliseconds wait);
+  // Watches waiting now (for tests and metrics).
+  size_t watch_count() const;
+  // A task's process waits to start (kScheduled: the message, e.g. "waiting
+  // for task 12 to exit", becomes its pending_reason, with a "waiting"
+  // event, each time it changes), started (kRunning) or ended (kSucceeded /
+  // kFailed). Conflict when the task is not placed on `node` (a stale copy).
+  Result<store::TaskRecord> ReportTask(const std::string& node, TaskKey id, const TaskExit& exit);
+  // The version of the node's assignments (0 before any); it only grows,
+  // across restarts too (wall-clock microseconds at least).
+  uint64_t NodeVersion(const std::string& node) const;
+  // Nodes whose agent has not sent a heartbeat for `grace` become NotReady;
+  // their tasks go back to the queue once fenced (set_fencing). Only nodes
+  // that sent a heartbeat since this server started are watched (declared
+  // nodes without agents are not).
+  void set_heartbeat_grace(std::chrono::milliseconds grace) { heartbeat_grace_ = grace; }
+  // Fencing (docs/AGENT.md): a silent node's tasks are queued again only
+  // once their supervisors have stopped them: `fence_after` without a lease
+  // renewal, plus the kill `grace`, plus kFenceMargin for the supervisors'
+  // checks, since the last heartbeat. Tasks that must not be requeued fail
+  // when the node becomes NotReady, as before.
+  void set_fencing(std::chrono::milliseconds fence_after, std::chrono::milliseconds grace) {
+    fence_deadline_ = fence_after + grace + kFenceMargin;
+  }
+  static constexpr std::chrono::milliseconds kFenceMargin{2000};
+  // Kubernetes' node lifecycle rule for many nodes lost at once: when at
+  // least kStormMinNodes watched nodes are silent, and more than `fraction`
+  // of them, the server assumes the fault is its own or the network's and
+  // holds: silent nodes still become NotReady, but their tasks are neither
+  // queued again nor failed until the storm passes (nodes come back, or are
+  // deleted). A "node" event says when requeues are held and resumed.
+  // 1 turns the rule off.
+  void set_node_loss_storm(double fraction) { storm_fraction_ = fraction; }
+  static constexpr size_t kStormMinNodes = 3;
+  // Whether requeues are held now (for metrics).
+  bool requeue_held() const;
+
+  // Call after changing the framework's policy (with `mu` NOT held): every
+  // waiting task is retried under the new policy.
+  void PolicyChanged();
+
+  // `with_placed`: also copy the placed tasks (ClusterSnapshot::placed).
+  ClusterSnapshot Snapshot(bool with_placed = false) const;
+
+  // Tasks waiting to be tried, and tasks tried and found unschedulable.
+  size_t active_count() const;
+  size_t unschedulable_count() const;
+  // Per node: name, GPU milli allocated, GPU milli total (for metrics).
+  std::vector<std::tuple<std::string, int64_t, int64_t>> GpuAllocation() const;
+  // The last measured usage per node, for nodes whose agent has reported one.
+  std::map<std::string, NodeUsage> MeasuredUsage() const;
+  // Blocks until no task waits to be tried or `timeout` passes; true when idle.
+  bool WaitIdle(std::chrono::milliseconds timeout) const;
+
+ private:
+  struct Waiting {
+    std::string reason;  // last stored pending reason
+    bool unschedulable = false;
+  };
+
+  struct Watch {
+    std::string node;
+    uint64_t since = 0;
+    std::chrono::steady_clock::time_point deadline;
+    AssignmentWatch done;
+  };
+
+  void Loop();
+  // Answers watches whose node's list changed or whose wait ran out.
+  void WatchLoop();
+  Result<AssignmentList> AssignmentsLocked(const std::string& node) const;
+  // The node's task-list version; 0 before its list first changed.
+  uint64_t NodeVersionLocked(const std::string& node) const;
+  void CycleLocked();
+  // Rebuilds cluster_, tasks_ and the queue from the store.
+  Status RebuildLocked();
+  void EnqueueLocked(const Task& task, std::string reason);
+  void DequeueLocked(TaskKey key);
+  // Moves every unschedulable task back to the active queue.
+  void RetryAllLocked();
+  void Publish(const std::string& type, nlohmann::json data);
+  // The node's task list changed: wakes its agent's long poll.
+  void BumpNodeLocked(const std::string& node);
+  // Marks silent agent nodes NotReady and requeues their tasks.
+  void CheckHeartbeatsLocked();
+
+  store::Store* store_;
+  framework::Framework* fw_;
+  std::mutex* mu_;
+  const Clock* clock_;
+  EventSink* events_;
+  SchedulerOptions options_;
+
+  // All guarded by *mu_.
+  ClusterState cluster_;
+  std::unordered_map<TaskKey, Task> tasks_;  // every pending, scheduled or running task
+  std::unordered_map<TaskKey, Waiting> waiting_;
+  std::set<std::pair<int64_t, TaskKey>> active_;  // (-priority, id)
+  std::set<TaskKey> unschedulable_;
+  std::set<TaskKey> cancelled_early_;  // cancelled after Submit's commit, before it queued them
+  bool retry_all_ = false;  // something changed that may let waiting tasks fit
+  bool usage_changed_ = false;  // a heartbeat brought new measurements
+  bool stop_ = false;
+  bool busy_ = false;  // a cycle is running
+  uint64_t attempts_ = 0;
+  std::vector<framework::PluginTiming> timings_;
+  std::chrono::steady_clock::time_point last_retry_;
+  uint64_t assign_version_ = 0;
+  std::unordered_map<std::string, uint64_t> node_version_;
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> last_heartbeat_;
+  std::chrono::milliseconds heartbeat_grace_ = std::chrono::seconds(40);
+  std::chrono::milliseconds fence_deadline_ = std::chrono::seconds(30 + 10) + kFenceMargin;
+  double storm_fraction_ = 0.55;
+  bool requeue_held_ = false;
+  std::vector<Watch> watches_;
+  bool watches_dirty_ = false;  // a list changed or a watch arrived since WatchLoop looked
+  std::condition_variable watch_cv_;  // wakes WatchLoop
+  std::thread watch_thread_;
+
+  mutable std::condition_variable cv_;       // wakes the loop
+  mutable std::condition_variable idle_cv_;  // wakes WaitIdle
+  std::thread thread_;
+};
+
+}  // namespace hf::scheduler
+
+#endif  // HF_SCHEDULER_SCHEDULER_H_
