@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/test_nodes.h"
+#include "core/testing/nodes.h"
 
 namespace hf::framework {
 namespace {

@@ -11,6 +11,15 @@
 // call: a scheduling decision on 10,000 nodes must take tens of microseconds,
 // so each plugin runs its own tight loop over the cluster's arrays.
 //
+// On the name Bind: in Kubernetes, Reserve claims resources on the chosen
+// node and Bind is the write to the API server. Here Bind picks the devices
+// (GPUs, NICs) on the chosen node, which Kubernetes splits between Reserve and
+// the device plugin's Allocate, and the write is the scheduler's batch commit
+// (scheduler/scheduler.h), which no plugin sees. The name stays Bind because
+// SPEC §3 and the API (`extension_points` of GET /api/v1/plugins, the UI)
+// name the point so; renaming it would break every client that reads them
+// for a difference no plugin author can act on.
+//
 // Plugins see the task, the cluster state (read-only) and their own config;
 // never the server, the store or another plugin. Instances are used by one
 // scheduling thread at a time and may keep per-cycle scratch as members.

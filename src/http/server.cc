@@ -299,7 +299,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
     parser_.emplace();
     parser_->header_limit(
         static_cast<uint32_t>(std::min<size_t>(opts().max_header_bytes, UINT32_MAX)));
-    parser_->body_limit(opts().max_body_bytes);
+    // Beast refuses a Content-Length over the body limit as soon as the
+    // header is parsed, before the path is known: the largest limit until
+    // then, the path's own in OnHeader.
+    body_limit_ = opts().max_body_bytes;
+    size_t widest = body_limit_;
+    for (const auto& [prefix, limit] : opts().body_limits) widest = std::max(widest, limit);
+    parser_->body_limit(widest);
     Arm(opts().header_read_timeout);
     bhttp::async_read_header(
         socket_, buffer_, *parser_,
@@ -310,12 +316,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (ec) return OnReadError(ec);
     quiet_since_ns = -1;  // a whole header is in: at work until answered
     spoke = true;
+    body_limit_ = BodyLimitFor(SV(parser_->get().target()));
+    parser_->body_limit(body_limit_);
     // Beast checks this too, but checking here makes the 413-before-reading
     // promise explicit instead of an accident of the parser's internals.
-    if (auto len = parser_->content_length(); len && *len > opts().max_body_bytes) {
+    if (auto len = parser_->content_length(); len && *len > body_limit_) {
       return WriteError(413, "payload_too_large",
                         "request body of " + std::to_string(*len) + " bytes exceeds the limit of " +
-                            std::to_string(opts().max_body_bytes));
+                            std::to_string(body_limit_));
     }
     if (parser_->is_done()) return OnRequest();
     // curl and others wait (a second, for curl) for this before sending a
@@ -329,6 +337,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                });
     }
     ReadBody();
+  }
+
+  size_t BodyLimitFor(std::string_view target) const {
+    for (const auto& [prefix, limit] : opts().body_limits) {
+      if (target.starts_with(prefix)) return limit;
+    }
+    return opts().max_body_bytes;
   }
 
   void ReadBody() {
@@ -350,8 +365,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
           "request header exceeds " + std::to_string(opts().max_header_bytes) + " bytes");
     }
     if (ec == bhttp::error::body_limit) {
+      // Beast stops in the header's fields when its Content-Length is over
+      // every limit; the start line, with the target, is in by then, so the
+      // message names the path's own limit.
+      const std::string_view target = SV(parser_->get().target());
+      const size_t limit = target.empty() ? body_limit_ : BodyLimitFor(target);
       return WriteError(413, "payload_too_large",
-                        "request body exceeds " + std::to_string(opts().max_body_bytes) + " bytes");
+                        "request body exceeds " + std::to_string(limit) + " bytes");
     }
     // The peer went away (or we closed it): nobody to answer.
     if (ec == bhttp::error::end_of_stream || ec == bhttp::error::partial_message ||
@@ -522,6 +542,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   const asio::ip::address peer_;
   const AddressKey key_;
   std::string address_;  // peer_ as text, formatted at the first request
+  size_t body_limit_ = 0;  // of the request being read
   uint64_t timer_generation_ = 0;
   bool timed_out_ = false;
   beast::flat_buffer buffer_;

@@ -173,6 +173,11 @@ struct HttpServerOptions {
   // Largest request body accepted, whether announced by Content-Length (refused
   // before reading it) or arriving chunked (refused when it grows past).
   size_t max_body_bytes = 1 << 20;
+  // Paths that take other bodies than max_body_bytes: a request whose target
+  // starts with a prefix here may carry up to its bytes instead (the first
+  // prefix that matches counts). The inference gateway's requests carry
+  // prompts and images, far past what the REST API needs.
+  std::vector<std::pair<std::string, size_t>> body_limits;
   // Largest header block (start line and fields) accepted.
   size_t max_header_bytes = 16 << 10;
   // Time from connection (or from the first byte of a keep-alive request) until

@@ -270,6 +270,41 @@ TEST_F(HttpServerTest, BodyOverLimitByContentLengthIs413BeforeReadingIt) {
   EXPECT_EQ(ok.body.size(), 1024u);
 }
 
+TEST_F(HttpServerTest, PathPrefixesHaveTheirOwnBodyLimit) {
+  options_.body_limits = {{"/big/", 4096}};
+  ASSERT_TRUE(router_
+                  .Add("POST", "/big/echo",
+                       [](const Request& req) {
+                         Response r;
+                         r.content_type = "text/plain";
+                         r.body = req.body;
+                         return r;
+                       })
+                  .ok());
+  StartServer();
+  const auto post = [](std::string_view path, size_t n) {
+    return "POST " + std::string(path) + " HTTP/1.1\r\nHost: t\r\nContent-Length: " +
+           std::to_string(n) + "\r\n\r\n" + std::string(n, 'x');
+  };
+  // Past the default limit, within the prefix's: served.
+  RawResponse big = Exchange(post("/big/echo", 4096));
+  EXPECT_EQ(big.status, 200);
+  EXPECT_EQ(big.body.size(), 4096u);
+  // Past the prefix's: refused, naming its limit.
+  RawResponse over = Exchange(post("/big/echo", 4097));
+  EXPECT_EQ(over.status, 413);
+  EXPECT_NE(over.body.find("4096"), std::string::npos) << over.body;
+  // Chunked past the prefix's limit: refused too.
+  Client c(port_);
+  c.Send("POST /big/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+  for (int i = 0; i < 9; ++i) c.Send("200\r\n" + std::string(512, 'a') + "\r\n");
+  EXPECT_EQ(c.ReadResponse(2s).status, 413);
+  // Every other path keeps max_body_bytes.
+  EXPECT_EQ(Exchange(post("/echo", 2048)).status, 413);
+  EXPECT_EQ(Exchange(post("/echo", 1024)).status, 200);
+  ExpectStillServing();
+}
+
 TEST_F(HttpServerTest, ChunkedBodyGrowingPastLimitIs413) {
   StartServer();
   Client c(port_);

@@ -1145,7 +1145,10 @@ std::map<TaskKey, std::string> InferenceService::ReplicaModels() const {
 // The gateway
 
 bool InferenceService::IsGatewayPath(const std::string& path) {
-  return path.starts_with("/inference/v1/") || path.starts_with("/serve/");
+  for (const char* prefix : kGatewayPrefixes) {
+    if (path.starts_with(prefix)) return true;
+  }
+  return false;
 }
 
 Response InferenceService::ListOpenAiModels(const Request& req) const {

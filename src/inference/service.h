@@ -120,6 +120,7 @@ class InferenceService {
   // The gateway: /inference/v1/... (OpenAI style, the endpoint named by the
   // body's "model") and /serve/<endpoint>/... (pass-through).
   static bool IsGatewayPath(const std::string& path);
+  static constexpr const char* kGatewayPrefixes[] = {"/inference/v1/", "/serve/"};
   http::Response Gateway(const http::Request& req);
 
  private:

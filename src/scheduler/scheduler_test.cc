@@ -14,7 +14,7 @@
 #include <tuple>
 #include <vector>
 
-#include "core/test_nodes.h"
+#include "core/testing/nodes.h"
 #include "framework/registry.h"
 
 namespace hf::scheduler {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/test_nodes.h"
+#include "core/testing/nodes.h"
 #include "framework/registry.h"
 
 namespace hf::server {

@@ -852,6 +852,9 @@ Status ControlPlane::Start() {
   o.worker_threads = 16;
   o.max_connections = options_.max_connections;
   o.max_connections_per_address = options_.max_connections_per_address;
+  for (const char* prefix : InferenceService::kGatewayPrefixes) {
+    o.body_limits.emplace_back(prefix, options_.gateway_max_body_bytes);
+  }
   // The gateway holds a call while a replica cold-starts (up to an hour,
   // autoscaling.cold_start_timeout_s) or answers (up to 10 minutes), and
   // answers it itself when that runs out; the transport's own cut-off only
@@ -941,6 +944,12 @@ int RunServerCommand(int argc, char** argv) {
                  "new connection takes the place of a quiet one, from the busiest address")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000000));
+  app.add_option_function<size_t>(
+         "--gateway-max-body-mib",
+         [&options](size_t mib) { options.gateway_max_body_bytes = mib << 20; },
+         "largest request body the inference gateway takes, in MiB (default 32; the REST API "
+         "takes 1)")
+      ->check(CLI::Range(1, 1024));
   app.add_option("--node-grace-period", options.node_grace_period_s,
                  "seconds without an agent heartbeat before a node is NotReady")
       ->capture_default_str()

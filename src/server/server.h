@@ -79,6 +79,9 @@ struct ServerOptions {
   // Open connections from one client address (0: no limit). Past either
   // limit a new connection takes the place of a quiet one (HttpServerOptions).
   int max_connections_per_address = 1024;
+  // Largest body of a request to the inference gateway (/inference/v1/...,
+  // /serve/...): chat requests carry images. The REST API keeps 1 MiB.
+  size_t gateway_max_body_bytes = size_t{32} << 20;
   // The built web UI (docs/UI.md); empty: the `ui` folder beside the binary.
   std::string ui_dir;
 };

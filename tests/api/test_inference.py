@@ -205,6 +205,16 @@ def run(binary, tmp):
         expect_error(srv.call("POST", "/inference/v1/chat/completions", raw_body=deep, token=key), 400)
         if not srv.alive():
             fail("the server died on a deeply nested body")
+        # A chat request carrying an image (3 MiB of base64) passes the
+        # gateway, whose body limit is 32 MiB; the REST API keeps 1 MiB.
+        image = "data:image/png;base64," + "iVBORw0KGgo" * (3 * 1024 * 1024 // 11)
+        big = {"model": "chat", "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "big-image"}, {"type": "image_url", "image_url": {"url": image}}]}]}
+        r = srv.call("POST", "/inference/v1/chat/completions", big, token=key, timeout=60)
+        if r.status != 200 or b"big-image" not in r.raw:
+            fail("a 3 MiB chat request: %s" % r.short())
+        expect_error(srv.call("POST", API + "/tasks", {"name": "big", "command": ["true"],
+                                                       "env": {"IMAGE": image}}), 413)
         # An admin token is not an endpoint key.
         expect_error(chat("chat", "admin"), 401)
         listed = expect(srv.call("GET", "/inference/v1/models", token=key), 200)

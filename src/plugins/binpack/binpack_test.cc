@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/test_nodes.h"
+#include "core/testing/nodes.h"
 #include "plugins/spread/spread.h"
 
 namespace hf::plugins {

@@ -7,7 +7,7 @@
 
 #include "core/fit.h"
 
-#include "core/test_nodes.h"
+#include "core/testing/nodes.h"
 
 namespace hf::plugins {
 namespace {

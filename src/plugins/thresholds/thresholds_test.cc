@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/test_nodes.h"
+#include "core/testing/nodes.h"
 
 namespace hf::plugins {
 namespace {

@@ -1,7 +1,8 @@
-// Small builders for nodes, tasks and allocations, shared by the unit tests of
-// core, the framework and the plugins.
-#ifndef HF_CORE_TEST_NODES_H_
-#define HF_CORE_TEST_NODES_H_
+// Test-only builders for nodes, tasks and allocations, shared by the unit
+// tests of every layer (core, framework, plugins, scheduler, server). Nothing
+// outside a *_test.cc includes this folder.
+#ifndef HF_CORE_TESTING_NODES_H_
+#define HF_CORE_TESTING_NODES_H_
 
 #include <string>
 #include <vector>
@@ -48,4 +49,4 @@ inline Allocation AllocFor(const Task& t, NodeId node, std::vector<GpuGrant> gpu
 
 }  // namespace hf::testing
 
-#endif  // HF_CORE_TEST_NODES_H_
+#endif  // HF_CORE_TESTING_NODES_H_
