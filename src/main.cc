@@ -5,6 +5,7 @@
 #include "agent/agent_command.h"
 #include "agent/task_supervisor.h"
 #include "cli/client_command.h"
+#include "core/log.h"
 #include "server/server.h"
 #include "sim/simulate_command.h"
 
@@ -32,6 +33,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string cmd = argv[1];
+  // Log lines of any command go to stderr, never into its output; `server`
+  // and `agent` set their own level and format from their flags.
+  (void)hf::log::Init("heteroflow", "info", "text");
   if (cmd == "server") return hf::server::RunServerCommand(argc - 1, argv + 1);
   if (cmd == "agent") return hf::agent::RunAgentCommand(argc - 1, argv + 1);
   // Started by the agent around each task (docs/AGENT.md, "Fencing").

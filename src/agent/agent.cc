@@ -1,5 +1,6 @@
 #include "agent/agent.h"
 
+#include <spdlog/spdlog.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -23,7 +24,7 @@ using std::chrono::seconds;
 
 constexpr const char* kApi = "/api/v1/agent";
 
-void Log(const std::string& line) { std::fprintf(stderr, "heteroflow agent: %s\n", line.c_str()); }
+void Log(const std::string& line) { spdlog::info("agent: {}", line); }
 
 // The API's error message from an error body, else the raw body (cut short).
 std::string ErrorText(const http::HttpResponse& r) {

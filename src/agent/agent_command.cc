@@ -1,5 +1,6 @@
 #include "agent/agent_command.h"
 
+#include <spdlog/spdlog.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 
 #include "agent/agent.h"
 #include "core/json_fields.h"
+#include "core/log.h"
 #include "core/private_files.h"
 
 namespace hf::agent {
@@ -28,6 +30,8 @@ int RunAgentCommand(int argc, char** argv) {
   std::string work_dir = "heteroflow-agent";
   int grace_period_s = 10;
   std::string advertise_address;
+  std::string log_level = "info";
+  std::string log_format = "text";
   app.add_option("--server", server, "server URL http://HOST:PORT[/PREFIX]")->required();
   app.add_option("--token-file", token_file,
                  "file holding the node's agent token (made for this node: POST /api/v1/tokens "
@@ -49,6 +53,14 @@ int RunAgentCommand(int argc, char** argv) {
                  "IP address (v4 or v6 literal) the server should use to reach the services "
                  "this node runs (tasks whose command holds {port}); default: the address the "
                  "agent's requests come from");
+  app.add_option("--log-level", log_level, "log level: trace, debug, info, warn, error, off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  app.add_option("--log-format", log_format,
+                 "log lines on stderr: text (UTC time, level, message) or json (one object a "
+                 "line, for log shippers)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
   app.footer(
       "On SIGINT or SIGTERM the agent stops heartbeats and polling and exits 0; the tasks it "
       "started keep running (they are not adopted by a restarted agent yet).");
@@ -56,6 +68,10 @@ int RunAgentCommand(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (Status st = log::Init("agent", log_level, log_format); !st.ok()) {
+    std::fprintf(stderr, "heteroflow agent: %s\n", st.message().c_str());
+    return 2;
   }
   std::string token;
   if (!token_file.empty()) {
@@ -131,9 +147,8 @@ int RunAgentCommand(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  std::fprintf(stderr, "heteroflow agent: node %s, server %s, work dir %s\n",
-               inventory.spec.name.c_str(), url->ToString().c_str(),
-               abs_work.lexically_normal().c_str());
+  spdlog::info("agent: node {}, server {}, work dir {}", inventory.spec.name, url->ToString(),
+               abs_work.lexically_normal().string());
   Agent agent(AgentOptions{.server = std::move(url).value(),
                            .token = token,
                            .inventory = inventory,
@@ -145,8 +160,7 @@ int RunAgentCommand(int argc, char** argv) {
     int sig = 0;
     while (sigwait(&sigs, &sig) == 0) {
       if (done) return;
-      std::fprintf(stderr, "heteroflow agent: %s: stopping (tasks keep running)\n",
-                   sig == SIGINT ? "SIGINT" : "SIGTERM");
+      spdlog::info("agent: {}: stopping (tasks keep running)", sig == SIGINT ? "SIGINT" : "SIGTERM");
       agent.RequestStop();
       // The long poll in flight may wait up to 30 s more; it is abandoned
       // rather than waited for. Nothing is lost: the server keeps the list.

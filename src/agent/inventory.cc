@@ -1,5 +1,6 @@
 #include "agent/inventory.h"
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
@@ -580,12 +581,10 @@ Inventory DiscoverInventory() {
         // failure is logged and the ids stay unknown.
         if (auto topo = RunCapture("nvidia-smi topo -m 2>/dev/null")) {
           if (Status s = ApplyNvidiaSmiTopology(*topo, inv.spec.gpus); !s.ok()) {
-            std::fprintf(stderr, "heteroflow agent: GPU locality unknown: %s\n",
-                         s.message().c_str());
+            spdlog::warn("agent: GPU locality unknown: {}", s.message());
           }
         } else {
-          std::fprintf(stderr,
-                       "heteroflow agent: GPU locality unknown: nvidia-smi topo -m failed\n");
+          spdlog::warn("agent: GPU locality unknown: nvidia-smi topo -m failed");
         }
       } else {
         std::fprintf(stderr, "heteroflow agent: ignoring GPUs: %s\n",

@@ -1,5 +1,6 @@
 #include "http/server.h"
 
+#include <spdlog/spdlog.h>
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/bind_executor.hpp>
@@ -407,12 +408,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
       res = server_->handler(req);
     } catch (const std::exception& e) {
       // The detail goes to the log, not to the client: it may name internals.
-      std::fprintf(stderr, "http: handler for %s %s threw: %s\n", req.method.c_str(),
-                   req.path.c_str(), e.what());
+      spdlog::error("http: handler for {} {} threw: {}", req.method, req.path, e.what());
       res = JsonError(500, "internal", "internal error while handling the request");
     } catch (...) {
-      std::fprintf(stderr, "http: handler for %s %s threw a non-exception\n", req.method.c_str(),
-                   req.path.c_str());
+      spdlog::error("http: handler for {} {} threw a non-exception", req.method, req.path);
       res = JsonError(500, "internal", "internal error while handling the request");
     }
     if (!res.stream && !res.body_stream && res.defer) {
@@ -450,7 +449,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     try {
       defer(reply);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "http: deferred handler threw: %s\n", e.what());
+      spdlog::error("http: deferred handler threw: {}", e.what());
       reply(JsonError(500, "internal", "internal error while handling the request"));
     } catch (...) {
       reply(JsonError(500, "internal", "internal error while handling the request"));
@@ -670,7 +669,7 @@ void Connection::RunProducer(const char* what, const std::function<void(std::sha
   try {
     producer(std::move(stream));
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "http: %s producer threw: %s\n", what, e.what());
+    spdlog::error("http: {} producer threw: {}", what, e.what());
     CloseSocket();
   } catch (...) {
     CloseSocket();

@@ -1,5 +1,6 @@
 #include "http/upstream.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -366,7 +367,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
       try {
         handlers_.on_done(result_);
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "upstream: on_done threw: %s\n", e.what());
+        spdlog::error("upstream: on_done threw: {}", e.what());
       }
     }
     // Released here, not in the destructor: the callbacks may own things
@@ -483,9 +484,9 @@ UpstreamClient::UpstreamClient(UpstreamOptions options)
           impl->ioc.run();
           return;
         } catch (const std::exception& e) {
-          std::fprintf(stderr, "upstream: callback threw: %s\n", e.what());
+          spdlog::error("upstream: callback threw: {}", e.what());
         } catch (...) {
-          std::fprintf(stderr, "upstream: callback threw a non-exception\n");
+          spdlog::error("upstream: callback threw a non-exception");
         }
       }
     });

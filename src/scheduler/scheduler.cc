@@ -1,5 +1,6 @@
 #include "scheduler/scheduler.h"
 
+#include <spdlog/spdlog.h>
 #include <algorithm>
 #include <cstdio>
 #include <future>
@@ -252,11 +253,11 @@ void Scheduler::CycleLocked() {
     return Status::Ok();
   });
   if (!s.ok()) {
-    std::fprintf(stderr, "scheduler: committing %zu decisions failed (%s); reloading from the store\n",
-                 outcomes.size(), s.ToString().c_str());
+    spdlog::error("scheduler: committing {} decisions failed ({}); reloading from the store",
+                  outcomes.size(), s.ToString());
     if (options_.on_commit_failure) options_.on_commit_failure(outcomes.size());
     Status r = RebuildLocked();
-    if (!r.ok()) std::fprintf(stderr, "scheduler: reload failed: %s\n", r.ToString().c_str());
+    if (!r.ok()) spdlog::error("scheduler: reload failed: {}", r.ToString());
     if (options_.on_cycle_end) options_.on_cycle_end();
     return;
   }
@@ -723,7 +724,7 @@ void Scheduler::CheckHeartbeatsLocked() {
         (storm ? ": the fault is likely the server's or the network's; their tasks stay where "
                  "they are until enough of the nodes are back"
                : "; tasks of nodes still silent are queued again once fenced");
-    std::fprintf(stderr, "scheduler: requeues %s: %s\n", storm ? "held" : "resumed", detail.c_str());
+    spdlog::warn("scheduler: requeues {}: {}", storm ? "held" : "resumed", detail);
     Publish("node", {{"action", storm ? "requeue_held" : "requeue_resumed"},
                      {"silent", silent_nodes},
                      {"nodes", watched},
@@ -765,8 +766,7 @@ void Scheduler::CheckHeartbeatsLocked() {
       return Status::Ok();
     });
     if (!s.ok()) {
-      std::fprintf(stderr, "scheduler: handling silent node %s failed: %s\n", node.c_str(),
-                   s.ToString().c_str());
+      spdlog::error("scheduler: handling silent node {} failed: {}", node, s.ToString());
       continue;
     }
     if (marking) cluster_.SetCondition(n, NodeCondition::kNotReady);

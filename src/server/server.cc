@@ -1,5 +1,6 @@
 #include "server/server.h"
 
+#include <spdlog/spdlog.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -22,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/log.h"
 #include "core/model_json.h"
 #include "core/private_files.h"
 #include "framework/registry.h"
@@ -86,8 +88,7 @@ void RaiseOpenFileLimit(rlim_t wanted) {
   if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= wanted) return;
   lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? wanted : std::min(wanted, lim.rlim_max);
   if (setrlimit(RLIMIT_NOFILE, &lim) != 0) {
-    std::fprintf(stderr, "server: cannot raise the open-file limit to %llu\n",
-                 static_cast<unsigned long long>(wanted));
+    spdlog::warn("server: cannot raise the open-file limit to {}", static_cast<unsigned long long>(wanted));
   }
 }
 
@@ -428,8 +429,8 @@ Status ControlPlane::ReportConfigDrift() const {
   }
   compare("scheduler.", from_file.scheduler.ToJson(), from_store.scheduler.ToJson());
   for (const std::string& l : lines) {
-    std::fprintf(stderr, "config: %s differs (%s); the stored value is used\n",
-                 l.substr(0, l.find(':')).c_str(), l.substr(l.find(':') + 2).c_str());
+    spdlog::warn("config: {} differs ({}); the stored value is used", l.substr(0, l.find(':')),
+                 l.substr(l.find(':') + 2));
   }
   return Status::Ok();
 }
@@ -505,10 +506,10 @@ void ControlPlane::LoadUi() {
   Result<StaticFiles> ui = StaticFiles::Load(dir);
   if (ui.ok()) {
     ui_ = std::move(ui).value();
-    std::fprintf(stderr, "server: web UI from %s (%zu files)\n", dir.c_str(), ui_->file_count());
+    spdlog::info("server: web UI from {} ({} files)", dir, ui_->file_count());
   } else {
     ui_missing_ = ui.status().message();
-    std::fprintf(stderr, "server: no web UI: %s\n", ui_missing_.c_str());
+    spdlog::warn("server: no web UI: {}", ui_missing_);
   }
 }
 
@@ -923,6 +924,8 @@ uint16_t ControlPlane::bound_port() const { return http_ ? http_->bound_port() :
 
 int RunServerCommand(int argc, char** argv) {
   CLI::App app{"Run the HeteroFlow control-plane server", "heteroflow server"};
+  std::string log_level = "info";
+  std::string log_format = "text";
   ServerOptions options;
   std::string listen = "0.0.0.0:3333";
   app.add_option("--config", options.config_path, "YAML with plugins:/scheduler: blocks (first start)");
@@ -975,10 +978,22 @@ int RunServerCommand(int argc, char** argv) {
                  "seconds between the SIGTERM and the SIGKILL of a fenced task")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3600.0));
+  app.add_option("--log-level", log_level, "log level: trace, debug, info, warn, error, off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  app.add_option("--log-format", log_format,
+                 "log lines on stderr: text (UTC time, level, message) or json (one object a "
+                 "line, for log shippers)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (Status st = log::Init("server", log_level, log_format); !st.ok()) {
+    std::fprintf(stderr, "heteroflow server: %s\n", st.message().c_str());
+    return 2;
   }
   if (options.fence_after_s < 2.0 * options.heartbeat_interval_s()) {
     std::fprintf(stderr,
@@ -1016,7 +1031,7 @@ int RunServerCommand(int argc, char** argv) {
   Status s = cp.Init();
   if (s.ok()) s = cp.Start();
   if (!s.ok()) {
-    std::fprintf(stderr, "heteroflow server: %s\n", s.ToString().c_str());
+    spdlog::error("server: {}", s.ToString());
     return 1;
   }
   const bool v6 = host.find(':') != std::string::npos;
@@ -1025,7 +1040,7 @@ int RunServerCommand(int argc, char** argv) {
   std::fflush(stdout);
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  std::fprintf(stderr, "heteroflow server: signal %d, stopping\n", sig);
+  spdlog::info("server: signal {}, stopping", sig);
   cp.Stop();
   return 0;
 }

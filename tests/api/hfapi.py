@@ -44,6 +44,52 @@ API = "/api/v1"
 
 _LIVE = []  # every Server started, killed at exit so no process outlives a test
 
+# Every credential a test has seen: admin tokens, tokens and endpoint keys
+# from the API's answers, secret_env values it submitted. main_guard fails
+# the test if any of them appears in a server's or an agent's log.
+SECRETS = set()
+
+
+# A token or endpoint key in an answer of the API.
+_SECRET_IN_ANSWER = re.compile(rb'"(hfk?_[A-Za-z0-9_]{17,})"')
+
+
+def _remember_secrets(doc):
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            if k == "secret_env" and isinstance(v, dict):
+                SECRETS.update(x for x in v.values() if isinstance(x, str) and len(x) >= 8)
+            else:
+                _remember_secrets(v)
+    elif isinstance(doc, list):
+        for v in doc:
+            _remember_secrets(v)
+    elif isinstance(doc, str) and len(doc) >= 20 and (doc.startswith("hf_") or doc.startswith("hfk_")):
+        SECRETS.add(doc)
+
+
+def leaked_secrets(root):
+    """(log file, secret prefix) for every remembered secret found in a log
+    under `root`: the *.stderr and *.log files of servers and agents (task
+    output, under tasks/, is the task's own and may print what it likes)."""
+    found = []
+    for dirpath, _, files in os.walk(root):
+        if os.sep + "tasks" in dirpath:
+            continue
+        for name in files:
+            if not (name.endswith(".stderr") or name.endswith(".log")):
+                continue
+            path = os.path.join(dirpath, name)
+            try:
+                with open(path, "rb") as f:
+                    text = f.read().decode("utf-8", "replace")
+            except OSError:
+                continue
+            for secret in SECRETS:
+                if secret in text:
+                    found.append((os.path.relpath(path, root), secret[:6] + "..."))
+    return found
+
 
 def _kill_all():
     for s in _LIVE:
@@ -206,6 +252,8 @@ class Server:
         self.extra_env = dict(env or {})
         self.data_dir = data_dir
         self.token = token
+        if token:
+            SECRETS.add(token)
         self.config = config
         self.proc = None
         self.port = None
@@ -324,6 +372,10 @@ class Server:
             data = json.dumps(body).encode()
         if data is not None:
             hdrs["Content-Type"] = "application/json"
+        if body is not None and b'"secret_env"' in data:
+            _remember_secrets(body)
+        if token:
+            _remember_secrets(token)
         if headers:
             hdrs.update(headers)
         what = "%s %s" % (method, path)
@@ -344,6 +396,8 @@ class Server:
                 parsed = json.loads(raw.decode("utf-8"))
             except (ValueError, UnicodeDecodeError):
                 parsed = None
+        if b'"hf' in raw:  # cheap enough not to slow timed calls
+            SECRETS.update(m.decode() for m in _SECRET_IN_ANSWER.findall(raw))
         return Resp(status, parsed, rheaders, raw, what)
 
     def get(self, path, **kw):
@@ -562,7 +616,16 @@ def main_guard(fn):
     binary = binary_from_argv()
     tmp = tempfile.mkdtemp(prefix="hf-e2e-")
     try:
-        fn(binary, tmp)
+        try:
+            fn(binary, tmp)
+        except SystemExit as e:  # Checks.finish ends the test with sys.exit
+            if e.code not in (0, None):
+                raise
+        _kill_all()
+        leaks = leaked_secrets(tmp)
+        if leaks:
+            print("FAIL: a secret reached a log: %s" % ", ".join("%s holds %s" % x for x in leaks))
+            sys.exit(1)
     except Failure as e:
         print("FAIL: %s" % e)
         _kill_all()

@@ -21,7 +21,7 @@
     --file-root nothing outside that folder is accepted;
   - the store: reads never wait for a writer (another process holds the
     database's write lock for 5 s while 8 writers wait: GET /tasks answers
-    in under 50 ms), and /readyz says 503 while commits cannot go through
+    in under 50 ms, 99% of thousands back to back), and /readyz says 503 while commits cannot go through
     (that lock; a full disk, when the test may mount a tmpfs) and 200 again
     after;
   - secret environment values: the API shows their names only; the
@@ -369,19 +369,28 @@ def main(binary, tmp):
             th.start()
             writers.append(th)
         time.sleep(0.5)
-        slowest = 0
+        took = []
+        # Reads back to back: a pause between them would measure how long
+        # an idle virtual machine takes to wake up (10-20 ms on some), not
+        # the server.
         while time.monotonic() - t0 < 4:
             t = time.monotonic()
             expect(srv.get(API + "/tasks?limit=10"), 200)
-            slowest = max(slowest, time.monotonic() - t)
-            time.sleep(0.1)
+            took.append(time.monotonic() - t)
+        took.sort()
+        slowest = took[-1]
+        p99 = took[int(len(took) * 0.99)]
         ready = srv.call("GET", "/readyz", token=None)
         lock.execute("ROLLBACK")
         lock.close()
         for th in writers:
             th.join()
-        if slowest > 0.05:
-            fail("a read waited %.3f s behind the writers" % slowest)
+        # A read that waited for the lock would take seconds (the lock is
+        # held 4 s, SQLite's busy timeout is 5 s); one scheduling hiccup of
+        # the machine in thousands of reads must not fail the check.
+        if slowest > 1 or p99 > 0.05:
+            fail("reads waited behind the writers: p99 %.3f s, slowest %.3f s of %d"
+                 % (p99, slowest, len(took)))
         if ready.status != 503 or "cannot commit" not in ready.raw.decode():
             fail("/readyz while the store is locked: %s" % ready.short())
         wait_until(lambda: srv.call("GET", "/readyz", token=None).status == 200, 5,

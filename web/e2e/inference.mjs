@@ -63,9 +63,18 @@ export async function checkInference(t) {
     await typeInto(page, 'model-form-model', 'test/echo');
     await (await inputOf(page, 'model-form-command')).fill(['python3', fake, '--port', '{port}'].join('\n'));
     await typeInto(page, 'model-form-gpu-memory', '1024');
-    await tid(page, 'model-form-gpu-models').first().click();
-    await page.locator('.el-select-dropdown__item:visible', { hasText: /^\s*T4\s*$/ }).first().click();
-    await tid(page, 'model-form-name').first().click(); // close the dropdown, not the dialog
+    // Pick T4 and see it chosen (a tag in the select) before going on: on a
+    // busy machine the dropdown may still be opening when the item is clicked.
+    const gpuModels = tid(page, 'model-form-gpu-models').first();
+    for (let attempt = 0; attempt < 3 && !/\bT4\b/.test(await gpuModels.innerText()); ++attempt) {
+      await gpuModels.click();
+      const item = page.locator('.el-select-dropdown__item:visible', { hasText: /^\s*T4\s*$/ }).first();
+      await item.waitFor({ state: 'visible', timeout: 5000 });
+      await item.click();
+      await waitUntil(async () => /\bT4\b/.test(await gpuModels.innerText()), 3000, 'T4 to be chosen').catch(() => {});
+      await tid(page, 'model-form-name').first().click(); // close the dropdown, not the dialog
+    }
+    assert(/\bT4\b/.test(await gpuModels.innerText()), 'model-form-gpu-models does not show T4 after choosing it');
     await typeInto(page, 'model-form-cpu', '500');
     await typeInto(page, 'model-form-memory', '512');
     await typeInto(page, 'model-form-min', '1');
