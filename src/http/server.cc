@@ -919,6 +919,10 @@ void HttpServer::Impl::Unregister(Connection* c) {
 
 bool HttpServer::Impl::Admit(const AddressKey& address) {
   std::shared_ptr<Connection> victim;
+  // Candidates passed over are let go after mu is released: if one held the
+  // last reference (its connection closed meanwhile), dropping it runs
+  // ~Connection, which takes mu in Unregister, and would deadlock here.
+  std::vector<std::shared_ptr<Connection>> passed_over;
   {
     std::lock_guard lock(mu);
     auto mine = open_by_address.find(address);
@@ -951,6 +955,7 @@ bool HttpServer::Impl::Admit(const AddressKey& address) {
             best_count = count;
             best_spoke = spoke;
             best_since = since;
+            if (victim != nullptr) passed_over.push_back(std::move(victim));
             victim = std::move(sp);
           }
         }
