@@ -53,14 +53,13 @@ int RunAgentCommand(int argc, char** argv) {
                  "IP address (v4 or v6 literal) the server should use to reach the services "
                  "this node runs (tasks whose command holds {port}); default: the address the "
                  "agent's requests come from");
-  app.add_option("--log-level", log_level, "log level: trace, debug, info, warn, error, off")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  // Checked by log::Init, the one place that knows the levels and formats.
+  app.add_option("--log-level", log_level, std::string("log level: ") + log::kLevels)
+      ->capture_default_str();
   app.add_option("--log-format", log_format,
                  "log lines on stderr: text (UTC time, level, message) or json (one object a "
                  "line, for log shippers)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"text", "json"}));
+      ->capture_default_str();
   app.footer(
       "On SIGINT or SIGTERM the agent stops heartbeats and polling and exits 0; the tasks it "
       "started keep running (they are not adopted by a restarted agent yet).");

@@ -41,8 +41,6 @@ class JsonFormatter final : public spdlog::formatter {
   const std::string component_;
 };
 
-}  // namespace
-
 bool IsLevel(std::string_view level) {
   for (std::string_view l : {"trace", "debug", "info", "warn", "error", "off"}) {
     if (level == l) return true;
@@ -51,6 +49,8 @@ bool IsLevel(std::string_view level) {
 }
 
 bool IsFormat(std::string_view format) { return format == "text" || format == "json"; }
+
+}  // namespace
 
 Status Init(std::string_view component, std::string_view level, std::string_view format) {
   if (!IsLevel(level)) {

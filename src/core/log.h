@@ -31,10 +31,6 @@ inline constexpr const char* kFormats = "text, json";
 // every JSON line. InvalidArgument naming the bad value otherwise.
 Status Init(std::string_view component, std::string_view level, std::string_view format);
 
-// Whether `level` / `format` is one Init takes (for flag checks).
-bool IsLevel(std::string_view level);
-bool IsFormat(std::string_view format);
-
 }  // namespace hf::log
 
 #endif  // HF_CORE_LOG_H_
