@@ -379,6 +379,23 @@ Policy Framework::CurrentPolicy() const {
   return p;
 }
 
+Framework::Settings Framework::SaveSettings() const {
+  Settings saved;
+  saved.scheduler = scheduler_;
+  for (const auto& slot : slots_) saved.plugins.emplace_back(slot->factory->name, slot->settings);
+  return saved;
+}
+
+void Framework::RestoreSettings(const Settings& saved) {
+  for (const auto& [name, settings] : saved.plugins) {
+    Slot* slot = FindSlot(name);
+    if (slot == nullptr || slot->settings == settings) continue;
+    HF_CHECK(ApplySettings(*slot, settings).ok());
+  }
+  scheduler_ = saved.scheduler;
+  RebuildPointLists();
+}
+
 std::string Framework::Summarize(size_t node_count) const {
   std::vector<std::pair<uint32_t, std::string>> counts;  // one entry per distinct text
   for (size_t r = 0; r < rejections_.reason_slots(); ++r) {

@@ -166,6 +166,17 @@ class Framework {
 
   // The current settings as a Policy (for persistence and for previews).
   Policy CurrentPolicy() const;
+  // Every plugin's settings and the scheduler config, as they are now, to be
+  // put back by RestoreSettings when a change cannot be stored.
+  struct Settings {
+    std::vector<std::pair<std::string, PluginSettings>> plugins;  // registry order
+    SchedulerConfig scheduler;
+  };
+  Settings SaveSettings() const;
+  // Puts back what SaveSettings gave (keys a change added to a config go
+  // too); plugins whose settings are unchanged are left alone, so they do
+  // not reload their sources.
+  void RestoreSettings(const Settings& saved);
   const ReasonTable& reasons() const { return reasons_; }
 
  private:

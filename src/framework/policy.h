@@ -38,6 +38,8 @@ struct PluginSettings {
   double weight = 1.0;  // >= 0 and finite; applied once, by the framework
   std::string mode;     // only for plugins with modes (preempt)
   nlohmann::json config = nlohmann::json::object();
+
+  bool operator==(const PluginSettings&) const = default;
 };
 
 struct SchedulerConfig {

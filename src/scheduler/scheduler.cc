@@ -50,14 +50,15 @@ std::string PreemptedBy(const Task& t) {
 
 }  // namespace
 
-Scheduler::Scheduler(store::Store* store, framework::Framework* fw, std::mutex* mu,
+Scheduler::Scheduler(store::Store* store, std::unique_ptr<framework::Framework> fw,
                      const hf::Clock* clock, EventSink* events, SchedulerOptions options)
-    : store_(store), fw_(fw), mu_(mu), clock_(clock), events_(events), options_(std::move(options)) {}
+    : store_(store), clock_(clock), events_(events), options_(std::move(options)),
+      fw_(std::move(fw)) {}
 
 Scheduler::~Scheduler() { Stop(); }
 
 Status Scheduler::Recover() {
-  std::lock_guard lock(*mu_);
+  MutexLock lock(mu_);
   return RebuildLocked();
 }
 
@@ -139,24 +140,29 @@ void Scheduler::RetryAllLocked() {
 }
 
 void Scheduler::Start() {
-  last_retry_ = Clock::now();
+  {
+    MutexLock lock(mu_);
+    last_retry_ = Clock::now();
+  }
   thread_ = std::thread([this] { Loop(); });
   watch_thread_ = std::thread([this] { WatchLoop(); });
+  source_thread_ = std::thread([this] { SourceWatchLoop(); });
 }
 
 void Scheduler::Stop() {
   {
-    std::lock_guard lock(*mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
   watch_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   if (watch_thread_.joinable()) watch_thread_.join();
+  if (source_thread_.joinable()) source_thread_.join();
 }
 
 void Scheduler::Loop() {
-  std::unique_lock lock(*mu_);
+  MutexLock lock(mu_);
   while (!stop_) {
     const auto since_retry = Clock::now() - last_retry_;
     if (retry_all_ || (!unschedulable_.empty() && since_retry >= options_.retry_interval) ||
@@ -172,16 +178,19 @@ void Scheduler::Loop() {
                             ? options_.retry_interval
                             : std::min<std::chrono::milliseconds>(options_.retry_interval,
                                                                   std::chrono::seconds(1));
-      cv_.wait_for(lock, wait, [this] { return stop_ || retry_all_ || !active_.empty(); });
+      const auto until = Clock::now() + wait;
+      while (!stop_ && !retry_all_ && active_.empty() &&
+             lock.WaitUntil(cv_, until) == std::cv_status::no_timeout) {
+      }
       continue;
     }
     busy_ = true;
     CycleLocked();
     busy_ = false;
     // Let API calls waiting on the mutex in between cycles.
-    lock.unlock();
+    lock.Unlock();
     std::this_thread::yield();
-    lock.lock();
+    lock.Lock();
   }
   idle_cv_.notify_all();
 }
@@ -258,7 +267,6 @@ void Scheduler::CycleLocked() {
     if (options_.on_commit_failure) options_.on_commit_failure(outcomes.size());
     Status r = RebuildLocked();
     if (!r.ok()) spdlog::error("scheduler: reload failed: {}", r.ToString());
-    if (options_.on_cycle_end) options_.on_cycle_end();
     return;
   }
 
@@ -291,7 +299,6 @@ void Scheduler::CycleLocked() {
   }
   for (const std::string& n : victim_nodes) BumpNodeLocked(n);
   for (json& e : published) Publish("task", std::move(e));
-  if (options_.on_cycle_end) options_.on_cycle_end();
 }
 
 Result<std::vector<store::TaskRecord>> Scheduler::Submit(const std::vector<Task>& tasks,
@@ -312,7 +319,7 @@ Result<std::vector<store::TaskRecord>> Scheduler::Submit(const std::vector<Task>
     return Status::Ok();
   }));
   {
-    std::lock_guard lock(*mu_);
+    MutexLock lock(mu_);
     for (const store::TaskRecord& r : out) {
       if (cancelled_early_.erase(r.task.key)) continue;
       // A rebuild in between (node change, failed commit) may have loaded it
@@ -332,7 +339,7 @@ Result<std::vector<store::TaskRecord>> Scheduler::Submit(const std::vector<Task>
 Result<store::TaskRecord> Scheduler::Cancel(TaskKey id, const std::string& actor) {
   store::TaskRecord rec;
   {
-    std::lock_guard lock(*mu_);
+    MutexLock lock(mu_);
     HF_RETURN_IF_ERROR(store_->Read([&](const store::ReadTx& tx) -> Status {
       HF_ASSIGN_OR_RETURN(rec, tx.GetTask(id));
       return Status::Ok();
@@ -365,7 +372,7 @@ Result<store::TaskRecord> Scheduler::Cancel(TaskKey id, const std::string& actor
 Result<bool> Scheduler::PutNode(const NodeSpec& spec, const std::string& actor) {
   bool created = false;
   {
-    std::lock_guard lock(*mu_);
+    MutexLock lock(mu_);
     const NodeId existing = cluster_.FindNode(spec.name);
     created = existing == kNoNode;
     HF_RETURN_IF_ERROR(spec.Validate());
@@ -401,7 +408,7 @@ Result<bool> Scheduler::PutNode(const NodeSpec& spec, const std::string& actor) 
 
 Status Scheduler::DeleteNode(const std::string& name, const std::string& actor) {
   {
-    std::lock_guard lock(*mu_);
+    MutexLock lock(mu_);
     HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) { return tx.DeleteNode(name); }));
     // The store refuses a node with allocations, so memory has none there.
     const NodeId n = cluster_.FindNode(name);
@@ -415,7 +422,7 @@ Status Scheduler::DeleteNode(const std::string& name, const std::string& actor) 
 Status Scheduler::SetNodeCondition(const std::string& name, NodeCondition condition,
                                    const std::string& actor) {
   {
-    std::lock_guard lock(*mu_);
+    MutexLock lock(mu_);
     const NodeId n = cluster_.FindNode(name);
     if (n == kNoNode) return NotFound("node " + name + " not found");
     if (cluster_.condition(n) == condition) return Status::Ok();
@@ -430,16 +437,8 @@ Status Scheduler::SetNodeCondition(const std::string& name, NodeCondition condit
   return Status::Ok();
 }
 
-void Scheduler::PolicyChanged() {
-  {
-    std::lock_guard lock(*mu_);
-    retry_all_ = true;
-  }
-  cv_.notify_all();
-}
-
 ClusterSnapshot Scheduler::Snapshot(bool with_placed) const {
-  std::lock_guard lock(*mu_);
+  MutexLock lock(mu_);
   ClusterSnapshot snap{cluster_, fw_->CurrentPolicy(), {}, {}};
   // Every waiting task, active or unschedulable, in queue order.
   std::vector<std::pair<int64_t, TaskKey>> order(active_.begin(), active_.end());
@@ -457,17 +456,17 @@ ClusterSnapshot Scheduler::Snapshot(bool with_placed) const {
 }
 
 size_t Scheduler::active_count() const {
-  std::lock_guard lock(*mu_);
+  MutexLock lock(mu_);
   return active_.size();
 }
 
 size_t Scheduler::unschedulable_count() const {
-  std::lock_guard lock(*mu_);
+  MutexLock lock(mu_);
   return unschedulable_.size();
 }
 
 std::vector<std::tuple<std::string, int64_t, int64_t>> Scheduler::GpuAllocation() const {
-  std::lock_guard lock(*mu_);
+  MutexLock lock(mu_);
   std::vector<std::tuple<std::string, int64_t, int64_t>> out;
   out.reserve(cluster_.node_count());
   for (NodeId n = 0; n < cluster_.node_count(); ++n) {
@@ -477,7 +476,7 @@ std::vector<std::tuple<std::string, int64_t, int64_t>> Scheduler::GpuAllocation(
 }
 
 std::map<std::string, NodeUsage> Scheduler::MeasuredUsage() const {
-  std::lock_guard lock(*mu_);
+  MutexLock lock(mu_);
   std::map<std::string, NodeUsage> out;
   for (NodeId n = 0; n < cluster_.node_count(); ++n) {
     if (cluster_.usage(n).reported_at_ms > 0) out.emplace(cluster_.spec(n).name, cluster_.usage(n));
@@ -486,9 +485,14 @@ std::map<std::string, NodeUsage> Scheduler::MeasuredUsage() const {
 }
 
 bool Scheduler::WaitIdle(std::chrono::milliseconds timeout) const {
-  std::unique_lock lock(*mu_);
-  return idle_cv_.wait_for(lock, timeout,
-                           [this] { return stop_ || (active_.empty() && !busy_ && !retry_all_); });
+  MutexLock lock(mu_);
+  const auto until = Clock::now() + timeout;
+  while (!(stop_ || (active_.empty() && !busy_ && !retry_all_))) {
+    if (lock.WaitUntil(idle_cv_, until) == std::cv_status::timeout) {
+      return stop_ || (active_.empty() && !busy_ && !retry_all_);
+    }
+  }
+  return true;
 }
 
 void Scheduler::BumpNodeLocked(const std::string& node) {
@@ -508,7 +512,7 @@ void Scheduler::BumpNodeLocked(const std::string& node) {
 Status Scheduler::Heartbeat(const std::string& node, const std::optional<NodeUsage>& usage) {
   bool back = false;
   {
-    std::lock_guard lock(*mu_);
+    MutexLock lock(mu_);
     const NodeId n = cluster_.FindNode(node);
     if (n == kNoNode) return NotFound("node " + node + " is not registered");
     if (usage) {
@@ -533,7 +537,7 @@ Status Scheduler::Heartbeat(const std::string& node, const std::optional<NodeUsa
 }
 
 uint64_t Scheduler::NodeVersion(const std::string& node) const {
-  std::lock_guard lock(*mu_);
+  MutexLock lock(mu_);
   return NodeVersionLocked(node);
 }
 
@@ -559,7 +563,7 @@ void Scheduler::WatchAssignments(const std::string& node, uint64_t since,
                                  std::chrono::milliseconds wait, AssignmentWatch done) {
   Result<AssignmentList> now = NotFound("");
   {
-    std::lock_guard lock(*mu_);
+    MutexLock lock(mu_);
     const bool answer_now =
         stop_ || NodeVersionLocked(node) != since || cluster_.FindNode(node) == kNoNode;
     if (!answer_now) {
@@ -584,12 +588,12 @@ Result<Scheduler::AssignmentList> Scheduler::WaitAssignments(const std::string& 
 }
 
 size_t Scheduler::watch_count() const {
-  std::lock_guard lock(*mu_);
+  MutexLock lock(mu_);
   return watches_.size();
 }
 
 void Scheduler::WatchLoop() {
-  std::unique_lock lock(*mu_);
+  MutexLock lock(mu_);
   while (true) {
     const auto now = Clock::now();
     std::vector<std::pair<AssignmentWatch, Result<AssignmentList>>> due;
@@ -608,14 +612,16 @@ void Scheduler::WatchLoop() {
     }
     watches_dirty_ = false;
     if (!due.empty()) {
-      lock.unlock();
+      lock.Unlock();
       for (auto& [done, list] : due) done(std::move(list));
       due.clear();
-      lock.lock();
+      lock.Lock();
       continue;  // watches may have changed meanwhile
     }
     if (stop_) return;
-    watch_cv_.wait_until(lock, next, [this] { return stop_ || watches_dirty_; });
+    while (!stop_ && !watches_dirty_ &&
+           lock.WaitUntil(watch_cv_, next) == std::cv_status::no_timeout) {
+    }
   }
 }
 
@@ -624,7 +630,7 @@ Result<store::TaskRecord> Scheduler::ReportTask(const std::string& node, TaskKey
   store::TaskRecord rec;
   json event;
   {
-    std::lock_guard lock(*mu_);
+    MutexLock lock(mu_);
     const PlacedTask* p = cluster_.FindPlaced(id);
     if (p == nullptr || cluster_.spec(p->alloc.node).name != node) {
       return Conflict("task " + std::to_string(id) + " is not assigned to node " + node);
@@ -702,7 +708,7 @@ Result<store::TaskRecord> Scheduler::ReportTask(const std::string& node, TaskKey
 }
 
 bool Scheduler::requeue_held() const {
-  std::lock_guard lock(*mu_);
+  MutexLock lock(mu_);
   return requeue_held_;
 }
 

@@ -3,8 +3,9 @@
 //
 // Truth and order. The store is the truth; the in-memory ClusterState and the
 // queue mirror it so that a decision takes microseconds. Every change goes
-// store first, memory second, under one mutex (shared with the framework),
-// so memory never shows what the store has not committed:
+// store first, memory second, under the scheduler's mutex (which also guards
+// the framework, the scheduler's own), so memory never shows what the store
+// has not committed:
 //   - Submit commits the task rows (without holding the mutex through the
 //     fsync), then queues them; a Cancel in between is remembered, so a
 //     cancelled task is never queued;
@@ -25,8 +26,13 @@
 // schedulable, a policy change — and every `retry_interval` otherwise, for
 // changes the server cannot see (measured load).
 //
-// Threading: every public method may be called from any thread. The loop runs
-// on its own thread between Start and Stop.
+// Policy. The framework and its plugins belong to the scheduler: the server
+// reads the policy with ReadPolicy and changes it with ChangePolicy and
+// ReloadPlugin, each under the mutex, and a change retries every waiting task.
+//
+// Threading: every public method may be called from any thread. The loop, the
+// watch loop and the source watcher run on threads of their own between Start
+// and Stop.
 #ifndef HF_SCHEDULER_SCHEDULER_H_
 #define HF_SCHEDULER_SCHEDULER_H_
 
@@ -49,6 +55,7 @@
 #include "core/cluster_state.h"
 #include "core/event_sink.h"
 #include "core/model.h"
+#include "core/mutex.h"
 #include "core/status.h"
 #include "framework/framework.h"
 #include "store/store.h"
@@ -63,8 +70,10 @@ struct SchedulerOptions {
   // Called after every attempt with its result ("scheduled", "unschedulable")
   // and duration; for metrics. May be empty.
   std::function<void(std::string_view result, double seconds)> on_attempt;
-  // Called at the end of every cycle, with the mutex held. May be empty.
-  std::function<void()> on_cycle_end;
+  // Called with the mutex held after every change of the framework (a policy
+  // change, a reload starting or ending), with the framework as it is now:
+  // for views of it that readers take without the mutex. May be empty.
+  std::function<void(const framework::Framework&)> on_policy_change;
   // Called when a cycle's commit failed, with the number of decisions it
   // undid (they are retried). May be empty.
   std::function<void(size_t decisions)> on_commit_failure;
@@ -111,9 +120,9 @@ struct ClusterSnapshot {
 
 class Scheduler {
  public:
-  // `mu` guards `fw` for every user of the framework; the scheduler takes it
-  // for each cycle and each change. All pointers must outlive the Scheduler.
-  Scheduler(store::Store* store, framework::Framework* fw, std::mutex* mu, const Clock* clock,
+  // The scheduler takes the framework; the other pointers must outlive it.
+  // `events` may be null.
+  Scheduler(store::Store* store, std::unique_ptr<framework::Framework> fw, const Clock* clock,
             EventSink* events, SchedulerOptions options = {});
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
@@ -199,9 +208,35 @@ class Scheduler {
   // Whether requeues are held now (for metrics).
   bool requeue_held() const;
 
-  // Call after changing the framework's policy (with `mu` NOT held): every
-  // waiting task is retried under the new policy.
-  void PolicyChanged();
+  // ---- Policy (docs/PLUGINS.md) ----
+  // Calls `read` with the framework, the mutex held, and returns its result.
+  template <typename F>
+  auto ReadPolicy(F&& read) const HF_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return read(static_cast<const framework::Framework&>(*fw_));
+  }
+  // One change of the policy, all or nothing: `change` edits the framework,
+  // then `persist` stores the result (with its audit entry), reading the
+  // framework as changed. When either fails, every setting is put back as it
+  // was and that error is returned. On success on_policy_change runs and
+  // every waiting task is retried under the new policy. Both run with the
+  // mutex held, so no cycle sees a change the store does not hold.
+  using PolicyEdit = std::function<Status(framework::Framework&)>;
+  using PolicyStore = std::function<Status(const framework::Framework&)>;
+  Status ChangePolicy(const PolicyEdit& change, const PolicyStore& persist) HF_EXCLUDES(mu_);
+  // Re-reads plugin `name`'s outside sources (the topology file). It shows
+  // `configuring` while they are read without the mutex (at most
+  // kReloadTimeout), then `active`, or `error` with the reason: Unavailable
+  // "plugins.NAME: ...". NotFound for an unknown plugin. "plugin" events
+  // (configuring, reloaded) name `by`.
+  Result<framework::PluginInfo> ReloadPlugin(const std::string& name, const std::string& by)
+      HF_EXCLUDES(mu_);
+  // Reloads every enabled plugin whose sources changed (Plugin::ReloadDue),
+  // whether or not anything is being scheduled: the source watcher calls it
+  // every kSourceWatchInterval between Start and Stop.
+  void ReloadChangedSources() HF_EXCLUDES(mu_);
+  static constexpr std::chrono::seconds kReloadTimeout{10};
+  static constexpr std::chrono::milliseconds kSourceWatchInterval{500};
 
   // `with_placed`: also copy the placed tasks (ClusterSnapshot::placed).
   ClusterSnapshot Snapshot(bool with_placed = false) const;
@@ -229,61 +264,74 @@ class Scheduler {
     AssignmentWatch done;
   };
 
-  void Loop();
+  void Loop() HF_EXCLUDES(mu_);
   // Answers watches whose node's list changed or whose wait ran out.
-  void WatchLoop();
-  Result<AssignmentList> AssignmentsLocked(const std::string& node) const;
+  void WatchLoop() HF_EXCLUDES(mu_);
+  // Calls ReloadChangedSources every kSourceWatchInterval until Stop.
+  void SourceWatchLoop() HF_EXCLUDES(mu_);
+  Result<AssignmentList> AssignmentsLocked(const std::string& node) const HF_REQUIRES(mu_);
   // The node's task-list version; 0 before its list first changed.
-  uint64_t NodeVersionLocked(const std::string& node) const;
-  void CycleLocked();
+  uint64_t NodeVersionLocked(const std::string& node) const HF_REQUIRES(mu_);
+  void CycleLocked() HF_REQUIRES(mu_);
   // Rebuilds cluster_, tasks_ and the queue from the store.
-  Status RebuildLocked();
-  void EnqueueLocked(const Task& task, std::string reason);
-  void DequeueLocked(TaskKey key);
+  Status RebuildLocked() HF_REQUIRES(mu_);
+  void EnqueueLocked(const Task& task, std::string reason) HF_REQUIRES(mu_);
+  void DequeueLocked(TaskKey key) HF_REQUIRES(mu_);
   // Moves every unschedulable task back to the active queue.
-  void RetryAllLocked();
+  void RetryAllLocked() HF_REQUIRES(mu_);
   void Publish(const std::string& type, nlohmann::json data);
   // The node's task list changed: wakes its agent's long poll.
-  void BumpNodeLocked(const std::string& node);
+  void BumpNodeLocked(const std::string& node) HF_REQUIRES(mu_);
   // Marks silent agent nodes NotReady and requeues their tasks.
-  void CheckHeartbeatsLocked();
+  void CheckHeartbeatsLocked() HF_REQUIRES(mu_);
+  // The framework changed: tells on_policy_change.
+  void PolicyChangedLocked() HF_REQUIRES(mu_);
+  // Reads the sources of reloads StartReload began (the mutex not held), each
+  // given kReloadTimeout, and installs what was read; returns each outcome.
+  std::vector<Status> FinishReloads(const std::vector<framework::Framework::PendingReload>& reloads,
+                                    const std::string& by) HF_EXCLUDES(mu_);
 
-  store::Store* store_;
-  framework::Framework* fw_;
-  std::mutex* mu_;
-  const Clock* clock_;
-  EventSink* events_;
-  SchedulerOptions options_;
+  store::Store* const store_;
+  const Clock* const clock_;
+  EventSink* const events_;
+  const SchedulerOptions options_;
 
-  // All guarded by *mu_.
-  ClusterState cluster_;
-  std::unordered_map<TaskKey, Task> tasks_;  // every pending, scheduled or running task
-  std::unordered_map<TaskKey, Waiting> waiting_;
-  std::set<std::pair<int64_t, TaskKey>> active_;  // (-priority, id)
-  std::set<TaskKey> unschedulable_;
-  std::set<TaskKey> cancelled_early_;  // cancelled after Submit's commit, before it queued them
-  bool retry_all_ = false;  // something changed that may let waiting tasks fit
-  bool usage_changed_ = false;  // a heartbeat brought new measurements
-  bool stop_ = false;
-  bool busy_ = false;  // a cycle is running
-  uint64_t attempts_ = 0;
-  std::vector<framework::PluginTiming> timings_;
-  std::chrono::steady_clock::time_point last_retry_;
-  uint64_t assign_version_ = 0;
-  std::unordered_map<std::string, uint64_t> node_version_;
-  std::unordered_map<std::string, std::chrono::steady_clock::time_point> last_heartbeat_;
+  mutable Mutex mu_;  // guards everything below up to the threads
+  std::unique_ptr<framework::Framework> fw_ HF_PT_GUARDED_BY(mu_);
+  ClusterState cluster_ HF_GUARDED_BY(mu_);
+  // Every pending, scheduled or running task.
+  std::unordered_map<TaskKey, Task> tasks_ HF_GUARDED_BY(mu_);
+  std::unordered_map<TaskKey, Waiting> waiting_ HF_GUARDED_BY(mu_);
+  std::set<std::pair<int64_t, TaskKey>> active_ HF_GUARDED_BY(mu_);  // (-priority, id)
+  std::set<TaskKey> unschedulable_ HF_GUARDED_BY(mu_);
+  // Cancelled after Submit's commit, before it queued them.
+  std::set<TaskKey> cancelled_early_ HF_GUARDED_BY(mu_);
+  bool retry_all_ HF_GUARDED_BY(mu_) = false;  // something changed that may let waiting tasks fit
+  bool usage_changed_ HF_GUARDED_BY(mu_) = false;  // a heartbeat brought new measurements
+  bool stop_ HF_GUARDED_BY(mu_) = false;
+  bool busy_ HF_GUARDED_BY(mu_) = false;  // a cycle is running
+  uint64_t attempts_ HF_GUARDED_BY(mu_) = 0;
+  std::vector<framework::PluginTiming> timings_ HF_GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point last_retry_ HF_GUARDED_BY(mu_);
+  uint64_t assign_version_ HF_GUARDED_BY(mu_) = 0;
+  std::unordered_map<std::string, uint64_t> node_version_ HF_GUARDED_BY(mu_);
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> last_heartbeat_
+      HF_GUARDED_BY(mu_);
+  bool requeue_held_ HF_GUARDED_BY(mu_) = false;
+  std::vector<Watch> watches_ HF_GUARDED_BY(mu_);
+  // A list changed or a watch arrived since WatchLoop looked.
+  bool watches_dirty_ HF_GUARDED_BY(mu_) = false;
+  // Set before Start (the setters above), read by the loop.
   std::chrono::milliseconds heartbeat_grace_ = std::chrono::seconds(40);
   std::chrono::milliseconds fence_deadline_ = std::chrono::seconds(30 + 10) + kFenceMargin;
   double storm_fraction_ = 0.55;
-  bool requeue_held_ = false;
-  std::vector<Watch> watches_;
-  bool watches_dirty_ = false;  // a list changed or a watch arrived since WatchLoop looked
-  std::condition_variable watch_cv_;  // wakes WatchLoop
-  std::thread watch_thread_;
 
-  mutable std::condition_variable cv_;       // wakes the loop
+  std::condition_variable watch_cv_;         // wakes WatchLoop
+  mutable std::condition_variable cv_;       // wakes the loop and the source watcher
   mutable std::condition_variable idle_cv_;  // wakes WaitIdle
   std::thread thread_;
+  std::thread watch_thread_;
+  std::thread source_thread_;
 };
 
 }  // namespace hf::scheduler

@@ -27,6 +27,9 @@ using std::chrono::milliseconds;
 
 constexpr milliseconds kWait{5000};
 
+// A policy "change" that changes nothing: every waiting task is retried.
+Status Unchanged(const framework::Framework&) { return Status::Ok(); }
+
 // A node with `gpus` A100s and room for many small tasks.
 NodeSpec GpuNode(const std::string& name, int gpus) { return Node(name, 64000, 512 * 1024, gpus); }
 
@@ -64,8 +67,6 @@ class SchedulerTest : public ::testing::Test {
     store_ = std::move(store).value();
     auto fw = framework::Framework::Create(hf::plugins::InTreeRegistry(), policy, &clock_);
     ASSERT_TRUE(fw.ok()) << fw.status().ToString();
-    fw_ = std::move(fw).value();
-    mu_ = std::make_unique<std::mutex>();
     SchedulerOptions o;
     o.on_attempt = [this](std::string_view, double) { ++attempts_; };
     o.on_commit_failure = [this](size_t n) { commit_failures_ += n; };
@@ -73,15 +74,13 @@ class SchedulerTest : public ::testing::Test {
       preemptions_ += victims;
       if (on_preemption_) on_preemption_();
     };
-    sched_ = std::make_unique<Scheduler>(store_.get(), fw_.get(), mu_.get(), &clock_, nullptr, o);
+    sched_ = std::make_unique<Scheduler>(store_.get(), std::move(fw).value(), &clock_, nullptr, o);
     Status s = sched_->Recover();
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
 
   void Close() {
     sched_.reset();
-    fw_.reset();
-    mu_.reset();
     store_.reset();
   }
 
@@ -184,8 +183,6 @@ class SchedulerTest : public ::testing::Test {
   std::filesystem::path dir_;
   std::string path_;
   std::unique_ptr<store::Store> store_;
-  std::unique_ptr<framework::Framework> fw_;
-  std::unique_ptr<std::mutex> mu_;
   std::unique_ptr<Scheduler> sched_;
   std::atomic<uint64_t> attempts_{0};
   std::atomic<size_t> commit_failures_{0};
@@ -341,7 +338,7 @@ TEST_F(SchedulerTest, UnschedulableReasonIsStoredWithOneEventPerDistinctReason) 
   for (int i = 0; i < 3; ++i) {
     clock_.Advance(1000);
     const uint64_t before = attempts_.load();
-    sched_->PolicyChanged();
+    ASSERT_TRUE(sched_->ChangePolicy(Unchanged, Unchanged).ok());
     SettleAfter(before);
   }
   EXPECT_EQ(Kinds(big), (std::vector<std::string>{"submitted", "unschedulable"}));
@@ -555,7 +552,7 @@ TEST_F(SchedulerTest, RecoverRebuildsAllocationsAndQueueFromTheStore) {
   // waiting task's reason now names the cordon.
   ASSERT_TRUE(sched_->SetNodeCondition("n2", NodeCondition::kDraining, "admin").ok());
   const uint64_t tried = attempts_.load();
-  sched_->PolicyChanged();
+  ASSERT_TRUE(sched_->ChangePolicy(Unchanged, Unchanged).ok());
   SettleAfter(tried);
   const std::string reason = Get(waiting).pending_reason;
   ASSERT_EQ(reason.rfind("0/2 nodes available: ", 0), 0u) << reason;

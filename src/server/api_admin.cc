@@ -161,20 +161,9 @@ Response ControlPlane::ListAudit(const Request& req) const {
 }
 
 Response ControlPlane::ReloadPlugin(const Request& req, const Caller& caller) {
-  const std::string name(req.Param("name"));
-  Result<framework::Framework::PendingReload> reload = NotFound("");
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    reload = framework_->StartReload(name);
-    if (!reload.ok()) return StatusError(reload.status());
-    RefreshViewsLocked();
-  }
-  // The file is read without the framework's lock. A file that is broken
+  // The file is read without the scheduler's lock. A file that is broken
   // now is the server's trouble, not the caller's: 503, the plugin in error.
-  const Status read = FinishReloads({*reload}, caller.name).front();
-  if (!read.ok()) return StatusError(Unavailable("plugins." + name + ": " + read.message()));
-  std::lock_guard<std::mutex> lock(mu_);
-  Result<framework::PluginInfo> info = framework_->GetPlugin(name);
+  Result<framework::PluginInfo> info = scheduler_->ReloadPlugin(std::string(req.Param("name")), caller.name);
   if (!info.ok()) return StatusError(info.status());
   return JsonResponse(200, PluginInfoToJson(*info));
 }

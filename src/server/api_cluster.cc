@@ -304,14 +304,15 @@ Response ControlPlane::Preview(const Request& req) const {
   if (!body.ok()) return StatusError(body.status());
   Result<PreviewRequest> preq = ParsePreviewRequest(*body);
   if (!preq.ok()) return StatusError(preq.status());
-  {
-    // A candidate's files are confined as a PUT's are.
-    std::lock_guard lock(mu_);
+  // A candidate's files are confined as a PUT's are.
+  const Status paths = scheduler_->ReadPolicy([&](const framework::Framework& fw) {
     for (const auto& [name, patch] : preq->plugins) {
       if (!patch.config) continue;
-      if (Status s = CheckPluginPaths(name, *patch.config); !s.ok()) return StatusError(s);
+      HF_RETURN_IF_ERROR(CheckPluginPaths(fw, name, *patch.config));
     }
-  }
+    return Status::Ok();
+  });
+  if (!paths.ok()) return StatusError(paths);
   // Only the whole-cluster workload needs the placed tasks' specs.
   ClusterSnapshot snap = scheduler_->Snapshot(!preq->tasks && preq->workload == "cluster");
   Result<json> out = RunPreview(*preq, snap, plugins::InTreeRegistry(), &clock_);

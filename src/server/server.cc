@@ -105,6 +105,12 @@ std::jthread Periodic(std::chrono::milliseconds period, std::function<void()> fn
   });
 }
 
+// A policy change that the store refused: nothing changed.
+Response PersistError(const Status& s) {
+  return JsonError(s.code() == StatusCode::kUnavailable ? 503 : 500, StatusCodeToApiCode(s.code()),
+                   "could not persist the change: " + s.message());
+}
+
 }  // namespace
 
 int ServerOptions::heartbeat_interval_s() const {
@@ -126,9 +132,9 @@ Status ControlPlane::Init() {
   store_ = std::move(st).value();
   HF_RETURN_IF_ERROR(BootstrapAdminToken());
   HF_RETURN_IF_ERROR(ReloadTokens());
-  HF_RETURN_IF_ERROR(LoadPolicy());
+  HF_ASSIGN_OR_RETURN(std::unique_ptr<framework::Framework> framework, LoadPolicy());
   LoadUi();
-  RefreshViewsLocked();  // nothing runs yet: no lock needed
+  RefreshViews(*framework);
   RegisterMetrics();
   SchedulerOptions so_opts;
   so_opts.on_attempt = [this](std::string_view result, double secs) {
@@ -143,10 +149,9 @@ Status ControlPlane::Init() {
   so_opts.on_commit_failure = [this](size_t n) {
     m_.attempts->With({"error"}).Inc(static_cast<double>(n));
   };
-  // A cycle may change a plugin's status (a due reload of the topology file).
-  so_opts.on_cycle_end = [this] { RefreshViewsLocked(); };
+  so_opts.on_policy_change = [this](const framework::Framework& fw) { RefreshViews(fw); };
   so_opts.on_preemption = [this](size_t victims) { m_.victims->Inc(static_cast<double>(victims)); };
-  scheduler_ = std::make_unique<Scheduler>(store_.get(), framework_.get(), &mu_, &clock_, &events_,
+  scheduler_ = std::make_unique<Scheduler>(store_.get(), std::move(framework), &clock_, &events_,
                                            std::move(so_opts));
   scheduler_->set_heartbeat_grace(std::chrono::milliseconds(
       static_cast<int64_t>(options_.node_grace_period_s * 1000)));
@@ -356,7 +361,7 @@ Status ControlPlane::ReloadTokens() {
   return Status::Ok();
 }
 
-Status ControlPlane::LoadPolicy() {
+Result<std::unique_ptr<framework::Framework>> ControlPlane::LoadPolicy() {
   framework::Policy policy;
   bool stored = false;
   Status s = store_->Read([&](const store::ReadTx& tx) -> Status {
@@ -379,28 +384,30 @@ Status ControlPlane::LoadPolicy() {
     if (!p.ok()) return p.status();
     policy = std::move(p).value();
   }
-  Result<std::unique_ptr<framework::Framework>> fw =
-      framework::Framework::Create(plugins::InTreeRegistry(), policy, &clock_);
-  if (!fw.ok()) return fw.status();
-  framework_ = std::move(fw).value();
-  if (stored) return ReportConfigDrift();
-  const framework::Policy current = framework_->CurrentPolicy();
-  return store_->Write([&](store::Tx& tx) -> Status {
+  HF_ASSIGN_OR_RETURN(std::unique_ptr<framework::Framework> fw,
+                      framework::Framework::Create(plugins::InTreeRegistry(), policy, &clock_));
+  if (stored) {
+    HF_RETURN_IF_ERROR(ReportConfigDrift(*fw));
+    return fw;
+  }
+  const framework::Policy current = fw->CurrentPolicy();
+  HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
     for (const auto& [name, settings] : current.plugins) {
       Status ps = tx.PutPluginConfig(name, settings);
       if (!ps.ok()) return ps;
     }
     return tx.PutSchedulerConfig(current.scheduler.ToJson());
-  });
+  }));
+  return fw;
 }
 
-Status ControlPlane::ReportConfigDrift() const {
+Status ControlPlane::ReportConfigDrift(const framework::Framework& stored) const {
   if (options_.config_path.empty()) return Status::Ok();
   HF_ASSIGN_OR_RETURN(framework::Policy file_policy, framework::LoadPolicyFile(options_.config_path));
   HF_ASSIGN_OR_RETURN(auto file_fw,
                       framework::Framework::Create(plugins::InTreeRegistry(), file_policy, &clock_));
   const framework::Policy from_file = file_fw->CurrentPolicy();
-  const framework::Policy from_store = framework_->CurrentPolicy();
+  const framework::Policy from_store = stored.CurrentPolicy();
   std::vector<std::string> lines;
   auto compare = [&](const std::string& prefix, const json& a, const json& b) {
     std::set<std::string> keys;
@@ -650,69 +657,12 @@ void ControlPlane::AddRoutes() {
   AddInferenceRoutes();
 }
 
-std::vector<Status> ControlPlane::FinishReloads(
-    const std::vector<framework::Framework::PendingReload>& reloads, const std::string& by) {
-  for (const auto& r : reloads) {
-    events_.Publish("plugin", json{{"action", "configuring"}, {"name", r.plugin}, {"by", by}},
-                    clock_.NowMs());
-  }
-  // Each read on a thread of its own, waited for kReloadTimeout: a file on a
-  // hung network file system must not hold the reload up for good. A read
-  // that ran out is left to finish on its own; what it read is dropped.
-  std::vector<bool> finished;
-  for (const auto& r : reloads) {
-    if (!r.job.load) {
-      finished.push_back(true);
-      continue;
-    }
-    struct Done {
-      std::mutex mu;  // guards done
-      std::condition_variable cv;
-      bool done = false;
-    };
-    auto state = std::make_shared<Done>();
-    std::thread([load = r.job.load, state] {
-      load();
-      std::lock_guard lock(state->mu);
-      state->done = true;
-      state->cv.notify_all();
-    }).detach();
-    std::unique_lock lock(state->mu);
-    finished.push_back(state->cv.wait_for(lock, kReloadTimeout, [&] { return state->done; }));
-  }
-  std::vector<Status> results;
-  std::vector<std::string> statuses;
-  {
-    std::lock_guard lock(mu_);
-    for (size_t i = 0; i < reloads.size(); ++i) {
-      // A failure shows as status `error` with its reason.
-      results.push_back(finished[i]
-                            ? framework_->FinishReload(reloads[i])
-                            : framework_->FailReload(
-                                  reloads[i], Unavailable("reading its sources took more than " +
-                                                          std::to_string(kReloadTimeout.count()) +
-                                                          " s")));
-      Result<framework::PluginInfo> info = framework_->GetPlugin(reloads[i].plugin);
-      statuses.push_back(info.ok() ? framework::PluginStatusName(info->status) : "");
-    }
-    RefreshViewsLocked();
-  }
-  scheduler_->PolicyChanged();
-  for (size_t i = 0; i < reloads.size(); ++i) {
-    events_.Publish("plugin",
-                    json{{"action", "reloaded"}, {"name", reloads[i].plugin}, {"by", by},
-                         {"status", statuses[i]}},
-                    clock_.NowMs());
-  }
-  return results;
-}
-
-void ControlPlane::RefreshViewsLocked() {
+void ControlPlane::RefreshViews(const framework::Framework& fw) {
   json list = json::array();
-  for (const framework::PluginInfo& p : framework_->Plugins()) list.push_back(PluginInfoToJson(p));
+  for (const framework::PluginInfo& p : fw.Plugins()) list.push_back(PluginInfoToJson(p));
   auto plugins = std::make_shared<const json>(json{{"plugins", std::move(list)}});
   auto config = std::make_shared<const json>(
-      SchedulerConfigToJson(framework_->scheduler_config(), ScoreWeights(*framework_)));
+      SchedulerConfigToJson(fw.scheduler_config(), ScoreWeights(fw)));
   std::lock_guard lock(view_mu_);
   plugins_view_ = std::move(plugins);
   config_view_ = std::move(config);
@@ -727,11 +677,12 @@ Response ControlPlane::ListPlugins() const {
   return JsonResponse(200, *view);
 }
 
-Status ControlPlane::CheckPluginPaths(const std::string& name, const json& config) const {
+Status ControlPlane::CheckPluginPaths(const framework::Framework& fw, const std::string& name,
+                                      const json& config) const {
   if (options_.file_root.empty() || !config.is_object()) return Status::Ok();
   std::error_code ec;
   const std::filesystem::path root = std::filesystem::weakly_canonical(options_.file_root, ec);
-  for (const std::string& key : framework_->PathConfigKeys(name)) {
+  for (const std::string& key : fw.PathConfigKeys(name)) {
     auto it = config.find(key);
     if (it == config.end() || !it->is_string() || it->get<std::string>().empty()) continue;
     // Resolved (links followed) before it is compared, so ../ and links
@@ -752,39 +703,35 @@ Response ControlPlane::PutPlugin(const Request& req, const Caller& caller) {
   Result<framework::PluginPatch> patch = ParsePluginPatch(*body);
   if (!patch.ok()) return StatusError(patch.status());
   const std::string name(req.Param("name"));
-  std::unique_lock<std::mutex> lock(mu_);
-  Result<framework::PluginInfo> before = framework_->GetPlugin(name);
-  if (!before.ok()) return StatusError(before.status());
-  if (patch->config) {
-    if (Status paths = CheckPluginPaths(name, *patch->config); !paths.ok()) return StatusError(paths);
-  }
-  const json old_value = StoredPluginSettings(*framework_, name);
-  Status s = framework_->UpdatePlugin(name, *patch);
-  if (!s.ok()) return StatusError(s);
-  // A file the caller named that cannot be used is the caller's mistake: 400,
-  // and nothing changes (a file that breaks later puts the plugin in error).
-  if (Result<framework::PluginInfo> now = framework_->GetPlugin(name);
-      patch->config && now.ok() && now->status == framework::PluginStatus::kError &&
-      before->status != framework::PluginStatus::kError) {
-    HF_CHECK(framework_->RestorePlugin(name, before->settings).ok());
-    return StatusError(InvalidArgument("plugins." + name + ": " + now->message));
-  }
-  const json new_value = StoredPluginSettings(*framework_, name);
-  s = store_->Write([&](store::Tx& tx) -> Status {
-    Status ps = tx.PutPluginConfig(name, new_value);
-    if (!ps.ok()) return ps;
-    return tx.AppendAudit(caller.name, "plugins." + name, old_value, new_value);
-  });
-  if (!s.ok()) {
-    HF_CHECK(framework_->RestorePlugin(name, before->settings).ok());
-    return JsonError(s.code() == StatusCode::kUnavailable ? 503 : 500, StatusCodeToApiCode(s.code()),
-                     "could not persist the change: " + s.message());
-  }
-  Result<framework::PluginInfo> after = framework_->GetPlugin(name);
-  json out = PluginInfoToJson(*after);
-  RefreshViewsLocked();
-  lock.unlock();
-  scheduler_->PolicyChanged();
+  bool stored = false;  // the change was made, and failed only in the store
+  json old_value, out;
+  Status s = scheduler_->ChangePolicy(
+      [&](framework::Framework& fw) -> Status {
+        HF_ASSIGN_OR_RETURN(framework::PluginInfo before, fw.GetPlugin(name));
+        if (patch->config) HF_RETURN_IF_ERROR(CheckPluginPaths(fw, name, *patch->config));
+        old_value = StoredPluginSettings(fw, name);
+        HF_RETURN_IF_ERROR(fw.UpdatePlugin(name, *patch));
+        // A file the caller named that cannot be used is the caller's
+        // mistake: 400, and nothing changes (a file that breaks later puts
+        // the plugin in error).
+        HF_ASSIGN_OR_RETURN(framework::PluginInfo now, fw.GetPlugin(name));
+        if (patch->config && now.status == framework::PluginStatus::kError &&
+            before.status != framework::PluginStatus::kError) {
+          return InvalidArgument("plugins." + name + ": " + now.message);
+        }
+        return Status::Ok();
+      },
+      [&](const framework::Framework& fw) -> Status {
+        stored = true;
+        const json new_value = StoredPluginSettings(fw, name);
+        HF_ASSIGN_OR_RETURN(framework::PluginInfo after, fw.GetPlugin(name));
+        out = PluginInfoToJson(after);
+        return store_->Write([&](store::Tx& tx) -> Status {
+          HF_RETURN_IF_ERROR(tx.PutPluginConfig(name, new_value));
+          return tx.AppendAudit(caller.name, "plugins." + name, old_value, new_value);
+        });
+      });
+  if (!s.ok()) return stored ? PersistError(s) : StatusError(s);
   events_.Publish("plugin", json{{"action", "updated"}, {"name", name}, {"by", caller.name},
                                  {"plugin", out}}, clock_.NowMs());
   return JsonResponse(200, out);
@@ -804,41 +751,30 @@ Response ControlPlane::PutSchedulerConfig(const Request& req, const Caller& call
   if (!body.ok()) return StatusError(body.status());
   Result<SchedulerConfigPatch> patch = ParseSchedulerConfigPatch(*body);
   if (!patch.ok()) return StatusError(patch.status());
-  std::unique_lock<std::mutex> lock(mu_);
-  const framework::SchedulerConfig old_config = framework_->scheduler_config();
-  const std::map<std::string, double> old_weights = ScoreWeights(*framework_);
-  const json old_value = SchedulerConfigToJson(old_config, old_weights);
   std::map<std::string, double> weights;
   if (patch->score_weights) weights = *patch->score_weights;
-  auto rollback = [&] {
-    HF_CHECK(framework_->SetSchedulerConfig(old_config).ok());
-    HF_CHECK(framework_->SetScoreWeights(old_weights).ok());
-  };
-  Status s = framework_->SetScoreWeights(weights);
-  if (!s.ok()) return StatusError(s);
-  s = framework_->SetSchedulerConfig(patch->ApplyTo(old_config));
-  if (!s.ok()) {
-    rollback();
-    return StatusError(s);
-  }
-  const json new_value = SchedulerConfigToJson(framework_->scheduler_config(), ScoreWeights(*framework_));
-  const framework::Policy current = framework_->CurrentPolicy();
-  s = store_->Write([&](store::Tx& tx) -> Status {
-    Status ws = tx.PutSchedulerConfig(current.scheduler.ToJson());
-    for (auto it = weights.begin(); ws.ok() && it != weights.end(); ++it) {
-      ws = tx.PutPluginConfig(it->first, current.plugins.at(it->first));
-    }
-    if (!ws.ok()) return ws;
-    return tx.AppendAudit(caller.name, "scheduler", old_value, new_value);
-  });
-  if (!s.ok()) {
-    rollback();
-    return JsonError(s.code() == StatusCode::kUnavailable ? 503 : 500, StatusCodeToApiCode(s.code()),
-                     "could not persist the change: " + s.message());
-  }
-  RefreshViewsLocked();
-  lock.unlock();
-  scheduler_->PolicyChanged();
+  bool stored = false;  // the change was made, and failed only in the store
+  json old_value, new_value;
+  Status s = scheduler_->ChangePolicy(
+      [&](framework::Framework& fw) -> Status {
+        const framework::SchedulerConfig old_config = fw.scheduler_config();
+        old_value = SchedulerConfigToJson(old_config, ScoreWeights(fw));
+        HF_RETURN_IF_ERROR(fw.SetScoreWeights(weights));
+        return fw.SetSchedulerConfig(patch->ApplyTo(old_config));
+      },
+      [&](const framework::Framework& fw) -> Status {
+        stored = true;
+        new_value = SchedulerConfigToJson(fw.scheduler_config(), ScoreWeights(fw));
+        const framework::Policy current = fw.CurrentPolicy();
+        return store_->Write([&](store::Tx& tx) -> Status {
+          HF_RETURN_IF_ERROR(tx.PutSchedulerConfig(current.scheduler.ToJson()));
+          for (const auto& [name, w] : weights) {
+            HF_RETURN_IF_ERROR(tx.PutPluginConfig(name, current.plugins.at(name)));
+          }
+          return tx.AppendAudit(caller.name, "scheduler", old_value, new_value);
+        });
+      });
+  if (!s.ok()) return stored ? PersistError(s) : StatusError(s);
   events_.Publish("config", json{{"action", "updated"}, {"by", caller.name}, {"config", new_value}},
                   clock_.NowMs());
   return JsonResponse(200, new_value);
@@ -891,15 +827,7 @@ Status ControlPlane::Start() {
   scheduler_->Start();
   inference_->Start();
   pinger_ = Periodic(std::chrono::seconds(15), [this] { events_.Ping(); });
-  source_watcher_ = Periodic(std::chrono::milliseconds(500), [this] {
-    std::vector<framework::Framework::PendingReload> due;
-    {
-      std::lock_guard fw_lock(mu_);
-      due = framework_->StartDueReloads();
-      if (!due.empty()) RefreshViewsLocked();  // `configuring` shows while it reads
-    }
-    if (!due.empty()) FinishReloads(due, "file watcher");
-  });
+  // (The scheduler watches the plugins' outside sources itself.)
   ready_ = true;
   return Status::Ok();
 }
@@ -912,7 +840,7 @@ void ControlPlane::Stop() {
   if (inference_) inference_->Stop();
   if (scheduler_) scheduler_->Stop();
   if (http_) http_->Stop();
-  for (std::jthread* t : {&pinger_, &source_watcher_}) {
+  for (std::jthread* t : {&pinger_}) {
     if (!t->joinable()) continue;
     t->request_stop();
     t->join();

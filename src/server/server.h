@@ -86,8 +86,8 @@ struct ServerOptions {
   std::string ui_dir;
 };
 
-// The API's state: store, framework (guarded by a mutex, as the framework is
-// not thread-safe) and routes. Thread-safe once Init returned OK.
+// The API's state: store, scheduler (which owns the framework), inference
+// service and routes. Thread-safe once Init returned OK.
 class ControlPlane {
  public:
   explicit ControlPlane(ServerOptions options);
@@ -118,17 +118,19 @@ class ControlPlane {
   };
 
   Status BootstrapAdminToken();
-  Status LoadPolicy();
+  // The framework of the policy stored, or seeded from --config.
+  Result<std::unique_ptr<framework::Framework>> LoadPolicy();
   // Re-reads every token into tokens_ (after each token change): requests
   // are authorised from memory, never waiting behind a write's fsync.
   Status ReloadTokens();
   // Logs each policy key where --config and the store differ (the store wins).
-  Status ReportConfigDrift() const;
+  Status ReportConfigDrift(const framework::Framework& stored) const;
   Status RegisterDeclaredNodes();
-  // Rebuilds the answers of GET /plugins and GET /scheduler/config; called
-  // with mu_ held after every change of the framework, so those reads never
-  // wait for mu_ (which a commit may hold through its fsync).
-  void RefreshViewsLocked();
+  // Rebuilds the answers of GET /plugins and GET /scheduler/config; the
+  // scheduler calls it (its mutex held) after every change of the framework,
+  // so those reads never wait for that mutex (which a commit may hold
+  // through its fsync).
+  void RefreshViews(const framework::Framework& fw);
   void RegisterMetrics();
   void AddRoutes();
   // The web UI (static_files.h): loaded once at Init; a missing folder is
@@ -181,17 +183,10 @@ class ControlPlane {
 
   http::Response Events();
   http::Response InferencePanel() const;
-  // Runs reloads that StartReload/StartDueReloads began (mu_ NOT held):
-  // publishes a "configuring" event each, reads their sources without mu_
-  // (each read given kReloadTimeout), installs them with it, refreshes the
-  // views, retries waiting tasks and publishes a "reloaded" event each with
-  // the plugin's status. Returns each reload's outcome.
-  std::vector<Status> FinishReloads(
-      const std::vector<framework::Framework::PendingReload>& reloads, const std::string& by);
-  static constexpr std::chrono::seconds kReloadTimeout{10};
   // InvalidArgument unless every file `config` names for plugin `name` lies
-  // under options_.file_root (when set). mu_ held.
-  Status CheckPluginPaths(const std::string& name, const nlohmann::json& config) const;
+  // under options_.file_root (when set).
+  Status CheckPluginPaths(const framework::Framework& fw, const std::string& name,
+                          const nlohmann::json& config) const;
   void AddInferenceRoutes();
   http::Response OpenApi() const;
   http::Response Metrics() const;
@@ -199,8 +194,6 @@ class ControlPlane {
   ServerOptions options_;
   SystemClock clock_;
   std::unique_ptr<store::Store> store_;
-  mutable std::mutex mu_;  // guards framework_
-  std::unique_ptr<framework::Framework> framework_;
   EventHub events_;
   MetricsRegistry metrics_;
   struct {
@@ -228,9 +221,6 @@ class ControlPlane {
   std::string ui_missing_;          // why not, for GET /
   std::unique_ptr<http::HttpServer> http_;
   std::jthread pinger_;  // keeps event streams alive
-  // Every half second, reloads the plugins whose outside sources (the
-  // topology file) changed, whether or not anything is being scheduled.
-  std::jthread source_watcher_;
 };
 
 // The `server` subcommand; argv[0] is "server". Returns the exit code.
