@@ -16,6 +16,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <shared_mutex>
 
 #if defined(__clang__)
 #define HF_THREAD_ANNOTATION(x) __attribute__((x))
@@ -30,6 +31,9 @@
 #define HF_REQUIRES(...) HF_THREAD_ANNOTATION(requires_capability(__VA_ARGS__))
 #define HF_EXCLUDES(...) HF_THREAD_ANNOTATION(locks_excluded(__VA_ARGS__))
 #define HF_ACQUIRE(...) HF_THREAD_ANNOTATION(acquire_capability(__VA_ARGS__))
+#define HF_ACQUIRE_SHARED(...) HF_THREAD_ANNOTATION(acquire_shared_capability(__VA_ARGS__))
+#define HF_RELEASE_SHARED(...) HF_THREAD_ANNOTATION(release_shared_capability(__VA_ARGS__))
+#define HF_REQUIRES_SHARED(...) HF_THREAD_ANNOTATION(requires_shared_capability(__VA_ARGS__))
 #define HF_RELEASE(...) HF_THREAD_ANNOTATION(release_capability(__VA_ARGS__))
 #define HF_TRY_ACQUIRE(...) HF_THREAD_ANNOTATION(try_acquire_capability(__VA_ARGS__))
 #define HF_RETURN_CAPABILITY(x) HF_THREAD_ANNOTATION(lock_returned(x))
@@ -78,6 +82,46 @@ class HF_SCOPED_CAPABILITY MutexLock {
 
  private:
   std::unique_lock<std::mutex> lock_;
+};
+
+// A readers-writer mutex: WriterLock holds it alone, ReaderLock with other
+// readers (members GUARDED_BY it are read under either, written under the
+// first).
+class HF_CAPABILITY("mutex") SharedMutex {
+ public:
+  SharedMutex() = default;
+  SharedMutex(const SharedMutex&) = delete;
+  SharedMutex& operator=(const SharedMutex&) = delete;
+
+  void lock() HF_ACQUIRE() { mu_.lock(); }
+  void unlock() HF_RELEASE() { mu_.unlock(); }
+  void lock_shared() HF_ACQUIRE_SHARED() { mu_.lock_shared(); }
+  void unlock_shared() HF_RELEASE_SHARED() { mu_.unlock_shared(); }
+
+ private:
+  std::shared_mutex mu_;
+};
+
+class HF_SCOPED_CAPABILITY WriterLock {
+ public:
+  explicit WriterLock(SharedMutex& mu) HF_ACQUIRE(mu) : mu_(mu) { mu_.lock(); }
+  ~WriterLock() HF_RELEASE() { mu_.unlock(); }
+  WriterLock(const WriterLock&) = delete;
+  WriterLock& operator=(const WriterLock&) = delete;
+
+ private:
+  SharedMutex& mu_;
+};
+
+class HF_SCOPED_CAPABILITY ReaderLock {
+ public:
+  explicit ReaderLock(SharedMutex& mu) HF_ACQUIRE_SHARED(mu) : mu_(mu) { mu_.lock_shared(); }
+  ~ReaderLock() HF_RELEASE() { mu_.unlock_shared(); }
+  ReaderLock(const ReaderLock&) = delete;
+  ReaderLock& operator=(const ReaderLock&) = delete;
+
+ private:
+  SharedMutex& mu_;
 };
 
 }  // namespace hf

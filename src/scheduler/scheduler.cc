@@ -225,7 +225,8 @@ void Scheduler::CycleLocked() {
   // Which waiting tasks get a new reason stored, and the victims' records.
   std::vector<json> published;
   std::vector<std::string> victim_nodes;
-  Status s = store_->Write([&](store::Tx& tx) -> Status {
+  // (The write runs on this thread, within the lock.)
+  Status s = store_->Write([&](store::Tx& tx) HF_REQUIRES(mu_) -> Status {
     victim_nodes.clear();
     for (const Outcome& o : outcomes) {
       const Task& task = tasks_.at(o.key);

@@ -357,7 +357,7 @@ Response ControlPlane::AgentLogs(const Request& req, const Caller& caller) {
     return Status::Ok();
   });
   if (!s.ok()) return StatusError(s);
-  std::lock_guard lock(logs_mu_);
+  MutexLock lock(logs_mu_);
   std::error_code ec;
   std::filesystem::create_directories(options_.data_dir + "/logs", ec);
   const std::string path = TaskLogPath(options_.data_dir, static_cast<uint64_t>(id));

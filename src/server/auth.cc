@@ -104,7 +104,7 @@ void FailureLimiter::Refill(Bucket& b, int64_t now_ms) const {
 }
 
 double FailureLimiter::RetryAfter(const std::string& address, int64_t now_ms) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = buckets_.find(address);
   if (it == buckets_.end()) return 0;
   Refill(it->second, now_ms);
@@ -112,7 +112,7 @@ double FailureLimiter::RetryAfter(const std::string& address, int64_t now_ms) {
 }
 
 void FailureLimiter::Failed(const std::string& address, int64_t now_ms) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (buckets_.size() > 10000) {
     for (auto it = buckets_.begin(); it != buckets_.end();) {
       Refill(it->second, now_ms);

@@ -31,7 +31,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
+#include "core/mutex.h"
 #include <optional>
 #include <string>
 #include <string_view>
@@ -109,10 +109,10 @@ class FailureLimiter {
   };
   void Refill(Bucket& b, int64_t now_ms) const;
   const double burst_, per_second_;
-  std::mutex mu_;  // guards buckets_
+  Mutex mu_;
   // Addresses with failures; full buckets are dropped when it grows, so a
   // flood from many addresses cannot grow it without bound.
-  std::unordered_map<std::string, Bucket> buckets_;
+  std::unordered_map<std::string, Bucket> buckets_ HF_GUARDED_BY(mu_);
 };
 
 }  // namespace hf::server

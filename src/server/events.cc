@@ -10,7 +10,7 @@ namespace hf::server {
 using http::SseStream;
 
 void EventHub::Subscribe(std::shared_ptr<SseStream> stream) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   DropClosedLocked();
   streams_.push_back(std::move(stream));
 }
@@ -18,7 +18,7 @@ void EventHub::Subscribe(std::shared_ptr<SseStream> stream) {
 void EventHub::Publish(const std::string& type, nlohmann::json data, int64_t now_ms) {
   data["time"] = FormatTimeMs(now_ms);
   const std::string line = data.dump();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& s : streams_) s->Send(type, line);
   DropClosedLocked();
   recent_.emplace_back(type, std::move(data));
@@ -26,7 +26,7 @@ void EventHub::Publish(const std::string& type, nlohmann::json data, int64_t now
 }
 
 nlohmann::json EventHub::Recent(size_t limit) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   nlohmann::json out = nlohmann::json::array();
   const size_t skip = recent_.size() > limit ? recent_.size() - limit : 0;
   for (size_t i = skip; i < recent_.size(); ++i) {
@@ -36,13 +36,13 @@ nlohmann::json EventHub::Recent(size_t limit) const {
 }
 
 void EventHub::Ping() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& s : streams_) s->Send("ping", "{}");
   DropClosedLocked();
 }
 
 size_t EventHub::subscribers() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return streams_.size();
 }
 

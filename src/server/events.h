@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
+#include "core/mutex.h"
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -41,11 +41,11 @@ class EventHub : public EventSink {
   static constexpr size_t kRecentEvents = 200;
 
  private:
-  void DropClosedLocked();
+  void DropClosedLocked() HF_REQUIRES(mu_);
 
-  mutable std::mutex mu_;
-  std::vector<std::shared_ptr<http::SseStream>> streams_;
-  std::deque<std::pair<std::string, nlohmann::json>> recent_;  // type, data
+  mutable Mutex mu_;
+  std::vector<std::shared_ptr<http::SseStream>> streams_ HF_GUARDED_BY(mu_);
+  std::deque<std::pair<std::string, nlohmann::json>> recent_ HF_GUARDED_BY(mu_);  // type, data
 };
 
 }  // namespace hf::server

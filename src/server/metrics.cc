@@ -193,11 +193,11 @@ template <typename Range>
 T& Family<T>::Find(const Range& label_values) {
   HF_CHECK(label_values.size() == label_names().size());
   {
-    std::shared_lock lock(mu_);
+    ReaderLock lock(mu_);
     auto it = children_.find(label_values);
     if (it != children_.end()) return *it->second;
   }
-  std::unique_lock lock(mu_);
+  WriterLock lock(mu_);
   auto it = children_.find(label_values);
   if (it != children_.end()) return *it->second;
   std::unique_ptr<T> child;
@@ -214,7 +214,7 @@ T& Family<T>::Find(const Range& label_values) {
 
 template <typename T>
 void Family<T>::RenderSamples(std::string* out) const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(mu_);
   for (const auto& [values, child] : children_) {
     if constexpr (std::is_same_v<T, Histogram>) {
       uint64_t cumulative = 0;
@@ -303,7 +303,7 @@ Status MetricsRegistry::Add(std::unique_ptr<MetricFamily> family) {
   if (family->type() == MetricType::kHistogram) {
     for (const char* suffix : {"_bucket", "_sum", "_count"}) series.push_back(name + suffix);
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const std::string& s : series) {
     if (taken_.contains(s)) return AlreadyExists("metric name \"" + s + "\" is already registered");
   }
@@ -317,7 +317,7 @@ std::string MetricsRegistry::Render() const {
   {
     // Families are never removed, so the pointers outlive the lock; collectors
     // then run without it and may take their own locks freely.
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& f : families_) families.push_back(f.get());
   }
   std::string out;

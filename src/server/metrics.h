@@ -42,9 +42,9 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
-#include <mutex>
+
 #include <set>
-#include <shared_mutex>
+#include "core/mutex.h"
 #include <string>
 #include <string_view>
 #include <vector>
@@ -165,8 +165,8 @@ class Family final : public MetricFamily {
   T& Find(const Range& label_values);
 
   const std::vector<double> bounds_;  // histograms only
-  mutable std::shared_mutex mu_;
-  std::map<std::vector<std::string>, std::unique_ptr<T>, TupleLess> children_;
+  mutable SharedMutex mu_;
+  std::map<std::vector<std::string>, std::unique_ptr<T>, TupleLess> children_ HF_GUARDED_BY(mu_);
 };
 
 extern template class Family<Counter>;
@@ -211,9 +211,9 @@ class MetricsRegistry {
   // Validates `family` and takes ownership, or returns why not.
   Status Add(std::unique_ptr<MetricFamily> family);
 
-  mutable std::mutex mu_;
-  std::vector<std::unique_ptr<MetricFamily>> families_;
-  std::set<std::string, std::less<>> taken_;  // every sample name in use
+  mutable Mutex mu_;
+  std::vector<std::unique_ptr<MetricFamily>> families_ HF_GUARDED_BY(mu_);
+  std::set<std::string, std::less<>> taken_ HF_GUARDED_BY(mu_);  // every sample name in use
 };
 
 }  // namespace hf::server

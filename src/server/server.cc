@@ -95,7 +95,7 @@ void RaiseOpenFileLimit(rlim_t wanted) {
 // A thread that calls fn every `period` until it is asked to stop.
 std::jthread Periodic(std::chrono::milliseconds period, std::function<void()> fn) {
   return std::jthread([period, fn = std::move(fn)](std::stop_token stop) {
-    std::mutex m;
+    std::mutex m;  // guards nothing: the wait wants a lock
     std::condition_variable_any cv;
     std::unique_lock lock(m);
     while (!cv.wait_for(lock, stop, period, [] { return false; })) {
@@ -350,7 +350,7 @@ Status ControlPlane::BootstrapAdminToken() {
 
 Status ControlPlane::ReloadTokens() {
   // Read and swap under one lock, so the last swap always holds the newest read.
-  std::unique_lock lock(tokens_mu_);
+  WriterLock lock(tokens_mu_);
   std::unordered_map<std::string, store::TokenRecord> tokens;
   HF_RETURN_IF_ERROR(store_->Read([&](const store::ReadTx& tx) -> Status {
     HF_ASSIGN_OR_RETURN(std::vector<store::TokenRecord> all, tx.ListTokens());
@@ -466,7 +466,7 @@ bool ControlPlane::Authorize(const Request& req, Action action, Caller& caller,
   if (!token) return unauthenticated("missing or malformed bearer token");
   std::optional<store::TokenRecord> rec;
   {
-    std::shared_lock lock(tokens_mu_);
+    ReaderLock lock(tokens_mu_);
     auto it = tokens_.find(HashToken(*token));
     if (it != tokens_.end()) rec = it->second;
   }
@@ -663,7 +663,7 @@ void ControlPlane::RefreshViews(const framework::Framework& fw) {
   auto plugins = std::make_shared<const json>(json{{"plugins", std::move(list)}});
   auto config = std::make_shared<const json>(
       SchedulerConfigToJson(fw.scheduler_config(), ScoreWeights(fw)));
-  std::lock_guard lock(view_mu_);
+  MutexLock lock(view_mu_);
   plugins_view_ = std::move(plugins);
   config_view_ = std::move(config);
 }
@@ -671,7 +671,7 @@ void ControlPlane::RefreshViews(const framework::Framework& fw) {
 Response ControlPlane::ListPlugins() const {
   std::shared_ptr<const json> view;
   {
-    std::lock_guard lock(view_mu_);
+    MutexLock lock(view_mu_);
     view = plugins_view_;
   }
   return JsonResponse(200, *view);
@@ -740,7 +740,7 @@ Response ControlPlane::PutPlugin(const Request& req, const Caller& caller) {
 Response ControlPlane::GetSchedulerConfig() const {
   std::shared_ptr<const json> view;
   {
-    std::lock_guard lock(view_mu_);
+    MutexLock lock(view_mu_);
     view = config_view_;
   }
   return JsonResponse(200, *view);

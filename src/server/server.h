@@ -23,13 +23,12 @@
 #include <vector>
 #include <memory>
 #include <optional>
-#include <mutex>
-#include <shared_mutex>
 #include <unordered_map>
 #include <string>
 #include <thread>
 
 #include "core/clock.h"
+#include "core/mutex.h"
 #include "core/status.h"
 #include "framework/framework.h"
 #include "http/router.h"
@@ -209,12 +208,13 @@ class ControlPlane {
   std::unique_ptr<scheduler::Scheduler> scheduler_;
   std::unique_ptr<inference::InferenceService> inference_;
   std::atomic<bool> ready_{false};
-  std::mutex logs_mu_;  // appends to DATA_DIR/logs/<task>.log
-  mutable std::mutex view_mu_;
-  std::shared_ptr<const nlohmann::json> plugins_view_;
-  std::shared_ptr<const nlohmann::json> config_view_;
-  mutable std::shared_mutex tokens_mu_;
-  std::unordered_map<std::string, store::TokenRecord> tokens_;  // by SHA-256
+  Mutex logs_mu_;  // one append at a time to DATA_DIR/logs/<task>.log (no member)
+  mutable Mutex view_mu_;
+  std::shared_ptr<const nlohmann::json> plugins_view_ HF_GUARDED_BY(view_mu_);
+  std::shared_ptr<const nlohmann::json> config_view_ HF_GUARDED_BY(view_mu_);
+  mutable SharedMutex tokens_mu_;
+  // By SHA-256.
+  std::unordered_map<std::string, store::TokenRecord> tokens_ HF_GUARDED_BY(tokens_mu_);
   std::vector<RouteDoc> route_docs_;
   http::Router router_;
   std::optional<http::StaticFiles> ui_;  // the built web UI, when found
