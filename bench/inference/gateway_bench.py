@@ -19,14 +19,19 @@ endpoint, and /serve/<endpoint>/v1/chat/completions), with the endpoint's key:
   2. requests/s at each of CONCURRENCY (closed loop, keep-alive, DURATION s
      after 1 s of warm-up), errors, and the server's CPU per request;
   3. time to first body byte of a streamed answer (fake), STREAM_N
-     sequential requests.
+     sequential requests;
+  4. the gateway's latency (one connection, DURATION s) alone, then while
+     SUBMITTERS clients submit tasks to the REST API as fast as they can
+     (POST /api/v1/tasks, one task each, each acknowledged after its fsync;
+     the tasks ask for more GPUs than the cluster has, so they wait and no
+     process starts).
 Prints the tables, then one line `INFERENCE_GATEWAY {json}`. Every process it
 started (server, agent, replicas) is stopped on exit, failure and Ctrl-C.
 
 Knobs (environment): N=2000 WARMUP=200 CONCURRENCY="1 8 32 64" DURATION=5
-STREAM_N=200 REPLICAS2=1 ECHO_THREADS=2 QUICKACK=0 (1: the client ACKs every
-segment at once, which hides the server's delayed-ACK stall; see
-docs/BENCHMARKS.md).
+STREAM_N=200 REPLICAS2=1 ECHO_THREADS=2 SUBMITTERS=32 PHASES="1 2 3 4"
+QUICKACK=0 (1: the client ACKs every segment at once, which hides the
+server's delayed-ACK stall; see docs/BENCHMARKS.md).
 """
 import argparse
 import http.client
@@ -54,6 +59,8 @@ STREAM_N = int(os.environ.get("STREAM_N", "200"))
 REPLICAS2 = os.environ.get("REPLICAS2", "1") == "1"
 ECHO_THREADS = int(os.environ.get("ECHO_THREADS", "2"))
 QUICKACK = os.environ.get("QUICKACK", "0")
+SUBMITTERS = int(os.environ.get("SUBMITTERS", "32"))
+PHASES = set(os.environ.get("PHASES", "1 2 3 4").split())
 
 
 class Bench:
@@ -199,7 +206,7 @@ class Bench:
             fields = f.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / CLK
 
-    def load(self, urls, body, key=None, **kw):
+    def load_cmd(self, urls, body, key=None, **kw):
         cmd = [self.args.http_load, "--method", "POST", "--body", json.dumps(body),
                "--quickack", QUICKACK]
         for u in urls:
@@ -208,14 +215,29 @@ class Bench:
             cmd += ["--header", "Authorization: Bearer " + key]
         for k, v in kw.items():
             cmd += ["--" + k.replace("_", "-"), str(v)]
+        return cmd
+
+    @staticmethod
+    def load_result(returncode, stdout, stderr):
+        if returncode != 0:
+            sys.exit("http_load failed (%d): %s" % (returncode, stderr))
+        return json.loads(stdout.strip().splitlines()[-1])
+
+    def load(self, urls, body, key=None, **kw):
         cpu0 = self.cpu_s(self.server.pid)
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        out = subprocess.run(self.load_cmd(urls, body, key, **kw), capture_output=True, text=True,
+                             timeout=600)
         cpu1 = self.cpu_s(self.server.pid)
-        if out.returncode != 0:
-            sys.exit("http_load failed (%d): %s" % (out.returncode, out.stderr))
-        r = json.loads(out.stdout.strip().splitlines()[-1])
+        r = self.load_result(out.returncode, out.stdout, out.stderr)
         r["server_cpu_us_per_req"] = round((cpu1 - cpu0) * 1e6 / r["total"], 1) if r["total"] else None
         return r
+
+    def submitting(self, seconds):
+        """Starts SUBMITTERS clients submitting tasks for `seconds`; returns the process."""
+        task = {"name": "load", "command": ["true"], "requests": {"gpu": 8}}
+        cmd = self.load_cmd(["http://127.0.0.1:%d/api/v1/tasks" % self.port], task, ADMIN,
+                            concurrency=SUBMITTERS, duration=seconds, warmup_s=0)
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def ms(us):
@@ -251,6 +273,19 @@ def run(b):
                               {"model": "bench/" + model, "messages": msgs}, keys[ep]),
         }
 
+    if "1" in PHASES:
+        phase1(b, paths, result)
+    if "2" in PHASES:
+        phase2(b, paths, result)
+    if "3" in PHASES:
+        phase3(b, paths, result)
+    if "4" in PHASES:
+        phase4(b, paths, result)
+    print()
+    print("INFERENCE_GATEWAY " + json.dumps(result, separators=(",", ":")))
+
+
+def phase1(b, paths, result):
     # 1. Added latency, sequential.
     print("== 1. sequential latency, one keep-alive connection, %d requests after %d warm-up ==" % (N, WARMUP))
     print("%-8s %-16s %9s %9s %9s %9s  %s" % ("replica", "path", "p50 ms", "p90 ms", "p99 ms",
@@ -272,6 +307,8 @@ def run(b):
             print("%-8s %-16s added p50 %s ms, p99 %s ms" % (model, name, ms(d50), ms(d99)))
         result["latency"][model] = rows
 
+
+def phase2(b, paths, result):
     # 2. Throughput.
     print()
     print("== 2. requests/s, closed loop, keep-alive, %.0f s after 1 s warm-up ==" % DURATION)
@@ -294,6 +331,8 @@ def run(b):
                     "  (%s)" % r["first_error"] if r["errors"] else ""))
         result["throughput"][model] = rows
 
+
+def phase3(b, paths, result):
     # 3. Streaming time to first byte.
     print()
     print("== 3. streamed answer (fake_model, 5 chunks, 20 ms apart): %d sequential requests ==" % STREAM_N)
@@ -306,8 +345,34 @@ def run(b):
         print("%-16s %12s %12s %12s %12s%s" % (
             name, ms(r["ttfb_p50_us"]), ms(r["ttfb_p99_us"]), ms(r["p50_us"]), ms(r["p99_us"]),
             "  errors %d (%s)" % (r["errors"], r["first_error"]) if r["errors"] else ""))
+
+
+def phase4(b, paths, result):
+    # 4. The gateway while the REST API takes a flood of fsynced writes.
     print()
-    print("INFERENCE_GATEWAY " + json.dumps(result, separators=(",", ":")))
+    print("== 4. gateway latency (echo, one connection, %.0f s) alone and while %d clients submit tasks ==" %
+          (DURATION, SUBMITTERS))
+    print("%-22s %10s %9s %9s %9s %9s %12s" % ("", "req/s", "p50 ms", "p90 ms", "p99 ms", "max ms",
+                                            "submits/s"))
+    urls, body, key = paths("echo", "fast")["gateway_openai"]
+    rows = {}
+    for name in ("alone", "while_submitting"):
+        sub = b.submitting(DURATION + 2) if name == "while_submitting" else None
+        if sub:
+            time.sleep(1)  # the submitters at full speed first
+        r = b.load(urls, body, key, concurrency=1, duration=DURATION, warmup_s=0.5)
+        if sub:
+            out, err = sub.communicate(timeout=DURATION + 60)
+            s = b.load_result(sub.returncode, out, err)
+            r["submits_per_s"] = s["rps"]
+            r["submit_p99_us"] = s["p99_us"]
+            r["submit_errors"] = s["errors"]
+        rows[name] = r
+        print("%-22s %10.0f %9s %9s %9s %9s %12s%s" % (
+            name, r["rps"], ms(r["p50_us"]), ms(r["p90_us"]), ms(r["p99_us"]), ms(r["max_us"]),
+            "%.0f" % r["submits_per_s"] if sub else "-",
+            "  errors %d (%s)" % (r["errors"], r["first_error"]) if r["errors"] else ""))
+    result["under_submissions"] = rows
 
 
 def main():

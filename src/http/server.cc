@@ -7,6 +7,7 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -158,6 +159,11 @@ class HttpServer::Impl {
   bool Admit(const AddressKey& address);
   void Register(Connection* c, const std::shared_ptr<Connection>& sp);
   void Unregister(Connection* c);
+  // The pool that runs the handler of a request for `target`; null: the
+  // connection's own I/O thread.
+  asio::thread_pool* PoolFor(std::string_view target) const;
+  // The handler's answer; what it throws becomes a 500.
+  Response Handle(const Request& req) const;
 
   const HttpServerOptions options;
   const Handler handler;
@@ -177,6 +183,9 @@ class HttpServer::Impl {
   std::mutex lifecycle_mu;
   std::vector<std::thread> threads;
   tcp::endpoint accept_peer;  // filled by the pending accept; acceptor strand only
+  // options.handler_pools in order, then the handler_threads pool; made by
+  // Start, joined by Stop.
+  std::vector<std::unique_ptr<asio::thread_pool>> pools;
 
   // Declared last so it is destroyed first: queued handlers own connections,
   // whose destructors still touch the members above.
@@ -399,21 +408,30 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // Formatted here, on the connection's strand, not by the acceptor.
     if (address_.empty()) address_ = peer_.to_string();
     req.remote_address = address_;
+    asio::thread_pool* pool = server_->PoolFor(SV(msg.target()));
     bool keep_alive = msg.keep_alive();
     int version = msg.version();
     parser_.reset();
 
-    Response res;
-    try {
-      res = server_->handler(req);
-    } catch (const std::exception& e) {
-      // The detail goes to the log, not to the client: it may name internals.
-      spdlog::error("http: handler for {} {} threw: {}", req.method, req.path, e.what());
-      res = JsonError(500, "internal", "internal error while handling the request");
-    } catch (...) {
-      spdlog::error("http: handler for {} {} threw a non-exception", req.method, req.path);
-      res = JsonError(500, "internal", "internal error while handling the request");
-    }
+    if (pool == nullptr) return Answer(server_->Handle(req), keep_alive, version);
+    // No timer runs while a handler does, wherever it runs; the answer comes
+    // back to this connection's strand.
+    Disarm();
+    // The I/O threads keep running until the answer is back, even through
+    // Stop (which lets them end once no work is left).
+    asio::post(*pool, [self = shared_from_this(), req = std::move(req), keep_alive, version,
+                       work = asio::make_work_guard(socket_.get_executor())] {
+      Response res = self->server_->Handle(req);
+      asio::post(self->socket_.get_executor(),
+                 [self, res = std::move(res), keep_alive, version]() mutable {
+                   if (self->phase_ != Phase::kHandling) return;
+                   self->Answer(std::move(res), keep_alive, version);
+                 });
+    });
+  }
+
+  // What the handler answered: now, or later (deferred).
+  void Answer(Response res, bool keep_alive, int version) {
     if (!res.stream && !res.body_stream && res.defer) {
       return StartDeferred(std::move(res.defer), keep_alive, version);
     }
@@ -1012,6 +1030,27 @@ void HttpServer::Impl::Accept() {
       });
 }
 
+asio::thread_pool* HttpServer::Impl::PoolFor(std::string_view target) const {
+  for (size_t i = 0; i < options.handler_pools.size(); ++i) {
+    for (const std::string& prefix : options.handler_pools[i].prefixes) {
+      if (target.starts_with(prefix)) return pools[i].get();
+    }
+  }
+  return options.handler_threads > 0 ? pools.back().get() : nullptr;
+}
+
+Response HttpServer::Impl::Handle(const Request& req) const {
+  try {
+    return handler(req);
+  } catch (const std::exception& e) {
+    // The detail goes to the log, not to the client: it may name internals.
+    spdlog::error("http: handler for {} {} threw: {}", req.method, req.path, e.what());
+  } catch (...) {
+    spdlog::error("http: handler for {} {} threw a non-exception", req.method, req.path);
+  }
+  return JsonError(500, "internal", "internal error while handling the request");
+}
+
 HttpServer::HttpServer(HttpServerOptions options, Handler handler)
     : impl_(std::make_unique<Impl>(std::move(options), std::move(handler))) {}
 
@@ -1022,6 +1061,10 @@ Status HttpServer::Start() {
   if (impl_->started) return FailedPrecondition("HttpServer::Start called twice");
   const auto& o = impl_->options;
   if (o.worker_threads < 1) return InvalidArgument("worker_threads must be at least 1");
+  if (o.handler_threads < 0) return InvalidArgument("handler_threads must not be negative");
+  for (const HandlerPool& p : o.handler_pools) {
+    if (p.threads < 1) return InvalidArgument("a handler pool needs at least 1 thread");
+  }
   if (o.max_connections < 1) return InvalidArgument("max_connections must be at least 1");
   if (o.max_connections_per_address < 0) {
     return InvalidArgument("max_connections_per_address must not be negative");
@@ -1043,6 +1086,12 @@ Status HttpServer::Start() {
   if (acc.listen(asio::socket_base::max_listen_connections, ec)) return fail("listen on");
   impl_->port = acc.local_endpoint(ec).port();
   impl_->started = true;
+  for (const HandlerPool& p : o.handler_pools) {
+    impl_->pools.push_back(std::make_unique<asio::thread_pool>(static_cast<size_t>(p.threads)));
+  }
+  if (o.handler_threads > 0) {
+    impl_->pools.push_back(std::make_unique<asio::thread_pool>(static_cast<size_t>(o.handler_threads)));
+  }
   impl_->Accept();
   for (int i = 0; i < o.worker_threads; ++i) {
     impl_->threads.emplace_back([impl = impl_.get()] { impl->ioc.run(); });
@@ -1077,6 +1126,9 @@ void HttpServer::Stop() {
   impl_->ioc.stop();
   for (auto& t : impl_->threads) t.join();
   impl_->threads.clear();
+  // Handlers still running finish; their answers have no I/O thread left.
+  for (auto& pool : impl_->pools) pool->join();
+  impl_->pools.clear();
 }
 
 uint16_t HttpServer::bound_port() const { return impl_->port.load(); }

@@ -162,14 +162,29 @@ Response JsonError(int status, std::string code, std::string message);
 // `body` serialised compactly, Content-Type application/json.
 Response JsonResponse(int status, const nlohmann::json& body);
 
+// Handlers whose request targets start with one of `prefixes` run on
+// `threads` threads of their own (HttpServerOptions::handler_pools).
+struct HandlerPool {
+  std::vector<std::string> prefixes;
+  int threads = 1;
+};
+
 struct HttpServerOptions {
   // IPv4 or IPv6 literal to bind. Not a host name: no resolver is involved.
   std::string address = "0.0.0.0";
   // 0 picks a free ephemeral port; read it back with bound_port().
   uint16_t port = 3333;
-  // Threads that run I/O and handlers. A handler occupies its thread while it
-  // runs, so slow handlers want more threads.
+  // Threads that run I/O (reading requests, writing answers, timers), and
+  // the handlers no pool takes. A handler occupies its thread while it runs.
   int worker_threads = 2;
+  // Handlers that may block (a store write waiting for its fsync) run off
+  // the I/O threads, so that they hold up neither other connections' reads
+  // and writes nor the traffic of another pool: a request goes to the first
+  // of handler_pools with a prefix its target starts with, else to a pool
+  // of handler_threads threads, else (0) to the I/O threads themselves.
+  // The answer is written from the I/O threads whichever ran the handler.
+  std::vector<HandlerPool> handler_pools;
+  int handler_threads = 0;
   // Largest request body accepted, whether announced by Content-Length (refused
   // before reading it) or arriving chunked (refused when it grows past).
   size_t max_body_bytes = 1 << 20;

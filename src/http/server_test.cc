@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <utility>
@@ -576,6 +577,132 @@ TEST_F(HttpServerTest, StopLetsInFlightRequestFinish) {
   RawResponse r = c.ReadResponse(2s);
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.Json()["done"], true);
+  EXPECT_EQ(r.headers["connection"], "close");
+}
+
+// Blocking handlers in their pools hold up neither the I/O threads nor
+// another pool: with every API thread stuck (as behind a slow fsync), the
+// gateway's pool and a request the I/O threads answer still go through.
+TEST_F(HttpServerTest, HandlerPoolsKeepBlockedHandlersFromOtherTraffic) {
+  options_.worker_threads = 1;
+  options_.handler_threads = 2;
+  options_.handler_pools.push_back({{"/gw/"}, 1});
+  std::mutex mu;
+  std::condition_variable cv;
+  int blocked = 0;
+  bool release = false;
+  std::set<std::thread::id> api_threads, gw_threads;
+  // However the test ends, the blocked handlers are let go (Stop waits for them).
+  struct Release {
+    std::mutex& mu;
+    std::condition_variable& cv;
+    bool& release;
+    ~Release() {
+      std::lock_guard lock(mu);
+      release = true;
+      cv.notify_all();
+    }
+  } let_go{mu, cv, release};
+  StartServer([&](const Request& req) {
+    std::unique_lock lock(mu);
+    if (req.path.starts_with("/gw/")) {
+      gw_threads.insert(std::this_thread::get_id());
+      return JsonResponse(200, {{"pool", "gateway"}});
+    }
+    api_threads.insert(std::this_thread::get_id());
+    ++blocked;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+    return JsonResponse(200, {{"pool", "api"}});
+  });
+  std::vector<std::unique_ptr<Client>> api;
+  for (int i = 0; i < 3; ++i) {  // one more than the pool: it queues
+    api.push_back(std::make_unique<Client>(port_));
+    api.back()->Send(Get("/api/" + std::to_string(i)));
+  }
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 5s, [&] { return blocked == 2; }));
+  }
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    RawResponse gw = Exchange(Get("/gw/chat"));
+    EXPECT_EQ(gw.status, 200);
+    EXPECT_EQ(gw.Json()["pool"], "gateway");
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  }
+  {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(blocked, 2) << "the third API request waits for a pool thread";
+    release = true;
+    cv.notify_all();
+  }
+  for (auto& c : api) {
+    RawResponse r = c->ReadResponse(5s);
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.Json()["pool"], "api");
+    // The connection goes on after an answer from a pool.
+    c->Send(Get("/gw/again"));
+    EXPECT_EQ(c->ReadResponse(5s).status, 200);
+  }
+  std::lock_guard lock(mu);
+  EXPECT_EQ(api_threads.size(), 2u);
+  EXPECT_EQ(gw_threads.size(), 1u);
+  for (const auto& id : gw_threads) EXPECT_EQ(api_threads.count(id), 0u);
+}
+
+TEST_F(HttpServerTest, PoolHandlersThatThrowOrDeferAnswerAsInline) {
+  options_.handler_threads = 1;
+  std::vector<Reply> replies;
+  std::mutex mu;
+  ASSERT_TRUE(router_
+                  .Add("GET", "/later",
+                       [&](const Request&) {
+                         Response r;
+                         r.defer = [&](Reply reply) {
+                           std::lock_guard lock(mu);
+                           replies.push_back(std::move(reply));
+                         };
+                         return r;
+                       })
+                  .ok());
+  StartServer();
+  RawResponse thrown = Exchange(Get("/throw"));
+  EXPECT_EQ(thrown.status, 500);
+  EXPECT_EQ(thrown.body.find("secret"), std::string::npos);
+  Client c(port_);
+  c.Send(Get("/later"));
+  for (int i = 0; i < 500; ++i) {
+    {
+      std::lock_guard lock(mu);
+      if (!replies.empty()) break;
+    }
+    std::this_thread::sleep_for(2ms);
+  }
+  {
+    std::lock_guard lock(mu);
+    ASSERT_EQ(replies.size(), 1u);
+    replies[0](JsonResponse(200, {{"later", true}}));
+  }
+  RawResponse r = c.ReadResponse(2s);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.Json()["later"], true);
+}
+
+TEST_F(HttpServerTest, StopLetsAPoolsInFlightRequestFinish) {
+  options_.handler_threads = 1;
+  std::atomic<bool> entered{false};
+  StartServer([&](const Request&) {
+    entered = true;
+    std::this_thread::sleep_for(300ms);
+    return JsonResponse(200, {{"done", true}});
+  });
+  Client c(port_);
+  c.Send(Get("/slow"));
+  while (!entered) std::this_thread::sleep_for(1ms);
+  server_->Stop();
+  RawResponse r = c.ReadResponse(2s);
+  EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.headers["connection"], "close");
 }
 

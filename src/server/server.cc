@@ -784,9 +784,15 @@ Status ControlPlane::Start() {
   HttpServerOptions o;
   o.address = options_.address;
   o.port = options_.port;
-  // Handlers block on the store's fsync; enough threads that reads and
-  // health checks are not stuck behind a burst of writes.
-  o.worker_threads = 16;
+  // Three sets of threads, so that one kind of traffic never waits behind
+  // another: I/O for every connection; the API's handlers, which block on
+  // the store's fsync (enough of them that reads and health checks are not
+  // stuck behind a burst of writes); and the gateway's, which never block
+  // (they pick a replica and hand the call to the upstream client).
+  o.worker_threads = 4;
+  o.handler_threads = 16;
+  o.handler_pools.push_back(
+      {{std::begin(InferenceService::kGatewayPrefixes), std::end(InferenceService::kGatewayPrefixes)}, 4});
   o.max_connections = options_.max_connections;
   o.max_connections_per_address = options_.max_connections_per_address;
   for (const char* prefix : InferenceService::kGatewayPrefixes) {
