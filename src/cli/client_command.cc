@@ -480,7 +480,8 @@ int RunNodeAction(const std::string& verb, int argc, char** argv) {
   const char* what = verb == "cordon"
                          ? "Mark a node Draining: it keeps its tasks, takes no new ones."
                      : verb == "uncordon" ? "Mark a node Ready again."
-                                          : "Drain a node (as cordon until agents run tasks).";
+                                          : "Drain a node: no new tasks; its preemptible tasks are "
+                                            "evicted and queued again, the others run to their end.";
   CLI::App app{what, "heteroflow " + verb};
   GlobalFlags g;
   std::string name;
@@ -493,7 +494,15 @@ int RunNodeAction(const std::string& verb, int argc, char** argv) {
       session->Call("POST", "/api/v1/nodes/" + UrlEncode(name) + "/" + verb);
   if (!answer) return kApiError;
   const std::string done = verb == "drain" ? "drained" : verb + "ed";
-  Print(*session, *answer, [&] { return "node/" + name + " " + done + "\n"; });
+  Print(*session, *answer, [&] {
+    std::string line = "node/" + name + " " + done;
+    if (verb == "drain") {
+      line += " (" + std::to_string(answer->value("evicted", json::array()).size()) +
+              " task(s) evicted, " + std::to_string(answer->value("waiting_for", json::array()).size()) +
+              " left to finish)";
+    }
+    return line + "\n";
+  });
   return kOk;
 }
 
@@ -599,7 +608,7 @@ const char* ClientUsage() {
          "  delete     cancel a task, delete a node, model or endpoint, revoke a token\n"
          "  cordon     stop placing new tasks on a node\n"
          "  uncordon   let a cordoned or drained node take tasks again\n"
-         "  drain      cordon a node (and, once agents run tasks, move them off)\n"
+         "  drain      cordon a node, evict its preemptible tasks (queued again)\n"
          "  plugins    plugins set NAME [--weight W] [--enabled true|false] [--mode M]\n"
          "  config     config get | config set KEY=VALUE ... (scheduler config)\n";
 }

@@ -438,6 +438,47 @@ Status Scheduler::SetNodeCondition(const std::string& name, NodeCondition condit
   return Status::Ok();
 }
 
+Result<Scheduler::DrainOutcome> Scheduler::Drain(const std::string& name, const std::string& actor) {
+  DrainOutcome out;
+  bool condition_changed = false;
+  const std::string why = "evicted: node " + name + " drained by " + actor;
+  {
+    MutexLock lock(mu_);
+    const NodeId n = cluster_.FindNode(name);
+    if (n == kNoNode) return NotFound("node " + name + " not found");
+    condition_changed = cluster_.condition(n) != NodeCondition::kDraining;
+    for (TaskKey key : cluster_.TasksOn(n)) {
+      (tasks_.at(key).preemptible ? out.evicted : out.waiting).push_back(key);
+    }
+    std::sort(out.evicted.begin(), out.evicted.end());
+    std::sort(out.waiting.begin(), out.waiting.end());
+    HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
+      if (condition_changed) HF_RETURN_IF_ERROR(tx.SetNodeCondition(name, NodeCondition::kDraining));
+      for (TaskKey key : out.evicted) {
+        HF_RETURN_IF_ERROR(tx.DeleteAllocation(key));
+        HF_RETURN_IF_ERROR(tx.UpdateTaskState(key, TaskState::kPending, why));
+        HF_RETURN_IF_ERROR(tx.AppendTaskEvent(key, "evicted", why));
+      }
+      return Status::Ok();
+    }));
+    cluster_.SetCondition(n, NodeCondition::kDraining);
+    for (TaskKey key : out.evicted) {
+      HF_CHECK(cluster_.Release(key).ok());
+      EnqueueLocked(tasks_.at(key), why);
+    }
+    if (!out.evicted.empty()) BumpNodeLocked(name);
+    retry_all_ = true;
+  }
+  cv_.notify_all();
+  if (condition_changed) {
+    Publish("node", {{"action", "condition"}, {"name", name}, {"condition", "Draining"}, {"by", actor}});
+  }
+  for (TaskKey key : out.evicted) {
+    Publish("task", {{"action", "evicted"}, {"id", key}, {"node", name}, {"by", actor}});
+  }
+  return out;
+}
+
 ClusterSnapshot Scheduler::Snapshot(bool with_placed) const {
   MutexLock lock(mu_);
   ClusterSnapshot snap{cluster_, fw_->CurrentPolicy(), {}, {}};

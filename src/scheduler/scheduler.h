@@ -152,6 +152,17 @@ class Scheduler {
   Status DeleteNode(const std::string& name, const std::string& actor);
   Status SetNodeCondition(const std::string& name, NodeCondition condition,
                           const std::string& actor);
+  // What Drain did with the node's tasks.
+  struct DrainOutcome {
+    std::vector<TaskKey> evicted;  // queued again; their agent stops them
+    std::vector<TaskKey> waiting;  // not preemptible: left to run to their end
+  };
+  // `kubectl drain` for a node: it becomes Draining (no new tasks), its
+  // preemptible tasks are evicted and queued again ("evicted" event, their
+  // pending reason naming the drain; the agent stops each as a preemption
+  // victim: SIGTERM, grace, SIGKILL), and the others are waited for. One
+  // transaction. Draining a drained node evicts what it still holds.
+  Result<DrainOutcome> Drain(const std::string& name, const std::string& actor);
 
   // Agents (docs/AGENT.md). Heartbeat records measured usage (when given;
   // a registration has none); NotFound for an unknown node. A node that was

@@ -674,6 +674,46 @@ TEST_F(SchedulerTest, NodesRegisterReplaceCordonAndDelete) {
   EXPECT_EQ(StoredGpuMilli(), MemoryGpuMilli());
 }
 
+TEST_F(SchedulerTest, DrainEvictsPreemptibleTasksToOtherNodesAndWaitsForTheRest) {
+  Open(PreemptMode("off"));
+  ASSERT_TRUE(sched_->PutNode(GpuNode("n1", 2), "admin").ok());
+  Task keeper = GpuTask("keeper", 1);
+  keeper.preemptible = false;
+  const TaskKey k = SubmitOne(keeper);
+  const TaskKey m = SubmitOne(GpuTask("mover", 1));
+  sched_->Start();
+  ASSERT_TRUE(sched_->WaitIdle(kWait));
+  ASSERT_EQ(Get(m).node, "n1");
+  ASSERT_TRUE(sched_->PutNode(GpuNode("n2", 1), "admin").ok());
+  const uint64_t version = sched_->NodeVersion("n1");
+
+  auto out = sched_->Drain("n1", "admin");
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->evicted, std::vector<TaskKey>{m});
+  EXPECT_EQ(out->waiting, std::vector<TaskKey>{k});
+  EXPECT_GT(sched_->NodeVersion("n1"), version) << "n1's agent learns its list changed";
+  ASSERT_TRUE(sched_->WaitIdle(kWait));
+  // The evicted task runs elsewhere; the other stays; the store agrees.
+  EXPECT_EQ(Get(m).node, "n2");
+  EXPECT_EQ(Get(m).state, TaskState::kScheduled);
+  EXPECT_EQ(Get(k).node, "n1");
+  EXPECT_EQ(Kinds(m), (std::vector<std::string>{"submitted", "scheduled", "evicted", "scheduled"}));
+  EXPECT_EQ(Events(m)[2].message, "evicted: node n1 drained by admin");
+  EXPECT_EQ(StoredGpuMilli(), MemoryGpuMilli());
+  EXPECT_EQ(MemoryGpuMilli(), (std::map<std::string, int64_t>{{"n1", 1000}, {"n2", 1000}}));
+  Status s = store_->Read([&](const store::ReadTx& tx) -> Status {
+    HF_ASSIGN_OR_RETURN(store::NodeRecord n, tx.GetNode("n1"));
+    EXPECT_EQ(n.condition, NodeCondition::kDraining);
+    return Status::Ok();
+  });
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  // Again: nothing left to evict.
+  out = sched_->Drain("n1", "admin");
+  ASSERT_TRUE(out.ok());
+  EXPECT_TRUE(out->evicted.empty());
+  EXPECT_EQ(sched_->Drain("nope", "admin").status().code(), StatusCode::kNotFound);
+}
+
 TEST_F(SchedulerTest, CancelIsIdempotentAndRefusesUnknownIds) {
   Open();
   ASSERT_TRUE(sched_->PutNode(GpuNode("n1", 1), "admin").ok());

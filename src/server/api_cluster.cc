@@ -190,6 +190,22 @@ Response ControlPlane::SetNodeCondition(const Request& req, const Caller& caller
   return GetNode(req);
 }
 
+Response ControlPlane::DrainNode(const Request& req, const Caller& caller) {
+  if (!req.body.empty()) {
+    Result<json> body = ParseJsonBody(req.body);
+    if (!body.ok()) return StatusError(body.status());
+    if (!body->empty()) return StatusError(InvalidArgument("this request takes no fields"));
+  }
+  Result<scheduler::Scheduler::DrainOutcome> out = scheduler_->Drain(std::string(req.Param("name")), caller.name);
+  if (!out.ok()) return StatusError(out.status());
+  Response node = GetNode(req);
+  if (node.status != 200) return node;
+  json answer = json::parse(node.body);
+  answer["evicted"] = out->evicted;
+  answer["waiting_for"] = out->waiting;
+  return JsonResponse(200, answer);
+}
+
 // ---- tasks ----
 
 Response ControlPlane::SubmitTask(const Request& req, const Caller& caller) {

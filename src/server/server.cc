@@ -591,10 +591,8 @@ void ControlPlane::AddRoutes() {
           return SetNodeCondition(r, c, NodeCondition::kDraining);
         });
   Route("POST", "/api/v1/nodes/{name}/drain", A::kCordonNodes,
-        "stop new placements; running tasks finish",
-        [this](const Request& r, const Caller& c) {
-          return SetNodeCondition(r, c, NodeCondition::kDraining);
-        });
+        "stop new placements, evict preemptible tasks (queued again), let the others finish",
+        [this](const Request& r, const Caller& c) { return DrainNode(r, c); });
   Route("POST", "/api/v1/nodes/{name}/uncordon", A::kCordonNodes, "make a node schedulable",
         [this](const Request& r, const Caller& c) {
           return SetNodeCondition(r, c, NodeCondition::kReady);

@@ -158,6 +158,7 @@ class ControlPlane {
   http::Response PutNode(const http::Request& req, const Caller& caller);
   http::Response DeleteNode(const http::Request& req, const Caller& caller);
   http::Response SetNodeCondition(const http::Request& req, const Caller& caller, NodeCondition condition);
+  http::Response DrainNode(const http::Request& req, const Caller& caller);
 
   http::Response SubmitTask(const http::Request& req, const Caller& caller);
   http::Response SubmitBatch(const http::Request& req, const Caller& caller);

@@ -103,8 +103,9 @@ def main(binary, tmp):
     def get_task(tid):
         return expect(srv.get(API + "/tasks/%d" % tid), 200)
 
-    def submit(name, command, requests, rdma=False):
-        body = {"name": name, "requests": requests, "rdma_required": rdma, "command": command}
+    def submit(name, command, requests, rdma=False, preemptible=True):
+        body = {"name": name, "requests": requests, "rdma_required": rdma, "command": command,
+                "preemptible": preemptible}
         return expect(srv.call("POST", API + "/tasks", body), 201)
 
     def final_state(tid, timeout=30):
@@ -280,22 +281,51 @@ def main(binary, tmp):
         wait_until(lambda: not pid_alive(second), 10, "the new copy stopped by the cancel")
         expect(srv.call("PUT", API + "/plugins/preempt", {"enabled": False}), 200)
 
-    def drain_lets_running_finish():
-        # Draining: no new placements, and the running task is left to finish.
-        t = submit("drain-runner", ["sh", "-c", "sleep 2; echo finished"], {"cpu_milli": 500})
-        wait_until(lambda: get_task(t["id"])["state"] == "running", 20, "drain-runner running")
-        expect(srv.call("POST", API + "/nodes/%s/drain" % NODE), 200)
+    def drain_evicts_preemptible_and_waits_for_the_rest():
+        # Draining: no new placements; a preemptible task is evicted (its
+        # process stopped, the task queued again), a non-preemptible one is
+        # left to run to its end.
+        keeper = submit("drain-keeper", ["sh", "-c", "sleep 2; echo finished"], {"cpu_milli": 500},
+                        preemptible=False)
+        mover = submit("drain-mover", ["sh", "-c", "echo $$ >> pids; sleep 600"], {"cpu_milli": 500})
+        for t in (keeper, mover):
+            wait_until(lambda: get_task(t["id"])["state"] == "running", 20, "%s running" % t["name"])
+        pids_file = os.path.join(agent.task_dir(mover["id"]), "pids")
+
+        def pids():
+            try:
+                with open(pids_file) as f:
+                    return [int(x) for x in f.read().split()]
+            except (OSError, ValueError):
+                return []
+        first = wait_until(lambda: pids(), 10, "the preemptible task's pid")[0]
+        node = expect(srv.call("POST", API + "/nodes/%s/drain" % NODE), 200)
+        if node["condition"] != "Draining" or node["evicted"] != [mover["id"]] or \
+                node["waiting_for"] != [keeper["id"]]:
+            fail("drain answered %r" % node)
+        moved = get_task(mover["id"])
+        if moved["state"] != "pending":
+            fail("the evicted task is %s (%r)" % (moved["state"], moved["pending_reason"]))
+        evicted = [e for e in moved["events"] if e["kind"] == "evicted"]
+        if len(evicted) != 1 or "node %s drained by" % NODE not in evicted[0]["message"]:
+            fail("the evicted task's events: %r" % moved["events"])
+        wait_until(lambda: not pid_alive(first), 15, "the evicted task's process stopped")
         late = submit("after-drain", ["true"], {"cpu_milli": 500})
         wait_until(lambda: "node draining" in get_task(late["id"])["pending_reason"], 10,
                    "the new task refused with 'node draining'")
-        done = final_state(t["id"], 15)
+        done = final_state(keeper["id"], 15)
         if done["state"] != "succeeded":
-            fail("the running task on the draining node ended %s: %r" % (done["state"], done))
-        if get_task(late["id"])["state"] != "pending":
-            fail("a task was placed on the draining node")
+            fail("the non-preemptible task on the draining node ended %s: %r" % (done["state"], done))
+        for t in (late, mover):
+            if get_task(t["id"])["state"] != "pending":
+                fail("task %s was placed on the draining node" % t["name"])
         expect(srv.call("POST", API + "/nodes/%s/uncordon" % NODE), 200)
         if final_state(late["id"], 15)["state"] != "succeeded":
             fail("after uncordon the waiting task did not run")
+        wait_until(lambda: get_task(mover["id"])["state"] == "running" and len(pids()) == 2, 15,
+                   "the evicted task running again after uncordon")
+        expect(srv.call("DELETE", API + "/tasks/%d" % mover["id"]), 200)
+        wait_until(lambda: not pid_alive(pids()[1]), 15, "the evicted task's new copy cancelled")
 
     def sigterm_exits_zero():
         agent.proc.send_signal(signal.SIGTERM)
@@ -323,8 +353,8 @@ def main(binary, tmp):
           restart_adopts_running_task)
     c.run("a task placed back on its node while still stopping starts again, once",
           reassigned_while_stopping)
-    c.run("a drained node takes no new task and lets the running one finish",
-          drain_lets_running_finish)
+    c.run("a drained node takes no new task, evicts a preemptible one, lets the other finish",
+          drain_evicts_preemptible_and_waits_for_the_rest)
     c.run("SIGTERM stops the agent with exit 0", sigterm_exits_zero)
     if c.failed:
         print("agent stderr:\n" + agent.text())
