@@ -396,10 +396,10 @@ void Framework::RestoreSettings(const Settings& saved) {
   RebuildPointLists();
 }
 
-std::string Framework::Summarize(size_t node_count) const {
+std::string Framework::Summarize(const Rejections& rejections, size_t node_count) const {
   std::vector<std::pair<uint32_t, std::string>> counts;  // one entry per distinct text
-  for (size_t r = 0; r < rejections_.reason_slots(); ++r) {
-    const uint32_t c = rejections_.count(ReasonId(r));
+  for (size_t r = 0; r < rejections.reason_slots(); ++r) {
+    const uint32_t c = rejections.count(ReasonId(r));
     if (c == 0) continue;
     const std::string& text = reasons_.text(ReasonId(r));
     auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& e) { return e.second == text; });
@@ -432,7 +432,7 @@ void Framework::PickDefaultGpus(const Task& task, const ClusterState& cluster,
 }
 
 bool Framework::BindAndCommit(const Task& task, ClusterState& cluster, NodeId node,
-                              const ScheduleOptions& options, Decision& d) {
+                              CycleState& state, const ScheduleOptions& options, Decision& d) {
   Allocation alloc;
   alloc.node = node;
   alloc.cpu_milli = task.requests.cpu_milli;
@@ -443,9 +443,9 @@ bool Framework::BindAndCommit(const Task& task, ClusterState& cluster, NodeId no
     return false;
   };
   const auto bind = [&](BindPlugin* b) {
-    if (!options.timings) return b->Bind(task, cluster, alloc);
+    if (!options.timings) return b->Bind(task, cluster, alloc, state);
     const auto t0 = std::chrono::steady_clock::now();
-    Status st = b->Bind(task, cluster, alloc);
+    Status st = b->Bind(task, cluster, alloc, state);
     options.timings->push_back(
         {b->Name(), "Bind", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
     return st;
@@ -470,8 +470,8 @@ bool Framework::BindAndCommit(const Task& task, ClusterState& cluster, NodeId no
 }
 
 bool Framework::CommitPreemption(const Task& task, ClusterState& cluster,
-                                 const PreemptionPlan& plan, const ScheduleOptions& options,
-                                 Decision& d) {
+                                 const PreemptionPlan& plan, CycleState& state,
+                                 const ScheduleOptions& options, Decision& d) {
   const std::string why = d.reason;
   std::vector<PlacedTask> evicted;
   for (TaskKey v : plan.victims) {
@@ -480,7 +480,7 @@ bool Framework::CommitPreemption(const Task& task, ClusterState& cluster,
     evicted.push_back(*p);
     HF_CHECK(cluster.Release(v).ok());
   }
-  if (BindAndCommit(task, cluster, plan.node, options, d)) {
+  if (BindAndCommit(task, cluster, plan.node, state, options, d)) {
     for (const auto& e : evicted) d.victims.push_back(e.key);
     return true;
   }
@@ -491,6 +491,11 @@ bool Framework::CommitPreemption(const Task& task, ClusterState& cluster,
 }
 
 Decision Framework::Schedule(const Task& task, ClusterState& cluster, const ScheduleOptions& options) {
+  return Schedule(task, cluster, own_state_, options);
+}
+
+Decision Framework::Schedule(const Task& task, ClusterState& cluster, CycleState& st,
+                             const ScheduleOptions& options) {
   Decision d;
   const size_t n = cluster.node_count();
   // Runs fn, timing it when the caller asked for timings.
@@ -510,17 +515,17 @@ Decision Framework::Schedule(const Task& task, ClusterState& cluster, const Sche
     return fn();
   };
   const auto run_filters = [&](bool recording) {
-    nodes_.resize(n);
-    std::iota(nodes_.begin(), nodes_.end(), NodeId{0});
-    rejections_.Reset(n, reasons_.size(), recording);
+    st.nodes_.resize(n);
+    std::iota(st.nodes_.begin(), st.nodes_.end(), NodeId{0});
+    st.rejections_.Reset(n, reasons_.size(), recording);
     for (FilterPlugin* f : filters_) {
-      if (nodes_.empty()) break;
-      timed(f->Name(), "Filter", [&] { f->Filter(task, cluster, nodes_, rejections_); });
+      if (st.nodes_.empty()) break;
+      timed(f->Name(), "Filter", [&] { f->Filter(task, cluster, st.nodes_, st.rejections_); });
     }
   };
   // Reasons are worked out only when someone will read them (see Rejections).
   run_filters(options.explain);
-  if (nodes_.empty() && !options.explain) run_filters(true);
+  if (st.nodes_.empty() && !options.explain) run_filters(true);
 
   Explanation* ex = nullptr;
   if (options.explain) {
@@ -529,11 +534,11 @@ Decision Framework::Schedule(const Task& task, ClusterState& cluster, const Sche
     for (const auto& s : scorers_) ex->score_plugins.push_back(s.name);
     ex->nodes.resize(n);
     for (NodeId i = 0; i < n; ++i) ex->nodes[i].node = i;
-    for (NodeId r : rejections_.rejected()) ex->nodes[r].reason = reasons_.text(rejections_.reason(r));
+    for (NodeId r : st.rejections_.rejected()) ex->nodes[r].reason = reasons_.text(st.rejections_.reason(r));
   }
 
-  if (nodes_.empty()) {
-    d.reason = Summarize(n);
+  if (st.nodes_.empty()) {
+    d.reason = Summarize(st.rejections_, n);
     // Every active filter judges a node with victims taken out.
     struct Probe final : FilterProbe {
       const std::vector<FilterPlugin*>& filters;
@@ -545,19 +550,19 @@ Decision Framework::Schedule(const Task& task, ClusterState& cluster, const Sche
     } probe(filters_);
     for (PostFilterPlugin* pf : post_filters_) {
       PreemptionPlan plan = timed(pf->Name(), "PostFilter",
-                                  [&] { return pf->PostFilter(task, cluster, rejections_, probe); });
-      if (plan.node != kNoNode && CommitPreemption(task, cluster, plan, options, d)) break;
+                                  [&] { return pf->PostFilter(task, cluster, st.rejections_, probe); });
+      if (plan.node != kNoNode && CommitPreemption(task, cluster, plan, st, options, d)) break;
     }
     return d;
   }
 
-  d.feasible_nodes = nodes_.size();
+  d.feasible_nodes = st.nodes_.size();
   size_t best = 0;
-  if (nodes_.size() > 1 || ex) {
-    total_.resize(nodes_.size());
+  if (st.nodes_.size() > 1 || ex) {
+    st.total_.resize(st.nodes_.size());
     bool first = true;  // the first contributing scorer writes totals instead of adding
     if (ex) {
-      for (NodeId node : nodes_) {
+      for (NodeId node : st.nodes_) {
         ex->nodes[node].feasible = true;
         ex->nodes[node].raw.assign(scorers_.size(), 0.0);
         ex->nodes[node].weighted.assign(scorers_.size(), 0.0);
@@ -566,40 +571,40 @@ Decision Framework::Schedule(const Task& task, ClusterState& cluster, const Sche
     for (size_t si = 0; si < scorers_.size(); ++si) {
       const Scorer& s = scorers_[si];
       if (s.weight == 0 && !ex) continue;
-      if (s.pre && !timed(s.name, "PreScore", [&] { return s.pre->PreScore(task, cluster, nodes_); })) {
+      if (s.pre && !timed(s.name, "PreScore", [&] { return s.pre->PreScore(task, cluster, st.nodes_, st); })) {
         continue;
       }
-      scratch_.resize(nodes_.size());  // Score writes every entry
+      st.scores_.resize(st.nodes_.size());  // Score writes every entry
       timed(s.name, "Score", [&] {
-        s.score->Score(task, cluster, nodes_, scratch_);
-        s.score->NormalizeScores(scratch_);
+        s.score->Score(task, cluster, st.nodes_, st.scores_, st);
+        s.score->NormalizeScores(st.scores_);
       });
       const double w = s.weight;
       if (first) {
-        for (size_t i = 0; i < nodes_.size(); ++i) total_[i] = w * std::clamp(scratch_[i], 0.0, 100.0);
+        for (size_t i = 0; i < st.nodes_.size(); ++i) st.total_[i] = w * std::clamp(st.scores_[i], 0.0, 100.0);
       } else {
-        for (size_t i = 0; i < nodes_.size(); ++i) total_[i] += w * std::clamp(scratch_[i], 0.0, 100.0);
+        for (size_t i = 0; i < st.nodes_.size(); ++i) st.total_[i] += w * std::clamp(st.scores_[i], 0.0, 100.0);
       }
       first = false;
       if (ex) {
-        for (size_t i = 0; i < nodes_.size(); ++i) {
-          const double v = std::clamp(scratch_[i], 0.0, 100.0);
-          ex->nodes[nodes_[i]].raw[si] = v;
-          ex->nodes[nodes_[i]].weighted[si] = w * v;
+        for (size_t i = 0; i < st.nodes_.size(); ++i) {
+          const double v = std::clamp(st.scores_[i], 0.0, 100.0);
+          ex->nodes[st.nodes_[i]].raw[si] = v;
+          ex->nodes[st.nodes_[i]].weighted[si] = w * v;
         }
       }
     }
-    if (first) std::fill(total_.begin(), total_.end(), 0.0);  // nobody scored: all tie
+    if (first) std::fill(st.total_.begin(), st.total_.end(), 0.0);  // nobody scored: all tie
     // Strictly greater: ties go to the earliest node in stable order.
-    for (size_t i = 1; i < nodes_.size(); ++i) {
-      if (total_[i] > total_[best]) best = i;
+    for (size_t i = 1; i < st.nodes_.size(); ++i) {
+      if (st.total_[i] > st.total_[best]) best = i;
     }
-    d.score = total_[best];
+    d.score = st.total_[best];
     if (ex) {
-      for (size_t i = 0; i < nodes_.size(); ++i) ex->nodes[nodes_[i]].total = total_[i];
+      for (size_t i = 0; i < st.nodes_.size(); ++i) ex->nodes[st.nodes_[i]].total = st.total_[i];
     }
   }
-  BindAndCommit(task, cluster, nodes_[best], options, d);
+  BindAndCommit(task, cluster, st.nodes_[best], st, options, d);
   return d;
 }
 

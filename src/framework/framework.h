@@ -11,8 +11,12 @@
 // cycle. Binpack and Spread (or any two plugins that declare a conflict)
 // cannot both be enabled.
 //
-// Threading: not thread-safe; one thread schedules and changes the policy.
-// A preview runs on a second Framework built from the same policy.
+// A cycle's data lives in a CycleState (framework/cycle_state.h), not in the
+// framework or its plugins: each caller that schedules passes its own.
+//
+// Threading: not thread-safe; one thread changes the policy, and schedules
+// with it. A preview runs on a second Framework built from a candidate
+// policy.
 #ifndef HF_FRAMEWORK_FRAMEWORK_H_
 #define HF_FRAMEWORK_FRAMEWORK_H_
 
@@ -27,6 +31,7 @@
 #include "core/cluster_state.h"
 #include "core/model.h"
 #include "core/status.h"
+#include "framework/cycle_state.h"
 #include "framework/plugin.h"
 #include "framework/policy.h"
 #include "framework/reasons.h"
@@ -116,8 +121,13 @@ class Framework {
                                                    const Clock* clock);
   ~Framework();
 
-  // Runs one cycle for `task` and, if it is placed, commits it (and evicts
-  // any victims) in `cluster`.
+  // Runs one cycle for `task` with `state` (reused from cycle to cycle by
+  // its caller) and, if it is placed, commits it (and evicts any victims) in
+  // `cluster`.
+  Decision Schedule(const Task& task, ClusterState& cluster, CycleState& state,
+                    const ScheduleOptions& options = {});
+  // The same with a CycleState of the framework's own, for callers that
+  // schedule on one thread (tests, tools).
   Decision Schedule(const Task& task, ClusterState& cluster, const ScheduleOptions& options = {});
 
   std::vector<PluginInfo> Plugins() const;
@@ -187,11 +197,11 @@ class Framework {
   void RebuildPointLists();
   Slot* FindSlot(std::string_view name);
   const Slot* FindSlot(std::string_view name) const;
-  std::string Summarize(size_t node_count) const;
+  std::string Summarize(const Rejections& rejections, size_t node_count) const;
   bool CommitPreemption(const Task& task, ClusterState& cluster, const PreemptionPlan& plan,
-                        const ScheduleOptions& options, Decision& d);
+                        CycleState& state, const ScheduleOptions& options, Decision& d);
   void PickDefaultGpus(const Task& task, const ClusterState& cluster, Allocation& alloc) const;
-  bool BindAndCommit(const Task& task, ClusterState& cluster, NodeId node,
+  bool BindAndCommit(const Task& task, ClusterState& cluster, NodeId node, CycleState& state,
                      const ScheduleOptions& options, Decision& d);
 
   ReasonTable reasons_;
@@ -211,10 +221,7 @@ class Framework {
   std::vector<Scorer> scorers_;
   std::vector<BindPlugin*> device_binders_, attachment_binders_;
 
-  // Per-cycle scratch, reused to avoid allocation on the hot path.
-  std::vector<NodeId> nodes_;
-  Rejections rejections_;
-  std::vector<double> total_, scratch_;
+  CycleState own_state_;  // the second Schedule's
 };
 
 }  // namespace hf::framework

@@ -189,13 +189,18 @@ class PostFilterPlugin : public virtual Plugin {
                                     const Rejections& rejections, const FilterProbe& filters) = 0;
 };
 
+class CycleState;
+
+// PreScore, Score and Bind keep what they compute for a cycle in its
+// CycleState (framework/cycle_state.h), never in the plugin: a plugin's
+// members are its configuration.
 class PreScorePlugin : public virtual Plugin {
  public:
-  // Prepares per-task data for Score over `feasible`. Returns false when the
-  // plugin has nothing to say about this task (its Score is skipped and it
-  // contributes 0 to every node).
+  // Prepares per-task data for Score over `feasible`, in `state`. Returns
+  // false when the plugin has nothing to say about this task (its Score is
+  // skipped and it contributes 0 to every node).
   virtual bool PreScore(const Task& task, const ClusterState& cluster,
-                        std::span<const NodeId> feasible) = 0;
+                        std::span<const NodeId> feasible, CycleState& state) const = 0;
 };
 
 class ScorePlugin : public virtual Plugin {
@@ -203,9 +208,9 @@ class ScorePlugin : public virtual Plugin {
   // Writes one score per node of `nodes` into `scores` (same length). Scores
   // are 0..100 unless the plugin normalises them (below).
   virtual void Score(const Task& task, const ClusterState& cluster, std::span<const NodeId> nodes,
-                     std::span<double> scores) = 0;
+                     std::span<double> scores, CycleState& state) const = 0;
   // Maps raw scores onto 0..100 in place (PostScore). Default: none needed.
-  virtual void NormalizeScores(std::span<double> scores) { (void)scores; }
+  virtual void NormalizeScores(std::span<double> scores) const { (void)scores; }
 };
 
 class BindPlugin : public virtual Plugin {
@@ -218,7 +223,8 @@ class BindPlugin : public virtual Plugin {
   // Refines `alloc` on the chosen node: picks GPUs (if alloc.gpus is still
   // empty and the task needs GPUs), an RDMA device, and so on. Bind plugins
   // run in registry order; the framework then commits the allocation.
-  virtual Status Bind(const Task& task, const ClusterState& cluster, Allocation& alloc) = 0;
+  virtual Status Bind(const Task& task, const ClusterState& cluster, Allocation& alloc,
+                      CycleState& state) const = 0;
 };
 
 }  // namespace hf::framework

@@ -413,7 +413,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     int version = msg.version();
     parser_.reset();
 
-    if (pool == nullptr) return Answer(server_->Handle(req), keep_alive, version);
+    if (pool == nullptr || (opts().runs_inline && opts().runs_inline(req))) {
+      return Answer(server_->Handle(req), keep_alive, version);
+    }
     // No timer runs while a handler does, wherever it runs; the answer comes
     // back to this connection's strand.
     Disarm();

@@ -185,6 +185,11 @@ struct HttpServerOptions {
   // The answer is written from the I/O threads whichever ran the handler.
   std::vector<HandlerPool> handler_pools;
   int handler_threads = 0;
+  // Requests whose handlers never block (answers kept in memory: health
+  // checks, cached views) run on the I/O thread that read them, whichever
+  // pool their path falls in: the hop to a pool and back would cost more
+  // than they do. Empty: none.
+  std::function<bool(const Request&)> runs_inline;
   // Largest request body accepted, whether announced by Content-Length (refused
   // before reading it) or arriving chunked (refused when it grows past).
   size_t max_body_bytes = 1 << 20;

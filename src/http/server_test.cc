@@ -587,6 +587,7 @@ TEST_F(HttpServerTest, HandlerPoolsKeepBlockedHandlersFromOtherTraffic) {
   options_.worker_threads = 1;
   options_.handler_threads = 2;
   options_.handler_pools.push_back({{"/gw/"}, 1});
+  options_.runs_inline = [](const Request& req) { return req.path == "/gw/inline"; };
   std::mutex mu;
   std::condition_variable cv;
   int blocked = 0;
@@ -604,6 +605,7 @@ TEST_F(HttpServerTest, HandlerPoolsKeepBlockedHandlersFromOtherTraffic) {
     }
   } let_go{mu, cv, release};
   StartServer([&](const Request& req) {
+    if (req.path == "/gw/inline") return JsonResponse(200, {{"pool", "none"}});
     std::unique_lock lock(mu);
     if (req.path.starts_with("/gw/")) {
       gw_threads.insert(std::this_thread::get_id());
@@ -624,6 +626,12 @@ TEST_F(HttpServerTest, HandlerPoolsKeepBlockedHandlersFromOtherTraffic) {
     std::unique_lock lock(mu);
     ASSERT_TRUE(cv.wait_for(lock, 5s, [&] { return blocked == 2; }));
   }
+  // The gateway's pool is held up too: what runs inline still answers.
+  std::unique_lock hold_gateway(mu);
+  RawResponse inline_answer = Exchange(Get("/gw/inline"));
+  EXPECT_EQ(inline_answer.status, 200);
+  EXPECT_EQ(inline_answer.Json()["pool"], "none");
+  hold_gateway.unlock();
   for (int i = 0; i < 5; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     RawResponse gw = Exchange(Get("/gw/chat"));

@@ -214,7 +214,7 @@ void Scheduler::CycleLocked() {
       opt.timings = &timings_;
     }
     const auto t0 = Clock::now();
-    framework::Decision d = fw_->Schedule(task, cluster_, opt);
+    framework::Decision d = fw_->Schedule(task, cluster_, cycle_, opt);
     const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     if (options_.on_attempt) options_.on_attempt(d.scheduled ? "scheduled" : "unschedulable", secs);
     if (sample) options_.on_plugin_timings(timings_);

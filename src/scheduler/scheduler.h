@@ -309,6 +309,7 @@ class Scheduler {
 
   mutable Mutex mu_;  // guards everything below up to the threads
   std::unique_ptr<framework::Framework> fw_ HF_PT_GUARDED_BY(mu_);
+  framework::CycleState cycle_ HF_GUARDED_BY(mu_);  // the loop's, from cycle to cycle
   ClusterState cluster_ HF_GUARDED_BY(mu_);
   // Every pending, scheduled or running task.
   std::unordered_map<TaskKey, Task> tasks_ HF_GUARDED_BY(mu_);

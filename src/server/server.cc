@@ -791,6 +791,14 @@ Status ControlPlane::Start() {
   o.handler_threads = 16;
   o.handler_pools.push_back(
       {{std::begin(InferenceService::kGatewayPrefixes), std::end(InferenceService::kGatewayPrefixes)}, 4});
+  // Answers kept in memory stay on the I/O threads (not /readyz: it probes
+  // the store).
+  o.runs_inline = [](const Request& req) {
+    static const std::set<std::string, std::less<>> kFromMemory = {
+        "/livez", "/api/v1/plugins", "/api/v1/scheduler/config", "/api/v1/whoami"};
+    if (req.method != "GET" || InferenceService::IsGatewayPath(req.path)) return false;
+    return kFromMemory.count(req.path) != 0 || IsUiPath(req);
+  };
   o.max_connections = options_.max_connections;
   o.max_connections_per_address = options_.max_connections_per_address;
   for (const char* prefix : InferenceService::kGatewayPrefixes) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "framework/cycle_state.h"
+
 #include "core/testing/nodes.h"
 #include "plugins/spread/spread.h"
 
@@ -36,14 +38,15 @@ TEST_P(BinpackSpreadScoreTest, MatchesHandComputedScore) {
   used.key = 100;
   ASSERT_TRUE(c.Bind(used, AllocFor(used, n, row.used_gpus)).ok());
   framework::ReasonTable reasons;
+  framework::CycleState state;
   framework::PluginDeps deps{&reasons, nullptr};
   Binpack binpack(deps);
   Spread spread(deps);
   std::vector<NodeId> nodes = {n};
   std::vector<double> score(1);
-  binpack.Score(row.task, c, nodes, score);
+  binpack.Score(row.task, c, nodes, score, state);
   EXPECT_NEAR(score[0], row.binpack, 1e-9);
-  spread.Score(row.task, c, nodes, score);
+  spread.Score(row.task, c, nodes, score, state);
   EXPECT_NEAR(score[0], row.spread, 1e-9);
 }
 
@@ -89,15 +92,16 @@ TEST(BinpackSpreadBindTest, SharedGpuChoiceTable) {
     ASSERT_TRUE(c.Bind(a, AllocFor(a, n, {{1, 600, 0}})).ok());
     ASSERT_TRUE(c.Bind(b, AllocFor(b, n, {{2, 300, 0}})).ok());
     framework::ReasonTable reasons;
+    framework::CycleState state;
     framework::PluginDeps deps{&reasons, nullptr};
     Task t = MakeTask(1, 0, 0, 1, r.milli);
     Allocation alloc = AllocFor(t, n);
-    ASSERT_TRUE(Binpack(deps).Bind(t, c, alloc).ok());
+    ASSERT_TRUE(Binpack(deps).Bind(t, c, alloc, state).ok());
     ASSERT_EQ(alloc.gpus.size(), 1u) << r.name;
     EXPECT_EQ(alloc.gpus[0].index, r.binpack_gpu) << r.name;
     EXPECT_EQ(alloc.gpus[0].milli, r.milli) << r.name;
     alloc = AllocFor(t, n);
-    ASSERT_TRUE(Spread(deps).Bind(t, c, alloc).ok());
+    ASSERT_TRUE(Spread(deps).Bind(t, c, alloc, state).ok());
     ASSERT_EQ(alloc.gpus.size(), 1u) << r.name;
     EXPECT_EQ(alloc.gpus[0].index, r.spread_gpu) << r.name;
   }
@@ -107,14 +111,16 @@ TEST(BinpackSpreadBindTest, WholeGpuRequestsAreLeftToOthers) {
   ClusterState c;
   NodeId n = *c.AddNode(Node("g", 64000, 64000, 2));
   framework::ReasonTable reasons;
+  framework::CycleState state;
   Task t = MakeTask(1, 0, 0, 1, 1000);
   Allocation alloc = AllocFor(t, n);
-  ASSERT_TRUE(Binpack({&reasons, nullptr}).Bind(t, c, alloc).ok());
+  ASSERT_TRUE(Binpack({&reasons, nullptr}).Bind(t, c, alloc, state).ok());
   EXPECT_TRUE(alloc.gpus.empty());
 }
 
 TEST(BinpackSpreadTest, DeclareEachOtherAsConflicting) {
   framework::ReasonTable reasons;
+  framework::CycleState state;
   EXPECT_EQ(Binpack({&reasons, nullptr}).ConflictsWith(), std::vector<std::string>{"spread"});
   EXPECT_EQ(Spread({&reasons, nullptr}).ConflictsWith(), std::vector<std::string>{"binpack"});
 }
@@ -144,6 +150,7 @@ TEST(BinpackSpreadTest, ResourceWeightsTable) {
     Task used = MakeTask(100, 2000, 5000, 1);
     ASSERT_TRUE(c.Bind(used, AllocFor(used, n, {{0, 1000, 0}})).ok());
     framework::ReasonTable reasons;
+    framework::CycleState state;
     Binpack binpack({&reasons, nullptr});
     Spread spread({&reasons, nullptr});
     nlohmann::json config = nlohmann::json::object();
@@ -152,9 +159,9 @@ TEST(BinpackSpreadTest, ResourceWeightsTable) {
     ASSERT_TRUE(spread.Configure({"", config}).ok()) << r.name;
     std::vector<NodeId> nodes = {n};
     std::vector<double> score(1);
-    binpack.Score(MakeTask(1, 1000, 0, 1), c, nodes, score);
+    binpack.Score(MakeTask(1, 1000, 0, 1), c, nodes, score, state);
     EXPECT_NEAR(score[0], r.binpack, 1e-9) << r.name;
-    spread.Score(MakeTask(1, 1000, 0, 1), c, nodes, score);
+    spread.Score(MakeTask(1, 1000, 0, 1), c, nodes, score, state);
     EXPECT_NEAR(score[0], 100 - r.binpack, 1e-9) << r.name;
   }
 }
@@ -172,6 +179,7 @@ TEST(BinpackSpreadTest, ResourceWeightsAreValidated) {
   };
   for (const Row& r : rows) {
     framework::ReasonTable reasons;
+    framework::CycleState state;
     Binpack binpack({&reasons, nullptr});
     Status st = binpack.Configure({"", {{"resource_weights", r.weights}}});
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << r.weights.dump();

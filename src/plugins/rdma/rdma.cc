@@ -23,40 +23,42 @@ void Rdma::Filter(const Task& task, const ClusterState& cluster, std::vector<Nod
 }
 
 bool Rdma::PreScore(const Task& task, const ClusterState& cluster,
-                    std::span<const NodeId> feasible) {
-  group_nodes_ = {};
+                    std::span<const NodeId> feasible, framework::CycleState& state) const {
+  Cycle& c = state.Get<Cycle>(kCycleKey);
+  c.group_nodes = {};
   if (!task.rdma_required || task.group.empty()) return false;
   const auto placed = cluster.GroupNodes(task.group);
   if (std::none_of(placed.begin(), placed.end(),
                    [](const NodeCount& c) { return c.rdma_count > 0; })) {
     return false;
   }
-  group_nodes_ = placed;
+  c.group_nodes = placed;
   return true;
 }
 
 void Rdma::Score(const Task& task, const ClusterState& cluster, std::span<const NodeId> nodes,
-                 std::span<double> scores) {
+                 std::span<double> scores, framework::CycleState& state) const {
+  Cycle& cy = state.Get<Cycle>(kCycleKey);
   // A large group can span many nodes, so its counts are spread into a dense
   // per-node array (stamped with the cycle, so it is never cleared) instead of
   // being searched once per node.
-  if (count_stamp_.size() != cluster.node_count()) {
-    count_stamp_.assign(cluster.node_count(), 0);
-    count_by_node_.assign(cluster.node_count(), 0);
+  if (cy.count_stamp.size() != cluster.node_count()) {
+    cy.count_stamp.assign(cluster.node_count(), 0);
+    cy.count_by_node.assign(cluster.node_count(), 0);
   }
-  ++epoch_;
-  for (const NodeCount& c : group_nodes_) {
-    if (c.node >= count_stamp_.size()) continue;
-    count_stamp_[c.node] = epoch_;
-    count_by_node_[c.node] = c.rdma_count;
+  ++cy.epoch;
+  for (const NodeCount& c : cy.group_nodes) {
+    if (c.node >= cy.count_stamp.size()) continue;
+    cy.count_stamp[c.node] = cy.epoch;
+    cy.count_by_node[c.node] = c.rdma_count;
   }
   for (size_t i = 0; i < nodes.size(); ++i) {
     const NodeId n = nodes[i];
-    scores[i] = count_stamp_[n] == epoch_ ? double(count_by_node_[n]) : 0.0;
+    scores[i] = cy.count_stamp[n] == cy.epoch ? double(cy.count_by_node[n]) : 0.0;
   }
 }
 
-void Rdma::NormalizeScores(std::span<double> scores) {
+void Rdma::NormalizeScores(std::span<double> scores) const {
   double max = 0;
   for (double s : scores) max = std::max(max, s);
   if (max <= 0) return;
@@ -64,7 +66,8 @@ void Rdma::NormalizeScores(std::span<double> scores) {
   for (double& s : scores) s *= scale;
 }
 
-Status Rdma::Bind(const Task& task, const ClusterState& cluster, Allocation& alloc) {
+Status Rdma::Bind(const Task& task, const ClusterState& cluster, Allocation& alloc,
+                  framework::CycleState&) const {
   if (!task.rdma_required) return Status::Ok();
   const NodeSpec& spec = cluster.spec(alloc.node);
   if (spec.rdma.empty()) {

@@ -16,6 +16,7 @@
 #include <span>
 #include <vector>
 
+#include "framework/cycle_state.h"
 #include "framework/plugin.h"
 
 namespace hf::plugins {
@@ -42,22 +43,27 @@ class Rdma final : public framework::FilterPlugin,
                      const NodeWithout& without) override {
     return !task.rdma_required || cluster.has_rdma(without.node);
   }
-  bool PreScore(const Task& task, const ClusterState& cluster,
-                std::span<const NodeId> feasible) override;
+  bool PreScore(const Task& task, const ClusterState& cluster, std::span<const NodeId> feasible,
+                framework::CycleState& state) const override;
   void Score(const Task& task, const ClusterState& cluster, std::span<const NodeId> nodes,
-             std::span<double> scores) override;
-  void NormalizeScores(std::span<double> scores) override;
+             std::span<double> scores, framework::CycleState& state) const override;
+  void NormalizeScores(std::span<double> scores) const override;
   Stage BindStage() const override { return Stage::kAttachments; }
-  Status Bind(const Task& task, const ClusterState& cluster, Allocation& alloc) override;
+  Status Bind(const Task& task, const ClusterState& cluster, Allocation& alloc,
+              framework::CycleState& state) const override;
 
  private:
+  // A cycle's data, in its CycleState.
+  struct Cycle final : framework::CycleState::Data {
+    std::span<const NodeCount> group_nodes;  // PreScore's, read by Score
+    // Score's per-node buffers: count_by_node[n] holds this cycle's count
+    // when count_stamp[n] == epoch, so nothing is cleared between cycles.
+    uint64_t epoch = 0;
+    std::vector<uint64_t> count_stamp;
+    std::vector<int32_t> count_by_node;
+  };
+  inline static const framework::CycleState::Key kCycleKey = framework::CycleState::NewKey();
   framework::ReasonId no_rdma_;
-  std::span<const NodeCount> group_nodes_;  // valid between PreScore and Score
-  // Score's per-node scratch: count_by_node_[n] holds this cycle's count when
-  // count_stamp_[n] == epoch_, so nothing is cleared between cycles.
-  uint64_t epoch_ = 0;
-  std::vector<uint64_t> count_stamp_;
-  std::vector<int32_t> count_by_node_;
 };
 
 }  // namespace hf::plugins

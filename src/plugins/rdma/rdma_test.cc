@@ -65,6 +65,7 @@ struct Harness {
   framework::ReasonTable reasons;
   ManualClock clock;
   Rdma rdma{framework::PluginDeps{&reasons, &clock}};
+  framework::CycleState state;
 };
 
 TEST(RdmaFilterTest, KeepsOnlyRdmaNodesForRdmaTasks) {
@@ -171,10 +172,11 @@ TEST(RdmaScoreTest, PrefersNodesHostingRdmaTasksOfTheGroup) {
     Harness p;
     const Task task = MakeTask(1, row.group, row.rdma_required);
     const std::vector<NodeId> nodes = {0, 1, 2, 3};
-    ASSERT_EQ(p.rdma.PreScore(task, cluster, nodes), row.expected_applies);
+    framework::CycleState state;
+    ASSERT_EQ(p.rdma.PreScore(task, cluster, nodes, state), row.expected_applies);
     if (!row.expected_applies) continue;
     std::vector<double> scores(nodes.size(), -1);
-    p.rdma.Score(task, cluster, nodes, scores);
+    p.rdma.Score(task, cluster, nodes, scores, state);
     p.rdma.NormalizeScores(scores);
     ASSERT_EQ(scores.size(), row.expected.size());
     for (size_t i = 0; i < scores.size(); ++i) EXPECT_DOUBLE_EQ(scores[i], row.expected[i]) << i;
@@ -231,7 +233,7 @@ TEST(RdmaBindTest, PicksTheNicNearTheGpus) {
     Allocation alloc;
     alloc.node = 0;
     for (int32_t g : row.gpus) alloc.gpus.push_back({g, 1000, 0});
-    ASSERT_TRUE(p.rdma.Bind(MakeTask(1, "", row.rdma_required), cluster, alloc).ok());
+    ASSERT_TRUE(p.rdma.Bind(MakeTask(1, "", row.rdma_required), cluster, alloc, p.state).ok());
     EXPECT_EQ(alloc.rdma_device, row.expected);
   }
 }
@@ -245,7 +247,7 @@ TEST(RdmaBindTest, NicWithoutLocalityFallsBackToFirst) {
   Allocation alloc;
   alloc.node = 0;
   alloc.gpus = {{6, 1000, 0}, {7, 1000, 0}};
-  ASSERT_TRUE(p.rdma.Bind(MakeTask(1, "", true), cluster, alloc).ok());
+  ASSERT_TRUE(p.rdma.Bind(MakeTask(1, "", true), cluster, alloc, p.state).ok());
   EXPECT_EQ(alloc.rdma_device, "mlx5_a");
 }
 
@@ -255,7 +257,7 @@ TEST(RdmaBindTest, NodeWithoutNicIsAnError) {
   Harness p;
   Allocation alloc;
   alloc.node = 0;
-  const Status st = p.rdma.Bind(MakeTask(1, "", true), cluster, alloc);
+  const Status st = p.rdma.Bind(MakeTask(1, "", true), cluster, alloc, p.state);
   EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(st.message().find("cpu-a"), std::string::npos) << st.message();
 }

@@ -18,6 +18,7 @@
 #define HF_PLUGINS_SPREAD_SPREAD_H_
 
 #include "core/fit.h"
+#include "framework/cycle_state.h"
 #include "framework/plugin.h"
 
 namespace hf::plugins {
@@ -33,8 +34,9 @@ class Spread final : public framework::ScorePlugin, public framework::BindPlugin
   std::vector<std::string> ConfigKeys() const override { return {"resource_weights"}; }
   std::vector<std::string> ConflictsWith() const override { return {"binpack"}; }
   void Score(const Task& task, const ClusterState& cluster, std::span<const NodeId> nodes,
-             std::span<double> scores) override;
-  Status Bind(const Task& task, const ClusterState& cluster, Allocation& alloc) override;
+             std::span<double> scores, framework::CycleState& state) const override;
+  Status Bind(const Task& task, const ClusterState& cluster, Allocation& alloc,
+              framework::CycleState& state) const override;
 
  private:
   UtilizationScorer utilization_{ResourceWeights{}};

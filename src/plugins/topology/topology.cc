@@ -51,16 +51,32 @@ class Interner {
 
 }  // namespace
 
+// The configuration: where positions come from.
 struct Topology::State {
-  State();
-
-  // Where positions come from: the file at `path`, or the nodes' own fields
-  // when `path` is empty. `generation` changes whenever `file` does.
+  // The file at `path`, or the nodes' own fields when `path` is empty.
+  // `generation` changes whenever `file` does.
   std::string path;
   TopologyMap file;
   uint64_t generation = 0;
   FileStamp loaded_stamp;
   int64_t last_check_ms = 0;
+};
+
+namespace {
+
+// The score for every combination of a node's marks (index: node bits |
+// rack bits << 2 | switch bits << 4 | zone bits << 6), per combination of
+// the parts that apply and how the group part counts (deps_apply |
+// group_apply << 1 | group_spreads << 2). With it Score is a few loads and a
+// table look-up per node, without branches.
+using ScoreTable = std::array<std::array<double, 256>, 8>;
+const ScoreTable& Scores();
+
+}  // namespace
+
+// One cycle's data (CycleState), and the positions it caches from cycle to
+// cycle of its CycleState.
+struct Topology::Cycle final : framework::CycleState::Data {
 
   // Positions as interned ids. Racks and switches are named within their
   // parent, as the file nests them: rack r1 under switch s1 is not rack r1
@@ -90,14 +106,7 @@ struct Topology::State {
   // zone << 4), gathered once in PreScore so that Score reads one byte.
   std::vector<uint8_t> place_bits;
 
-  // The score for every combination of a node's marks (index: node bits |
-  // rack bits << 2 | switch bits << 4 | zone bits << 6), per combination of
-  // the parts that apply and how the group part counts (deps_apply |
-  // group_apply << 1 | group_spreads << 2). With it Score is a few loads and
-  // a table look-up per node, without branches.
-  std::array<std::array<double, 256>, 8> score_table;
-
-  void EnsurePositions(const ClusterState& cluster);
+  void EnsurePositions(const ClusterState& cluster, const State& config);
   void NextEpoch();
   void Mark(NodeId n, uint32_t bit);
   void GatherPlaceBits();
@@ -107,7 +116,10 @@ struct Topology::State {
   }
 };
 
-Topology::State::State() {
+namespace {
+
+ScoreTable MakeScores() {
+  ScoreTable score_table;
   for (uint32_t parts = 0; parts < 8; ++parts) {
     const bool spread = parts & 4;
     for (uint32_t index = 0; index < 256; ++index) {
@@ -130,13 +142,22 @@ Topology::State::State() {
       score_table[parts][index] = count ? sum / count : 0.0;
     }
   }
+  return score_table;
 }
 
-void Topology::State::EnsurePositions(const ClusterState& cluster) {
+const ScoreTable& Scores() {
+  static const ScoreTable table = MakeScores();
+  return table;
+}
+
+}  // namespace
+
+void Topology::Cycle::EnsurePositions(const ClusterState& cluster, const State& config) {
   if (cached_cluster == &cluster && cached_nodes_version == cluster.nodes_version() &&
-      cached_node_count == cluster.node_count() && cached_generation == generation) {
+      cached_node_count == cluster.node_count() && cached_generation == config.generation) {
     return;
   }
+  const TopologyMap& file = config.file;
   const size_t count = cluster.node_count();
   Interner racks, switches, zones, triples;
   places.clear();
@@ -162,10 +183,10 @@ void Topology::State::EnsurePositions(const ClusterState& cluster) {
   cached_cluster = &cluster;
   cached_nodes_version = cluster.nodes_version();
   cached_node_count = count;
-  cached_generation = generation;
+  cached_generation = config.generation;
 }
 
-void Topology::State::NextEpoch() {
+void Topology::Cycle::NextEpoch() {
   // The epoch has 30 bits; when it runs out, clearing once makes every old
   // mark read as unmarked again.
   if (++epoch == (1u << 30)) {
@@ -176,7 +197,7 @@ void Topology::State::NextEpoch() {
   }
 }
 
-void Topology::State::Mark(NodeId n, uint32_t bit) {
+void Topology::Cycle::Mark(NodeId n, uint32_t bit) {
   if (n >= place_of.size()) return;
   const auto set = [&](std::vector<uint32_t>& marks, uint32_t id) {
     if (id != kUnknown) marks[id] = Bits(marks[id]) | bit | epoch << 2;
@@ -188,7 +209,7 @@ void Topology::State::Mark(NodeId n, uint32_t bit) {
   set(zone_mark, p.zone);
 }
 
-void Topology::State::GatherPlaceBits() {
+void Topology::Cycle::GatherPlaceBits() {
   for (size_t i = 0; i < places.size(); ++i) {
     const Place& p = places[i];
     place_bits[i] =
@@ -264,9 +285,9 @@ bool Topology::ReloadDue() {
 }
 
 bool Topology::PreScore(const Task& task, const ClusterState& cluster,
-                        std::span<const NodeId> feasible) {
-  State& s = *state_;
-  s.EnsurePositions(cluster);
+                        std::span<const NodeId> feasible, framework::CycleState& state) const {
+  Cycle& s = state.Get<Cycle>(kCycleKey);
+  s.EnsurePositions(cluster, *state_);
   s.NextEpoch();
   s.deps_apply = false;
   for (const std::string& name : task.depends_on) {
@@ -292,9 +313,9 @@ bool Topology::PreScore(const Task& task, const ClusterState& cluster,
 }
 
 void Topology::Score(const Task& task, const ClusterState& cluster, std::span<const NodeId> nodes,
-                     std::span<double> scores) {
-  const State& s = *state_;
-  const auto& table = s.score_table[uint32_t(s.deps_apply) | uint32_t(s.group_apply) << 1 |
+                     std::span<double> scores, framework::CycleState& state) const {
+  const Cycle& s = state.Get<Cycle>(kCycleKey);
+  const auto& table = Scores()[uint32_t(s.deps_apply) | uint32_t(s.group_apply) << 1 |
                                     uint32_t(s.group_apply && s.group_spreads) << 2];
   for (size_t i = 0; i < nodes.size(); ++i) {
     const NodeId n = nodes[i];
@@ -333,7 +354,8 @@ std::vector<size_t> PickInOneDomain(const std::vector<size_t>& eligible,
 
 }  // namespace
 
-Status Topology::Bind(const Task& task, const ClusterState& cluster, Allocation& alloc) {
+Status Topology::Bind(const Task& task, const ClusterState& cluster, Allocation& alloc,
+                      framework::CycleState&) const {
   const Requests& r = task.requests;
   if (r.gpu <= 1 || r.gpu_milli != kWholeGpuMilli || !alloc.gpus.empty()) return Status::Ok();
   const NodeId n = alloc.node;

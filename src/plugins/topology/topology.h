@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/cycle_state.h"
 #include "framework/plugin.h"
 #include "plugins/topology/topology_file.h"
 
@@ -55,16 +56,20 @@ class Topology final : public framework::PreScorePlugin,
   bool ReloadDue() override;
   // StartReload's job, both steps at once.
   Status Reload();
-  bool PreScore(const Task& task, const ClusterState& cluster,
-                std::span<const NodeId> feasible) override;
+  bool PreScore(const Task& task, const ClusterState& cluster, std::span<const NodeId> feasible,
+                framework::CycleState& state) const override;
   void Score(const Task& task, const ClusterState& cluster, std::span<const NodeId> nodes,
-             std::span<double> scores) override;
-  Status Bind(const Task& task, const ClusterState& cluster, Allocation& alloc) override;
+             std::span<double> scores, framework::CycleState& state) const override;
+  Status Bind(const Task& task, const ClusterState& cluster, Allocation& alloc,
+              framework::CycleState& state) const override;
 
  private:
-  // Implementation state (positions per NodeId, interned ids, per-cycle marks)
-  // is defined by topology.cc.
+  // Both defined by topology.cc: the configuration (the file and its
+  // positions by node name), and a cycle's data (positions per NodeId,
+  // interned ids, marks) in its CycleState.
   struct State;
+  struct Cycle;
+  inline static const framework::CycleState::Key kCycleKey = framework::CycleState::NewKey();
   std::shared_ptr<State> state_;
   const Clock* clock_;
 };

@@ -222,6 +222,7 @@ struct Harness {
   framework::ReasonTable reasons;
   ManualClock clock;
   Topology topology{framework::PluginDeps{&reasons, &clock}};
+  framework::CycleState state;
 };
 
 // Seven nodes: n0, n1 share rack z1/s1/r1; n2 is in rack r2 of the same
@@ -267,10 +268,11 @@ void RunScoreRows(const std::vector<ScoreRow>& rows, Harness* shared = nullptr) 
     task.group_placement = row.placement;
     std::vector<NodeId> nodes(cluster.node_count());
     for (NodeId n = 0; n < nodes.size(); ++n) nodes[n] = n;
-    ASSERT_EQ(topology.PreScore(task, cluster, nodes), row.expected_applies);
+    framework::CycleState state;
+    ASSERT_EQ(topology.PreScore(task, cluster, nodes, state), row.expected_applies);
     if (!row.expected_applies) continue;
     std::vector<double> scores(nodes.size(), -1);
-    topology.Score(task, cluster, nodes, scores);
+    topology.Score(task, cluster, nodes, scores, state);
     topology.NormalizeScores(scores);
     EXPECT_EQ(scores, row.expected);
   }
@@ -413,9 +415,10 @@ TEST(TopologyScoreTest, OneInstanceAcrossClusters) {
     Place(*row.cluster, MakeTask(key++, "feature-store", ""), 0);
     const Task task = MakeTask(1, "me", "", {"feature-store"});
     const std::vector<NodeId> nodes = {0, 1, 2, 3, 4, 5, 6};
-    ASSERT_TRUE(h.topology.PreScore(task, *row.cluster, nodes));
+    framework::CycleState state;
+    ASSERT_TRUE(h.topology.PreScore(task, *row.cluster, nodes, state));
     std::vector<double> scores(nodes.size(), -1);
-    h.topology.Score(task, *row.cluster, nodes, scores);
+    h.topology.Score(task, *row.cluster, nodes, scores, state);
     EXPECT_EQ(scores, row.expected);
   }
 }
@@ -592,7 +595,7 @@ TEST(TopologyBindTest, ChoosesGpusInOneDomain) {
     task.requests.gpu_models = row.models;
     Allocation alloc;
     alloc.node = 0;
-    ASSERT_TRUE(h.topology.Bind(task, cluster, alloc).ok());
+    ASSERT_TRUE(h.topology.Bind(task, cluster, alloc, h.state).ok());
     std::vector<int32_t> got;
     for (const GpuGrant& g : alloc.gpus) {
       got.push_back(g.index);
@@ -609,7 +612,7 @@ TEST(TopologyBindTest, KeepsGpusAlreadyChosen) {
   Allocation alloc;
   alloc.node = 0;
   alloc.gpus = {{0, 1000, 0}, {7, 1000, 0}};
-  ASSERT_TRUE(h.topology.Bind(MakeTask(1, "me", "", {}, 2), cluster, alloc).ok());
+  ASSERT_TRUE(h.topology.Bind(MakeTask(1, "me", "", {}, 2), cluster, alloc, h.state).ok());
   EXPECT_EQ(alloc.gpus, (std::vector<GpuGrant>{{0, 1000, 0}, {7, 1000, 0}}));
 }
 
@@ -621,7 +624,7 @@ TEST(TopologyBindTest, GrantsCarryTheGpuMemoryRequest) {
   task.requests.gpu_memory_mib = 40000;
   Allocation alloc;
   alloc.node = 0;
-  ASSERT_TRUE(h.topology.Bind(task, cluster, alloc).ok());
+  ASSERT_TRUE(h.topology.Bind(task, cluster, alloc, h.state).ok());
   EXPECT_EQ(alloc.gpus, (std::vector<GpuGrant>{{0, 1000, 40000}, {1, 1000, 40000}}));
 }
 
