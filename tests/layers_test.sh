@@ -22,7 +22,7 @@ plant() {  # plant FILE INCLUDE: expect the check to fail naming FILE
   echo "ok   $file including $include is refused"
 }
 plant core/status.cc framework/framework.h
-plant scheduler/scheduler.cc server/server.h
+plant scheduler/scheduler.cc server/control_plane.h
 plant scheduler/scheduler.cc inference/service.h
 plant http/server.cc server/auth.h
 plant agent/agent.cc cli/api_session.h
@@ -38,12 +38,12 @@ echo "ok   a folder without a row in HF_LAYERS is refused"
 
 # And a real configure stops on a planted include (the check runs there).
 rm -rf "$tmp/src" && cp -r "$root/src" "$tmp/src"
-printf '#include "server/server.h"\n' >>"$tmp/src/core/model.cc"
+printf '#include "server/control_plane.h"\n' >>"$tmp/src/core/model.cc"
 mkdir -p "$tmp/tree" && cp -r "$root/CMakeLists.txt" "$root/cmake" "$tmp/tree/" && mv "$tmp/src" "$tmp/tree/src"
 if out="$(cmake -S "$tmp/tree" -B "$tmp/build" -DHF_BUILD_BENCH=OFF 2>&1)"; then
   echo "FAIL: cmake configured a tree whose core/ includes server/" >&2; exit 1
 fi
-grep -qF 'src/core/model.cc: #include "server/server.h"' <<<"$out" || {
+grep -qF 'src/core/model.cc: #include "server/control_plane.h"' <<<"$out" || {
   echo "FAIL: the configure's error does not name the include:" >&2; echo "$out" | tail -20 >&2; exit 1; }
 echo "ok   cmake -S refuses to configure a tree with an upward include"
 echo "PASS: layering"

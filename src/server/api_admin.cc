@@ -7,7 +7,7 @@
 
 #include "core/time.h"
 #include "server/codec.h"
-#include "server/server.h"
+#include "server/control_plane.h"
 
 namespace hf::server {
 

@@ -12,7 +12,7 @@
 #include "core/json_fields.h"
 #include "core/model_json.h"
 #include "server/codec.h"
-#include "server/server.h"
+#include "server/control_plane.h"
 
 namespace hf::server {
 

@@ -13,7 +13,7 @@
 #include "framework/registry.h"
 #include "server/codec.h"
 #include "server/preview.h"
-#include "server/server.h"
+#include "server/control_plane.h"
 
 namespace hf::server {
 

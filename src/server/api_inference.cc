@@ -6,7 +6,7 @@
 #include "core/json_fields.h"
 #include "inference/spec.h"
 #include "server/codec.h"
-#include "server/server.h"
+#include "server/control_plane.h"
 
 namespace hf::server {
 

@@ -1,7 +1,8 @@
-// The control-plane server (`heteroflow server`), the composition root: opens
-// the store, bootstraps the admin token, loads the scheduling policy, wires
-// the scheduler (scheduler/), the inference service (inference/) and the
-// HTTP transport (http/) together, and serves the REST API (docs/API.md).
+// The control plane, the composition root of `heteroflow server`
+// (server_command.h runs it): opens the store, bootstraps the admin token,
+// loads the scheduling policy, wires the scheduler (scheduler/), the
+// inference service (inference/) and the HTTP transport (http/) together,
+// and serves the REST API (docs/API.md).
 //
 // Startup contract:
 //   - the data dir is created if missing; the store lives at DIR/heteroflow.db;
@@ -14,8 +15,8 @@
 //     --config (its plugins:/scheduler: blocks) or the defaults, and persisted;
 //   - "listening on http://HOST:PORT" is printed with the bound port;
 //   - SIGINT or SIGTERM stops gracefully and the command returns 0.
-#ifndef HF_SERVER_SERVER_H_
-#define HF_SERVER_SERVER_H_
+#ifndef HF_SERVER_CONTROL_PLANE_H_
+#define HF_SERVER_CONTROL_PLANE_H_
 
 #include <atomic>
 #include <cstdint>
@@ -224,9 +225,6 @@ class ControlPlane {
   std::jthread pinger_;  // keeps event streams alive
 };
 
-// The `server` subcommand; argv[0] is "server". Returns the exit code.
-int RunServerCommand(int argc, char** argv);
-
 }  // namespace hf::server
 
-#endif  // HF_SERVER_SERVER_H_
+#endif  // HF_SERVER_CONTROL_PLANE_H_

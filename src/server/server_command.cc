@@ -1,0 +1,157 @@
+#include "server/server_command.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "core/log.h"
+#include "server/control_plane.h"
+
+namespace hf::server {
+namespace {
+
+// Each connection is a descriptor; the usual soft limit (1024) is below
+// what a cluster of agents holds open. Raised up to the hard limit, never
+// lowered; a failure only means fewer connections.
+void RaiseOpenFileLimit(rlim_t wanted) {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= wanted) return;
+  lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? wanted : std::min(wanted, lim.rlim_max);
+  if (setrlimit(RLIMIT_NOFILE, &lim) != 0) {
+    spdlog::warn("server: cannot raise the open-file limit to {}", static_cast<unsigned long long>(wanted));
+  }
+}
+
+}  // namespace
+
+int RunServerCommand(int argc, char** argv) {
+  CLI::App app{"Run the HeteroFlow control-plane server", "heteroflow server"};
+  std::string log_level = "info";
+  std::string log_format = "text";
+  ServerOptions options;
+  std::string listen = "0.0.0.0:3333";
+  app.add_option("--config", options.config_path, "YAML with plugins:/scheduler: blocks (first start)");
+  app.add_option("--listen", listen, "HOST:PORT to listen on (port 0: any free port)")
+      ->capture_default_str();
+  app.add_option("--data-dir", options.data_dir, "where the database and admin.token live")
+      ->capture_default_str();
+  app.add_option("--file-root", options.file_root,
+                 "folder that files named through the API (a topology_config) must lie in; "
+                 "default: anywhere the server may read");
+  app.add_option("--ui-dir", options.ui_dir,
+                 "folder of the built web UI (default: ui/ beside the binary)");
+  app.add_option("--max-connections", options.max_connections,
+                 "open connections accepted; more are answered 503")
+      ->capture_default_str()
+      ->check(CLI::Range(16, 1000000));
+  app.add_option("--max-connections-per-address", options.max_connections_per_address,
+                 "open connections from one client address (0: no limit); past either limit a "
+                 "new connection takes the place of a quiet one, from the busiest address")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
+  app.add_option_function<size_t>(
+         "--gateway-max-body-mib",
+         [&options](size_t mib) { options.gateway_max_body_bytes = mib << 20; },
+         "largest request body the inference gateway takes, in MiB (default 32; the REST API "
+         "takes 1)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--node-grace-period", options.node_grace_period_s,
+                 "seconds without an agent heartbeat before a node is NotReady")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 3600.0));
+  app.add_option("--fence-after", options.fence_after_s,
+                 "seconds without a lease renewal (a heartbeat the server answered) before a "
+                 "task's supervisor stops it; a silent node's tasks are queued again only after "
+                 "this plus --fence-grace plus 2 s")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 3600.0));
+  app.add_option("--node-loss-storm-fraction", options.node_loss_storm_fraction,
+                 "when more than this fraction of the nodes (and at least three) are silent at "
+                 "once, their tasks are neither queued again nor failed until enough are back; "
+                 "1: never hold")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--auth-failure-burst", options.auth_failure_burst,
+                 "failed authentications one client address may make at once; then one a "
+                 "second, and its requests are answered 429 meanwhile")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1e9));
+  app.add_option("--fence-grace", options.fence_grace_s,
+                 "seconds between the SIGTERM and the SIGKILL of a fenced task")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
+  // Checked by log::Init, the one place that knows the levels and formats.
+  app.add_option("--log-level", log_level, std::string("log level: ") + log::kLevels)
+      ->capture_default_str();
+  app.add_option("--log-format", log_format,
+                 "log lines on stderr: text (UTC time, level, message) or json (one object a "
+                 "line, for log shippers)")
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (Status st = log::Init("server", log_level, log_format); !st.ok()) {
+    std::fprintf(stderr, "heteroflow server: %s\n", st.message().c_str());
+    return 2;
+  }
+  if (options.fence_after_s < 2.0 * options.heartbeat_interval_s()) {
+    std::fprintf(stderr,
+                 "heteroflow server: --fence-after (%g s) must be at least two heartbeat "
+                 "intervals (%d s each), or a live node's tasks would be stopped\n",
+                 options.fence_after_s, options.heartbeat_interval_s());
+    return 2;
+  }
+  const size_t colon = listen.rfind(':');
+  std::string host = colon == std::string::npos ? "" : listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  int port = -1;
+  try {
+    size_t used = 0;
+    if (colon != std::string::npos) port = std::stoi(listen.substr(colon + 1), &used);
+    if (used != listen.size() - colon - 1) port = -1;
+  } catch (const std::exception&) {
+    port = -1;
+  }
+  if (host.empty() || port < 0 || port > 65535) {
+    std::fprintf(stderr, "heteroflow server: --listen must be HOST:PORT, got '%s'\n", listen.c_str());
+    return 2;
+  }
+  options.address = host;
+  options.port = static_cast<uint16_t>(port);
+
+  // Each agent holds two connections open.
+  RaiseOpenFileLimit(static_cast<rlim_t>(options.max_connections) + 256);
+
+  // Block the stop signals before any thread starts, so only sigwait sees them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  ControlPlane cp(options);
+  Status s = cp.Init();
+  if (s.ok()) s = cp.Start();
+  if (!s.ok()) {
+    spdlog::error("server: {}", s.ToString());
+    return 1;
+  }
+  const bool v6 = host.find(':') != std::string::npos;
+  std::printf("listening on http://%s%s%s:%u\n", v6 ? "[" : "", host.c_str(), v6 ? "]" : "",
+              static_cast<unsigned>(cp.bound_port()));
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  spdlog::info("server: signal {}, stopping", sig);
+  cp.Stop();
+  return 0;
+}
+
+}  // namespace hf::server
