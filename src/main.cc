@@ -6,7 +6,7 @@
 #include "agent/task_supervisor.h"
 #include "cli/client_command.h"
 #include "core/log.h"
-#include "server/server_command.h"
+#include "server/control_plane.h"
 #include "sim/simulate_command.h"
 
 namespace {

@@ -128,15 +128,18 @@ Agent::Agent(AgentOptions options) : opt_(std::move(options)), base_env_(Process
 
 void Agent::RequestStop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
 }
 
 bool Agent::SleepFor(milliseconds d) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return !cv_.wait_for(lock, d, [this] { return stop_.load(); });
+  MutexLock lock(mu_);
+  const auto until = std::chrono::steady_clock::now() + d;
+  while (!stop_.load() && lock.WaitUntil(cv_, until) == std::cv_status::no_timeout) {
+  }
+  return !stop_.load();
 }
 
 Agent::RegisterOutcome Agent::Register(const http::HttpClient& client) {
@@ -179,7 +182,7 @@ Agent::RegisterOutcome Agent::Register(const http::HttpClient& client) {
 void Agent::AdoptLeftovers() {
   const std::filesystem::path tasks = std::filesystem::path(opt_.work_dir) / "tasks";
   std::error_code ec;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& entry : std::filesystem::directory_iterator(tasks, ec)) {
     const std::filesystem::path pid_file = entry.path() / "pid";
     uint64_t id = 0;
@@ -383,7 +386,7 @@ void Agent::ReaperLoop() {
   while (true) {
     std::vector<std::pair<uint64_t, json>> ended;  // body null: not reported
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       for (const ExitInfo& e : supervisor_.Reap()) {
         // Both tests run: a stopped task must leave unreported_, or a later
         // copy of it here would never be stopped.
@@ -447,7 +450,7 @@ void Agent::ReaperLoop() {
       std::filesystem::remove(std::filesystem::path(TaskDir(id)) / "port", ec);
     }
     if (!ended.empty()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       for (auto& [id, body] : ended) {
         if (final_pending_.erase(id) > 0 && !body.is_null()) {
           outbox_.push_back(Report{id, std::move(body)});
@@ -465,12 +468,13 @@ void Agent::ReaperLoop() {
     // Exits are polled every 100 ms, or every 10 ms while a task waits for
     // one (it starts within that of the exit); reports queued by Reconcile
     // (a task started: "running") wake the loop at once.
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     const milliseconds poll(waiting_.empty() ? 100 : 10);
-    if (cv_.wait_for(lock, poll, [this] { return stop_.load() || reports_waiting_; }) &&
-        stop_.load()) {
-      break;
+    const auto until = std::chrono::steady_clock::now() + poll;
+    while (!stop_.load() && !reports_waiting_ &&
+           lock.WaitUntil(cv_, until) == std::cv_status::no_timeout) {
     }
+    if (stop_.load()) break;
     reports_waiting_ = false;
   }
 }
@@ -545,7 +549,7 @@ void Agent::FlushReports(const http::HttpClient& client) {
   while (!stopping()) {
     Report report;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (outbox_.empty()) return;
       report = outbox_.front();
       outbox_.pop_front();
@@ -554,7 +558,7 @@ void Agent::FlushReports(const http::HttpClient& client) {
     struct Sent {
       Agent* agent;
       ~Sent() {
-        std::lock_guard<std::mutex> lock(agent->mu_);
+        MutexLock lock(agent->mu_);
         agent->sending_ = 0;
       }
     } sent{this};
@@ -566,14 +570,14 @@ void Agent::FlushReports(const http::HttpClient& client) {
           (r.ok() ? "HTTP " + std::to_string(r->status) + ": " + ErrorText(*r)
                   : r.status().message()) +
           "; will retry");
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       outbox_.push_front(std::move(report));
       next_try = std::chrono::steady_clock::now() + seconds(1);
       return;
     }
     if (r->status == 409) {
       // A stale copy: the server has the task elsewhere or ended.
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (supervisor_.Has(report.id)) {
         Log("task " + std::to_string(report.id) + " is not assigned here: stopping it");
         unreported_.insert(report.id);
@@ -589,7 +593,7 @@ void Agent::FlushReports(const http::HttpClient& client) {
       const json answer = json::parse(r->body, nullptr, false);
       if (answer.is_object() && answer.contains("version") &&
           answer["version"].is_number_integer()) {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         const int64_t version = answer["version"].get<int64_t>();
         if (finished_.count(report.id) != 0) taken_[report.id] = version;
         // The last list came while this was being sent; if it is newer than
@@ -609,7 +613,7 @@ void Agent::FlushReports(const http::HttpClient& client) {
 }
 
 void Agent::Reconcile(const AssignmentList& list) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   last_list_ = list;
   std::set<uint64_t> assigned;
   for (const Assignment& a : list.tasks) assigned.insert(a.id);
@@ -730,7 +734,8 @@ void Agent::StartWaiting(const std::set<uint64_t>& later) {
 
 void Agent::Launch(const Assignment& a) {
   const std::string node = opt_.inventory.spec.name;
-  auto failed = [&](const std::string& message) {
+  // (Runs on this thread, within the lock.)
+  auto failed = [&](const std::string& message) HF_REQUIRES(mu_) {
     Log("task " + std::to_string(a.id) + " not started: " + message);
     json body = {{"node", node}, {"id", a.id}, {"state", "failed"}, {"message", message}};
     finished_[a.id] = body;

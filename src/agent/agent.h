@@ -50,7 +50,6 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -59,6 +58,7 @@
 #include "agent/gate.h"
 #include "agent/inventory.h"
 #include "agent/supervisor.h"
+#include "core/mutex.h"
 #include "http/client.h"
 
 namespace hf::agent {
@@ -86,9 +86,9 @@ class Agent {
   Agent& operator=(const Agent&) = delete;
 
   // Runs until RequestStop or a fatal refusal; see the file comment.
-  int Run();
+  int Run() HF_EXCLUDES(mu_);
   // Safe from any thread (not from a signal handler: see agent_command.cc).
-  void RequestStop();
+  void RequestStop() HF_EXCLUDES(mu_);
 
  private:
   struct Report {
@@ -97,13 +97,13 @@ class Agent {
   };
   enum class RegisterOutcome { kOk, kFatal, kStopped };
 
-  RegisterOutcome Register(const http::HttpClient& client);
-  void HeartbeatLoop();
-  void ReaperLoop();
+  RegisterOutcome Register(const http::HttpClient& client) HF_EXCLUDES(mu_);
+  void HeartbeatLoop() HF_EXCLUDES(mu_);
+  void ReaperLoop() HF_EXCLUDES(mu_);
   // Before the first poll: adopts the processes an earlier agent left
   // running (WORK_DIR/tasks/<id>/pid); a dead one goes into finished_ as
   // failed, reported if the task is still assigned.
-  void AdoptLeftovers();
+  void AdoptLeftovers() HF_EXCLUDES(mu_);
   // Ships new bytes of the task's output.log (reaper thread only); `final`
   // after the process ended: everything, incomplete UTF-8 included.
   void ShipLogs(const http::HttpClient& client, uint64_t id, bool final);
@@ -114,21 +114,22 @@ class Agent {
   void TakeTimings(const std::string& answer);
   // The server answered a request sent at `sent_at` (MonotonicMs).
   void RenewLease(int64_t sent_at);
-  void Reconcile(const AssignmentList& list);
+  void Reconcile(const AssignmentList& list) HF_EXCLUDES(mu_);
   // Starts `a` now, or, while stopping processes hold what it was given,
   // keeps it in waiting_ and reports why (once per change). Caller holds mu_.
-  void StartOrWait(const Assignment& a);
+  void StartOrWait(const Assignment& a) HF_REQUIRES(mu_);
   // StartOrWait for every waiting task but those in `later` (after
   // processes ended). Caller holds mu_.
-  void StartWaiting(const std::set<uint64_t>& later = {});
-  void Launch(const Assignment& a);
+  void StartWaiting(const std::set<uint64_t>& later = {}) HF_REQUIRES(mu_);
+  // Caller holds mu_ (StartOrWait).
+  void Launch(const Assignment& a) HF_REQUIRES(mu_);
   void Enqueue(uint64_t id, nlohmann::json body);
   // The "running" report of task `id`, with its port (and host) when it has
   // one. Caller holds mu_.
-  nlohmann::json RunningReport(uint64_t id) const;
-  void FlushReports(const http::HttpClient& client);
+  nlohmann::json RunningReport(uint64_t id) const HF_REQUIRES(mu_);
+  void FlushReports(const http::HttpClient& client) HF_EXCLUDES(mu_);
   // Sleeps up to `d`; false when a stop was requested meanwhile.
-  bool SleepFor(std::chrono::milliseconds d);
+  bool SleepFor(std::chrono::milliseconds d) HF_EXCLUDES(mu_);
   bool stopping() const { return stop_.load(); }
 
   AgentOptions opt_;
@@ -140,41 +141,43 @@ class Agent {
   // Fencing, as the server says (task_supervisor.h, lease.h).
   std::atomic<int64_t> fence_after_ms_{30000};
   std::atomic<int64_t> fence_grace_ms_{10000};
-  std::mutex mu_;
+  // Guards the members below up to ships_ (the reports to send and what
+  // is known of each task here). stop_ is set under it too, so that a
+  // waiter on cv_ cannot miss the wake-up.
+  Mutex mu_;
   std::condition_variable cv_;
-  std::deque<Report> outbox_;  // guarded by mu_
+  std::deque<Report> outbox_ HF_GUARDED_BY(mu_);
   // The task whose report is being sent (taken off outbox_), 0 for none: as
-  // good as queued, so Reconcile does not queue it twice. Guarded by mu_.
-  uint64_t sending_ = 0;
-  bool reports_waiting_ = false;  // Reconcile queued reports; wakes the reaper. Guarded by mu_.
-  // Tasks stopped by reconcile: their end is not reported. Guarded by mu_.
-  std::set<uint64_t> unreported_;
+  // good as queued, so Reconcile does not queue it twice.
+  uint64_t sending_ HF_GUARDED_BY(mu_) = 0;
+  bool reports_waiting_ HF_GUARDED_BY(mu_) = false;  // Reconcile queued reports; wakes the reaper.
+  // Tasks stopped by reconcile: their end is not reported.
+  std::set<uint64_t> unreported_ HF_GUARDED_BY(mu_);
   // Assigned tasks that wait for stopping processes to exit (gate.h), with
-  // the reason last reported for each; the reaper starts them. Guarded by
-  // mu_.
-  std::map<uint64_t, Assignment> waiting_;
-  std::map<uint64_t, std::string> waiting_reported_;
+  // the reason last reported for each; the reaper starts them.
+  std::map<uint64_t, Assignment> waiting_ HF_GUARDED_BY(mu_);
+  std::map<uint64_t, std::string> waiting_reported_ HF_GUARDED_BY(mu_);
   // What each live process was given (nullopt: adopted without a readable
-  // allocation file). Guarded by mu_.
-  std::map<uint64_t, std::optional<Allocation>> held_;
+  // allocation file).
+  std::map<uint64_t, std::optional<Allocation>> held_ HF_GUARDED_BY(mu_);
   // Tasks that ended here (or failed to start), with their final report, so
   // that a list still naming them re-sends the report instead of running
-  // them twice. Guarded by mu_.
-  std::map<uint64_t, nlohmann::json> finished_;
+  // them twice.
+  std::map<uint64_t, nlohmann::json> finished_ HF_GUARDED_BY(mu_);
   // Of those, the ones whose final report the server took, with the node's
   // assignments version once it had: a list at that version or later that
   // names the task again places it here anew (a fenced task queued again),
-  // an earlier list is stale. Guarded by mu_.
-  std::map<uint64_t, int64_t> taken_;
+  // an earlier list is stale.
+  std::map<uint64_t, int64_t> taken_ HF_GUARDED_BY(mu_);
   // The last assignment list reconciled: a task it named while its final
   // report was being sent starts once the server's answer shows the list is
-  // newer than the report. Guarded by mu_.
-  AssignmentList last_list_;
+  // newer than the report.
+  AssignmentList last_list_ HF_GUARDED_BY(mu_);
   // Ended tasks whose final report waits for their last output to be
-  // shipped (Reconcile treats them as queued). Guarded by mu_.
-  std::set<uint64_t> final_pending_;
-  // The ports given to the live service tasks here. Guarded by mu_.
-  std::map<uint64_t, uint16_t> ports_;
+  // shipped (Reconcile treats them as queued).
+  std::set<uint64_t> final_pending_ HF_GUARDED_BY(mu_);
+  // The ports given to the live service tasks here.
+  std::map<uint64_t, uint16_t> ports_ HF_GUARDED_BY(mu_);
   // Log shipping, per task: bytes of the local file consumed, bytes the
   // server holds. Reaper thread only.
   struct LogShip {

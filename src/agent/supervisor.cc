@@ -66,7 +66,7 @@ uint64_t ProcStartTime(pid_t pid) {
 }
 
 Status Supervisor::Adopt(uint64_t id, pid_t pid, uint64_t start_time) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (children_.count(id) != 0) {
     return AlreadyExists("task " + std::to_string(id) + " is already running");
   }
@@ -78,7 +78,7 @@ Status Supervisor::Adopt(uint64_t id, pid_t pid, uint64_t start_time) {
 Result<pid_t> Supervisor::Launch(const LaunchSpec& spec) {
   if (spec.argv.empty()) return InvalidArgument("task has no command");
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (children_.count(spec.id) != 0) {
       return AlreadyExists("task " + std::to_string(spec.id) + " is already running");
     }
@@ -128,13 +128,13 @@ Result<pid_t> Supervisor::Launch(const LaunchSpec& spec) {
     }
     return Unavailable("cannot run '" + spec.argv[0] + "': " + Errno(child_errno));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   children_[spec.id] = Child{.pid = pid};
   return pid;
 }
 
 void Supervisor::Stop(uint64_t id, std::chrono::milliseconds grace) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = children_.find(id);
   if (it == children_.end() || it->second.stopping) return;
   it->second.stopping = true;
@@ -147,7 +147,7 @@ void Supervisor::Stop(uint64_t id, std::chrono::milliseconds grace) {
 
 std::vector<ExitInfo> Supervisor::Reap() {
   std::vector<ExitInfo> out;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const auto now = Clock::now();
   for (auto it = children_.begin(); it != children_.end();) {
     Child& c = it->second;
@@ -195,19 +195,19 @@ std::vector<ExitInfo> Supervisor::Reap() {
 }
 
 bool Supervisor::Has(uint64_t id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return children_.count(id) != 0;
 }
 
 std::vector<uint64_t> Supervisor::Ids() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<uint64_t> ids;
   for (const auto& [id, c] : children_) ids.push_back(id);
   return ids;
 }
 
 pid_t Supervisor::Pid(uint64_t id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = children_.find(id);
   return it == children_.end() ? 0 : it->second.pid;
 }

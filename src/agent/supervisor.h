@@ -22,10 +22,10 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/status.h"
 
 namespace hf::agent {
@@ -64,24 +64,24 @@ class Supervisor {
   // cannot be opened, the folder entered or the program executed (the
   // message names the program and the cause, e.g. "No such file or
   // directory") — in those cases no process is left behind.
-  Result<pid_t> Launch(const LaunchSpec& spec);
+  Result<pid_t> Launch(const LaunchSpec& spec) HF_EXCLUDES(mu_);
 
   // SIGTERM to the process group now, SIGKILL after `grace`. No-op for an
   // unknown id; a second call keeps the earlier deadline.
-  void Stop(uint64_t id, std::chrono::milliseconds grace);
+  void Stop(uint64_t id, std::chrono::milliseconds grace) HF_EXCLUDES(mu_);
 
   // Tracks a process this supervisor did not start (left running by an
   // earlier agent; its own group leader). Its end is noticed by polling
   // ProcStartTime in Reap (it is not our child) and reported with
   // unknown = true. AlreadyExists when `id` is tracked already.
-  Status Adopt(uint64_t id, pid_t pid, uint64_t start_time);
+  Status Adopt(uint64_t id, pid_t pid, uint64_t start_time) HF_EXCLUDES(mu_);
 
   // Sends due SIGKILLs and reaps ended processes, without blocking.
-  std::vector<ExitInfo> Reap();
+  std::vector<ExitInfo> Reap() HF_EXCLUDES(mu_);
 
-  bool Has(uint64_t id) const;
-  std::vector<uint64_t> Ids() const;
-  pid_t Pid(uint64_t id) const;  // 0 when unknown
+  bool Has(uint64_t id) const HF_EXCLUDES(mu_);
+  std::vector<uint64_t> Ids() const HF_EXCLUDES(mu_);
+  pid_t Pid(uint64_t id) const HF_EXCLUDES(mu_);  // 0 when unknown
 
  private:
   struct Child {
@@ -92,8 +92,8 @@ class Supervisor {
     uint64_t start_time = 0;  // adopted only
     Clock::time_point next_check;  // adopted only: polled every second
   };
-  mutable std::mutex mu_;
-  std::map<uint64_t, Child> children_;
+  mutable Mutex mu_;  // guards children_
+  std::map<uint64_t, Child> children_ HF_GUARDED_BY(mu_);
 };
 
 }  // namespace hf::agent

@@ -61,6 +61,8 @@ class HF_CAPABILITY("mutex") Mutex {
 class HF_SCOPED_CAPABILITY MutexLock {
  public:
   explicit MutexLock(Mutex& mu) HF_ACQUIRE(mu) : lock_(mu.mu_) {}
+  // Takes over a mutex the caller holds already (after Mutex::try_lock).
+  MutexLock(Mutex& mu, std::adopt_lock_t) HF_REQUIRES(mu) : lock_(mu.mu_, std::adopt_lock) {}
   ~MutexLock() HF_RELEASE() {}
   MutexLock(const MutexLock&) = delete;
   MutexLock& operator=(const MutexLock&) = delete;

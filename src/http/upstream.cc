@@ -22,7 +22,6 @@
 #include <cstdio>
 #include <exception>
 #include <limits>
-#include <mutex>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -30,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/text.h"
 
 namespace hf::http {
@@ -88,20 +88,22 @@ class UpstreamClient::Impl {
  public:
   explicit Impl(UpstreamOptions o) : options(std::move(o)), work(asio::make_work_guard(ioc)) {}
 
-  std::unique_ptr<tcp::socket> TakeIdle(const std::string& key);
-  void PutIdle(const std::string& key, std::unique_ptr<tcp::socket> socket);
-  void Unregister(Exchange* e);
+  std::unique_ptr<tcp::socket> TakeIdle(const std::string& key) HF_EXCLUDES(mu);
+  void PutIdle(const std::string& key, std::unique_ptr<tcp::socket> socket) HF_EXCLUDES(mu);
+  void Unregister(Exchange* e) HF_EXCLUDES(mu);
 
   const UpstreamOptions options;
-  mutable std::mutex mu;
+  mutable Mutex mu;  // guards stopping, idle and active
   std::condition_variable all_done;
-  bool stopping = false;                                              // guarded by mu
-  std::unordered_map<std::string, std::vector<IdleConnection>> idle;  // guarded by mu
-  std::unordered_map<Exchange*, std::weak_ptr<Exchange>> active;      // guarded by mu
+  bool stopping HF_GUARDED_BY(mu) = false;
+  std::unordered_map<std::string, std::vector<IdleConnection>> idle HF_GUARDED_BY(mu);
+  std::unordered_map<Exchange*, std::weak_ptr<Exchange>> active HF_GUARDED_BY(mu);
 
-  std::mutex lifecycle_mu;
-  bool stopped = false;  // guarded by lifecycle_mu
-  std::vector<std::thread> threads;
+  // Guards stopped and threads (filled by the constructor, before the
+  // client is shared; joined by Stop). Taken before mu.
+  Mutex lifecycle_mu;
+  bool stopped HF_GUARDED_BY(lifecycle_mu) = false;
+  std::vector<std::thread> threads HF_GUARDED_BY(lifecycle_mu);
 
   // Declared last so it is destroyed first: queued handlers own exchanges.
   asio::io_context ioc;
@@ -426,7 +428,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
 };
 
 std::unique_ptr<tcp::socket> UpstreamClient::Impl::TakeIdle(const std::string& key) {
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   auto it = idle.find(key);
   if (it == idle.end()) return nullptr;
   auto& list = it->second;
@@ -448,7 +450,7 @@ std::unique_ptr<tcp::socket> UpstreamClient::Impl::TakeIdle(const std::string& k
 }
 
 void UpstreamClient::Impl::PutIdle(const std::string& key, std::unique_ptr<tcp::socket> socket) {
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   auto& list = idle[key];
   // Expired ones go first, so a busy host's pool does not fill with them.
   auto now = Clock::now();
@@ -468,7 +470,7 @@ void UpstreamClient::Impl::PutIdle(const std::string& key, std::unique_ptr<tcp::
 }
 
 void UpstreamClient::Impl::Unregister(Exchange* e) {
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   active.erase(e);
   if (active.empty()) all_done.notify_all();
 }
@@ -510,7 +512,7 @@ void UpstreamClient::Send(UpstreamRequest request, UpstreamHandlers handlers) {
   }
   std::shared_ptr<Exchange> ex;
   {
-    std::lock_guard lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     if (!impl_->stopping) {
       ex = std::make_shared<Exchange>(impl_.get(), std::move(request), std::move(handlers));
       impl_->active.emplace(ex.get(), ex);
@@ -527,12 +529,12 @@ void UpstreamClient::Send(UpstreamRequest request, UpstreamHandlers handlers) {
 }
 
 void UpstreamClient::Stop() {
-  std::lock_guard lifecycle(impl_->lifecycle_mu);
+  MutexLock lifecycle(impl_->lifecycle_mu);
   if (impl_->stopped) return;
   impl_->stopped = true;
   std::vector<std::shared_ptr<Exchange>> live;
   {
-    std::lock_guard lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     impl_->stopping = true;
     for (auto& [key, list] : impl_->idle) {
       for (auto& c : list) {
@@ -549,8 +551,11 @@ void UpstreamClient::Stop() {
   live.clear();
   {
     // Bounded, in case a callback blocks despite the contract.
-    std::unique_lock lock(impl_->mu);
-    impl_->all_done.wait_for(lock, std::chrono::seconds(5), [&] { return impl_->active.empty(); });
+    MutexLock lock(impl_->mu);
+    const auto until = Clock::now() + std::chrono::seconds(5);
+    while (!impl_->active.empty() &&
+           lock.WaitUntil(impl_->all_done, until) == std::cv_status::no_timeout) {
+    }
   }
   impl_->work.reset();
   impl_->ioc.stop();
@@ -559,7 +564,7 @@ void UpstreamClient::Stop() {
 }
 
 size_t UpstreamClient::idle_connections() const {
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   size_t n = 0;
   for (const auto& [key, list] : impl_->idle) n += list.size();
   return n;

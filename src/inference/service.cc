@@ -131,7 +131,7 @@ Status InferenceService::Recover() {
     }
     return Status::Ok();
   }));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const int64_t now = clock_->NowMs();
   for (const auto& [name, body] : models) {
     Result<ModelSpec> spec = ModelSpecFromJson(body.value("spec", json()), name);
@@ -171,7 +171,7 @@ Status InferenceService::Recover() {
 }
 
 void InferenceService::Start() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (started_) return;
   started_ = true;
   thread_ = std::thread([this] { Loop(); });
@@ -180,7 +180,7 @@ void InferenceService::Start() {
 void InferenceService::Stop() {
   std::vector<std::shared_ptr<Call>> waiting;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stop_) return;
     stop_ = true;
     for (auto& [name, m] : models_) {
@@ -205,7 +205,7 @@ void InferenceService::Publish(json data) { events_->Publish("inference", std::m
 void InferenceService::Loop() {
   for (;;) {
     {
-      std::unique_lock lock(mu_);
+      MutexLock lock(mu_);
       if (stop_) return;
     }
     const int64_t now = clock_->NowMs();
@@ -213,19 +213,21 @@ void InferenceService::Loop() {
     StartHealthChecks(now);
     Actions actions;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       TickLocked(now, actions);
     }
     Execute(actions);
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, options_.tick, [this] { return stop_; });
+    MutexLock lock(mu_);
+    const auto until = std::chrono::steady_clock::now() + options_.tick;
+    while (!stop_ && lock.WaitUntil(cv_, until) == std::cv_status::no_timeout) {
+    }
   }
 }
 
 void InferenceService::RefreshReplicaStates(int64_t now) {
   std::vector<std::pair<TaskKey, TaskState>> ids;  // with the state last seen
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [id, model] : replica_model_) {
       auto mi = models_.find(model);
       if (mi == models_.end()) continue;
@@ -257,7 +259,7 @@ void InferenceService::RefreshReplicaStates(int64_t now) {
   if (!s.ok()) return;
   std::vector<TaskKey> forget;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (Seen& v : seen) {
       auto mi = replica_model_.find(v.rec.task.key);
       if (mi == replica_model_.end() || models_.count(mi->second) == 0) continue;
@@ -341,7 +343,7 @@ void InferenceService::StartHealthChecks(int64_t now) {
   };
   std::vector<Check> checks;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [name, m] : models_) {
       for (auto& [id, r] : m.replicas) {
         if (r.state != TaskState::kRunning || r.port == 0 || r.checking) continue;
@@ -381,7 +383,7 @@ void InferenceService::StartHealthChecks(int64_t now) {
 
 void InferenceService::HealthResult(const std::string& model, TaskKey id, bool ok,
                                     const std::string& error) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto mi = models_.find(model);
   if (mi == models_.end()) return;
   auto ri = mi->second.replicas.find(id);
@@ -522,7 +524,8 @@ void InferenceService::Reconcile(Model& m, int64_t now, Actions& actions) {
     return static_cast<int32_t>(std::count_if(v.begin(), v.end(), [](Replica* r) { return r->ready; }));
   };
   // Surplus goes first where it serves least: not ready, then fewest in flight.
-  auto drain = [&](std::vector<Replica*> v, size_t n) {
+  // (Runs on this thread, within the lock.)
+  auto drain = [&](std::vector<Replica*> v, size_t n) HF_REQUIRES(mu_) {
     std::sort(v.begin(), v.end(), [](Replica* a, Replica* b) {
       if (a->ready != b->ready) return !a->ready;
       if (a->state != b->state) return a->state == TaskState::kPending;
@@ -609,7 +612,7 @@ void InferenceService::Execute(Actions& actions) {
   for (auto& [model, task] : actions.submit) {
     const int64_t revision = std::atoll(task.env[kRevisionEnv].c_str());
     Result<std::vector<store::TaskRecord>> recs = scheduler_->Submit({task}, kActor);
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto mi = models_.find(model);
     if (!recs.ok()) {
       if (mi != models_.end()) {
@@ -649,7 +652,7 @@ void InferenceService::Execute(Actions& actions) {
     });
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto& o : orphans_) actions.cancel.push_back(std::move(o));
     orphans_.clear();
   }
@@ -659,7 +662,7 @@ void InferenceService::Execute(Actions& actions) {
         rec.status().code() != StatusCode::kNotFound) {
       // Try again on the next tick (from the orphan list when the model is
       // gone meanwhile).
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       auto mi = models_.find(model);
       if (mi != models_.end()) {
         Replica r;
@@ -679,10 +682,10 @@ void InferenceService::Execute(Actions& actions) {
     });
   }
   if (!actions.persist.empty()) {
-    std::lock_guard api(api_mu_);
+    MutexLock api(api_mu_);
     std::vector<std::pair<std::string, json>> bodies;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       for (const std::string& n : actions.persist) {
         auto mi = models_.find(n);
         if (mi != models_.end() && !mi->second.deleted) bodies.emplace_back(n, StoredModel(mi->second));
@@ -715,7 +718,7 @@ json InferenceService::StoredModel(const Model& m) const {
 
 void InferenceService::ReplicaStarted(TaskKey id, const std::string& host, uint16_t port) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto mi = replica_model_.find(id);
     if (mi == replica_model_.end() || models_.count(mi->second) == 0) {
       // Possibly a replica whose agent was quicker than the loop that
@@ -748,10 +751,10 @@ void InferenceService::ReplicaStarted(TaskKey id, const std::string& host, uint1
 // Models and endpoints
 
 Result<json> InferenceService::CreateModel(const ModelSpec& spec, const std::string& actor) {
-  std::lock_guard api(api_mu_);
+  MutexLock api(api_mu_);
   Model m;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (models_.count(spec.name) != 0) {
       return AlreadyExists(models_[spec.name].deleted
                                ? "model " + spec.name + " is still being deleted"
@@ -766,7 +769,7 @@ Result<json> InferenceService::CreateModel(const ModelSpec& spec, const std::str
     HF_RETURN_IF_ERROR(tx.PutInferenceObject("model", spec.name, stored));
     return tx.AppendAudit(actor, "inference.models." + spec.name, nullptr, stored["spec"]);
   }));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Model& placed = models_[spec.name] = std::move(m);
   Publish({{"action", "model_created"}, {"model", spec.name}, {"by", actor}});
   cv_.notify_all();
@@ -774,10 +777,10 @@ Result<json> InferenceService::CreateModel(const ModelSpec& spec, const std::str
 }
 
 Result<json> InferenceService::UpdateModel(const ModelSpec& spec, const std::string& actor) {
-  std::lock_guard api(api_mu_);
+  MutexLock api(api_mu_);
   json old_spec, stored;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto mi = models_.find(spec.name);
     if (mi == models_.end() || mi->second.deleted) return NotFound("no model named " + spec.name);
     Model copy;
@@ -796,7 +799,7 @@ Result<json> InferenceService::UpdateModel(const ModelSpec& spec, const std::str
     HF_RETURN_IF_ERROR(tx.PutInferenceObject("model", spec.name, stored));
     return tx.AppendAudit(actor, "inference.models." + spec.name, old_spec, stored["spec"]);
   }));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Model& m = models_[spec.name];
   const bool rolled = stored["revision"].get<int64_t>() != m.revision;
   m.spec = spec;
@@ -813,10 +816,10 @@ Result<json> InferenceService::UpdateModel(const ModelSpec& spec, const std::str
 }
 
 Status InferenceService::DeleteModel(const std::string& name, const std::string& actor) {
-  std::lock_guard api(api_mu_);
+  MutexLock api(api_mu_);
   json old_spec;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto mi = models_.find(name);
     if (mi == models_.end() || mi->second.deleted) return NotFound("no model named " + name);
     for (const auto& [ename, e] : endpoints_) {
@@ -833,7 +836,7 @@ Status InferenceService::DeleteModel(const std::string& name, const std::string&
   }));
   std::vector<std::shared_ptr<Call>> waiting;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Model& m = models_[name];
     m.deleted = true;
     m.desired = 0;
@@ -857,14 +860,14 @@ Status InferenceService::DeleteModel(const std::string& name, const std::string&
 }
 
 Result<json> InferenceService::GetModel(const std::string& name) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto mi = models_.find(name);
   if (mi == models_.end() || mi->second.deleted) return NotFound("no model named " + name);
   return ModelViewLocked(mi->second);
 }
 
 json InferenceService::ListModels() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   json out = json::array();
   for (const auto& [name, m] : models_) {
     if (!m.deleted) out.push_back(ModelViewLocked(m));
@@ -981,7 +984,7 @@ json InferenceService::EndpointViewLocked(const Endpoint& e) const {
   std::vector<double> lat;
   double rate = 0;
   {
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     lat = s.latencies_ms;
     const int64_t now = clock_->NowMs();
     while (!s.recent_ms.empty() && s.recent_ms.front() < now - kRateWindowMs) s.recent_ms.pop_front();
@@ -1003,10 +1006,10 @@ json InferenceService::EndpointViewLocked(const Endpoint& e) const {
 }
 
 Result<json> InferenceService::CreateEndpoint(EndpointSpec spec, const std::string& actor) {
-  std::lock_guard api(api_mu_);
+  MutexLock api(api_mu_);
   std::string secret;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (endpoints_.count(spec.name) != 0) return AlreadyExists("endpoint " + spec.name + " already exists");
     auto mi = models_.find(spec.model);
     if (mi == models_.end() || mi->second.deleted) {
@@ -1023,7 +1026,7 @@ Result<json> InferenceService::CreateEndpoint(EndpointSpec spec, const std::stri
     return tx.AppendAudit(actor, "inference.endpoints." + spec.name, nullptr,
                           json{{"model", spec.model}, {"public", spec.public_access}});
   }));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Endpoint& e = endpoints_[spec.name];
   e.spec = std::move(spec);
   json view = EndpointViewLocked(e);
@@ -1033,10 +1036,10 @@ Result<json> InferenceService::CreateEndpoint(EndpointSpec spec, const std::stri
 }
 
 Status InferenceService::DeleteEndpoint(const std::string& name, const std::string& actor) {
-  std::lock_guard api(api_mu_);
+  MutexLock api(api_mu_);
   json old;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto ei = endpoints_.find(name);
     if (ei == endpoints_.end()) return NotFound("no endpoint named " + name);
     old = {{"model", ei->second.spec.model}, {"public", ei->second.spec.public_access}};
@@ -1045,33 +1048,33 @@ Status InferenceService::DeleteEndpoint(const std::string& name, const std::stri
     HF_RETURN_IF_ERROR(tx.DeleteInferenceObject("endpoint", name));
     return tx.AppendAudit(actor, "inference.endpoints." + name, old, nullptr);
   }));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   endpoints_.erase(name);
   Publish({{"action", "endpoint_deleted"}, {"endpoint", name}, {"by", actor}});
   return Status::Ok();
 }
 
 Result<json> InferenceService::GetEndpoint(const std::string& name) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto ei = endpoints_.find(name);
   if (ei == endpoints_.end()) return NotFound("no endpoint named " + name);
   return EndpointViewLocked(ei->second);
 }
 
 json InferenceService::ListEndpoints() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   json out = json::array();
   for (const auto& [name, e] : endpoints_) out.push_back(EndpointViewLocked(e));
   return out;
 }
 
 Result<json> InferenceService::AddKey(const std::string& endpoint, const std::string& key_name) {
-  std::lock_guard api(api_mu_);
+  MutexLock api(api_mu_);
   EndpointSpec spec;
   const std::string secret = "hfk_" + RandomHex(32);
   EndpointKey key;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto ei = endpoints_.find(endpoint);
     if (ei == endpoints_.end()) return NotFound("no endpoint named " + endpoint);
     spec = ei->second.spec;
@@ -1083,17 +1086,17 @@ Result<json> InferenceService::AddKey(const std::string& endpoint, const std::st
   }
   HF_RETURN_IF_ERROR(store_->Write(
       [&](store::Tx& tx) { return tx.PutInferenceObject("endpoint", endpoint, EndpointToStored(spec)); }));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto ei = endpoints_.find(endpoint);
   if (ei != endpoints_.end()) ei->second.spec.keys = spec.keys;
   return json{{"id", key.id}, {"name", key.name}, {"secret", secret}, {"endpoint", endpoint}};
 }
 
 Status InferenceService::RevokeKey(const std::string& endpoint, int64_t key_id) {
-  std::lock_guard api(api_mu_);
+  MutexLock api(api_mu_);
   EndpointSpec spec;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto ei = endpoints_.find(endpoint);
     if (ei == endpoints_.end()) return NotFound("no endpoint named " + endpoint);
     spec = ei->second.spec;
@@ -1106,14 +1109,14 @@ Status InferenceService::RevokeKey(const std::string& endpoint, int64_t key_id) 
   }
   HF_RETURN_IF_ERROR(store_->Write(
       [&](store::Tx& tx) { return tx.PutInferenceObject("endpoint", endpoint, EndpointToStored(spec)); }));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto ei = endpoints_.find(endpoint);
   if (ei != endpoints_.end()) ei->second.spec.keys = spec.keys;
   return Status::Ok();
 }
 
 std::vector<InferenceService::ModelCounts> InferenceService::ModelMetrics() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<ModelCounts> out;
   for (const auto& [name, m] : models_) {
     if (m.deleted) continue;
@@ -1128,7 +1131,7 @@ std::vector<InferenceService::ModelCounts> InferenceService::ModelMetrics() cons
 }
 
 std::vector<InferenceService::EndpointCounts> InferenceService::EndpointMetrics() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<EndpointCounts> out;
   for (const auto& [name, e] : endpoints_) {
     out.push_back({name, e.stats->requests.load(), e.stats->errors.load()});
@@ -1137,7 +1140,7 @@ std::vector<InferenceService::EndpointCounts> InferenceService::EndpointMetrics(
 }
 
 std::map<TaskKey, std::string> InferenceService::ReplicaModels() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return replica_model_;
 }
 
@@ -1157,7 +1160,7 @@ Response InferenceService::ListOpenAiModels(const Request& req) const {
     key_hash = Sha256Hex(h->substr(7));
   }
   json data = json::array();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& [name, e] : endpoints_) {
     const bool allowed = e.spec.public_access ||
                          std::any_of(e.spec.keys.begin(), e.spec.keys.end(),
@@ -1205,7 +1208,7 @@ Response InferenceService::Gateway(const Request& req) {
     key_hash = Sha256Hex(h->substr(7));
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto ei = endpoints_.find(call->endpoint);
     if (ei == endpoints_.end()) {
       return JsonError(404, "not_found",
@@ -1251,10 +1254,10 @@ Response InferenceService::Gateway(const Request& req) {
 }
 
 void InferenceService::Dispatch(std::shared_ptr<Call> call) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   auto mi = models_.find(call->model);
   if (stop_ || mi == models_.end() || mi->second.deleted) {
-    lock.unlock();
+    lock.Unlock();
     call->reply(JsonError(503, "unavailable", "model " + call->model + " is not available"));
     Finish(call, 503);
     return;
@@ -1266,23 +1269,24 @@ void InferenceService::Dispatch(std::shared_ptr<Call> call) {
     if (best == nullptr || r.live->inflight.load() < best->live->inflight.load()) best = &r;
   }
   if (best == nullptr) {
+    // The answers are worded before the lock is let go: `m` lives in
+    // models_, which mu_ guards.
     if (m.spec.max_replicas == 0 || (!m.spec.autoscaling.enabled && m.desired == 0)) {
-      lock.unlock();
-      call->reply(JsonError(503, "unavailable",
-                            "model " + m.spec.name + " is stopped (" +
-                                (m.spec.max_replicas == 0 ? "max_replicas is 0"
-                                                          : "min_replicas is 0 without autoscaling") +
-                                ")"));
+      const std::string message = "model " + m.spec.name + " is stopped (" +
+                                  (m.spec.max_replicas == 0 ? "max_replicas is 0"
+                                                            : "min_replicas is 0 without autoscaling") +
+                                  ")";
+      lock.Unlock();
+      call->reply(JsonError(503, "unavailable", message));
       Finish(call, 503);
       return;
     }
     if (static_cast<int32_t>(m.queue.size()) >= m.spec.autoscaling.queue_size) {
-      const std::string status = StatusLocked(m).second;
-      lock.unlock();
-      call->reply(JsonError(503, "unavailable",
-                            "model " + call->model + " has no ready replica and " +
-                                std::to_string(m.spec.autoscaling.queue_size) +
-                                " requests already wait for one (" + status + ")"));
+      const std::string message = "model " + call->model + " has no ready replica and " +
+                                  std::to_string(m.spec.autoscaling.queue_size) +
+                                  " requests already wait for one (" + StatusLocked(m).second + ")";
+      lock.Unlock();
+      call->reply(JsonError(503, "unavailable", message));
       Finish(call, 503);
       return;
     }
@@ -1296,7 +1300,7 @@ void InferenceService::Dispatch(std::shared_ptr<Call> call) {
   const uint16_t port = best->port;
   const TaskKey id = best->id;
   std::shared_ptr<ReplicaLive> live = best->live;
-  lock.unlock();
+  lock.Unlock();
   Forward(std::move(call), host, port, id, std::move(live));
 }
 
@@ -1306,12 +1310,12 @@ void InferenceService::Forward(std::shared_ptr<Call> call, const std::string& ho
   // The response goes out as it arrives; bytes that come before the client's
   // stream is open wait here.
   struct Relay {
-    std::mutex mu;
-    std::shared_ptr<BodyStream> stream;
-    std::string early;
-    bool done = false;
-    bool ok = false;
-    int status = 0;
+    Mutex mu;  // guards the members below
+    std::shared_ptr<BodyStream> stream HF_GUARDED_BY(mu);
+    std::string early HF_GUARDED_BY(mu);
+    bool done HF_GUARDED_BY(mu) = false;
+    bool ok HF_GUARDED_BY(mu) = false;
+    int status HF_GUARDED_BY(mu) = 0;
   };
   auto relay = std::make_shared<Relay>();
   UpstreamRequest u;
@@ -1338,11 +1342,11 @@ void InferenceService::Forward(std::shared_ptr<Call> call, const std::string& ho
     }
     r.SetHeader("X-HeteroFlow-Replica", std::to_string(replica));
     {
-      std::lock_guard lock(relay->mu);
+      MutexLock lock(relay->mu);
       relay->status = status;
     }
     r.body_stream = [relay](std::shared_ptr<BodyStream> s) {
-      std::lock_guard lock(relay->mu);
+      MutexLock lock(relay->mu);
       relay->stream = s;
       if (!relay->early.empty()) s->Write(relay->early);
       relay->early.clear();
@@ -1351,7 +1355,7 @@ void InferenceService::Forward(std::shared_ptr<Call> call, const std::string& ho
     call->reply(std::move(r));
   };
   h.on_body = [relay](std::string_view data) {
-    std::lock_guard lock(relay->mu);
+    MutexLock lock(relay->mu);
     if (relay->stream) return relay->stream->Write(data);
     relay->early.append(data);
     return relay->early.size() <= kMaxEarlyBody;
@@ -1361,7 +1365,7 @@ void InferenceService::Forward(std::shared_ptr<Call> call, const std::string& ho
     if (res.header_received) {
       int status = 0;
       {
-        std::lock_guard lock(relay->mu);
+        MutexLock lock(relay->mu);
         relay->done = true;
         relay->ok = res.status.ok();
         if (relay->stream) relay->ok ? relay->stream->Finish() : relay->stream->Abort();
@@ -1379,7 +1383,7 @@ void InferenceService::Forward(std::shared_ptr<Call> call, const std::string& ho
       // one. An inference call has no side effects, so a request that may
       // have reached a dying replica is safe to send again.
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         auto mi = replica_model_.find(replica);
         if (mi != replica_model_.end() && models_.count(mi->second) != 0) {
           Model& m = models_.at(mi->second);
@@ -1412,7 +1416,7 @@ void InferenceService::Finish(const std::shared_ptr<Call>& call, int status) {
   if (status >= 500) s.errors.fetch_add(1);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - call->start).count();
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   if (s.latencies_ms.size() < kLatencyWindow) {
     s.latencies_ms.push_back(ms);
   } else {

@@ -27,7 +27,6 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -37,6 +36,7 @@
 #include "core/clock.h"
 #include "core/event_sink.h"
 #include "core/model.h"
+#include "core/mutex.h"
 #include "core/status.h"
 #include "http/server.h"
 #include "inference/autoscaler.h"
@@ -76,34 +76,38 @@ class InferenceService {
   InferenceService& operator=(const InferenceService&) = delete;
 
   // Loads models, endpoints and replicas from the store. Once, before Start.
-  Status Recover();
-  void Start();
-  void Stop();
+  Status Recover() HF_EXCLUDES(mu_);
+  void Start() HF_EXCLUDES(mu_);
+  void Stop() HF_EXCLUDES(mu_);
 
   // Model deployments. Create: AlreadyExists for a taken name. Update:
   // NotFound; a changed replica template starts a rolling update. Delete:
   // FailedPrecondition while an endpoint routes to it; stops its replicas.
-  Result<nlohmann::json> CreateModel(const ModelSpec& spec, const std::string& actor);
-  Result<nlohmann::json> UpdateModel(const ModelSpec& spec, const std::string& actor);
-  Status DeleteModel(const std::string& name, const std::string& actor);
-  Result<nlohmann::json> GetModel(const std::string& name) const;
-  nlohmann::json ListModels() const;
+  Result<nlohmann::json> CreateModel(const ModelSpec& spec, const std::string& actor)
+      HF_EXCLUDES(api_mu_, mu_);
+  Result<nlohmann::json> UpdateModel(const ModelSpec& spec, const std::string& actor)
+      HF_EXCLUDES(api_mu_, mu_);
+  Status DeleteModel(const std::string& name, const std::string& actor) HF_EXCLUDES(api_mu_, mu_);
+  Result<nlohmann::json> GetModel(const std::string& name) const HF_EXCLUDES(mu_);
+  nlohmann::json ListModels() const HF_EXCLUDES(mu_);
 
   // Endpoints. Create returns the endpoint with its first API key's secret
   // (shown once) unless it is public. NotFound for an unknown model.
-  Result<nlohmann::json> CreateEndpoint(EndpointSpec spec, const std::string& actor);
-  Status DeleteEndpoint(const std::string& name, const std::string& actor);
-  Result<nlohmann::json> GetEndpoint(const std::string& name) const;
-  nlohmann::json ListEndpoints() const;
+  Result<nlohmann::json> CreateEndpoint(EndpointSpec spec, const std::string& actor)
+      HF_EXCLUDES(api_mu_, mu_);
+  Status DeleteEndpoint(const std::string& name, const std::string& actor) HF_EXCLUDES(api_mu_, mu_);
+  Result<nlohmann::json> GetEndpoint(const std::string& name) const HF_EXCLUDES(mu_);
+  nlohmann::json ListEndpoints() const HF_EXCLUDES(mu_);
   // A new key for the endpoint; the secret is in the answer only.
-  Result<nlohmann::json> AddKey(const std::string& endpoint, const std::string& key_name);
-  Status RevokeKey(const std::string& endpoint, int64_t key_id);
+  Result<nlohmann::json> AddKey(const std::string& endpoint, const std::string& key_name)
+      HF_EXCLUDES(api_mu_, mu_);
+  Status RevokeKey(const std::string& endpoint, int64_t key_id) HF_EXCLUDES(api_mu_, mu_);
 
   // The agent reported a replica's process running at host:port.
-  void ReplicaStarted(TaskKey id, const std::string& host, uint16_t port);
+  void ReplicaStarted(TaskKey id, const std::string& host, uint16_t port) HF_EXCLUDES(mu_);
 
   // Per replica task id, its model's name (the panel's per-GPU view).
-  std::map<TaskKey, std::string> ReplicaModels() const;
+  std::map<TaskKey, std::string> ReplicaModels() const HF_EXCLUDES(mu_);
 
   // For /metrics.
   struct ModelCounts {
@@ -114,14 +118,14 @@ class InferenceService {
     std::string endpoint;
     uint64_t requests = 0, errors = 0;
   };
-  std::vector<ModelCounts> ModelMetrics() const;
-  std::vector<EndpointCounts> EndpointMetrics() const;
+  std::vector<ModelCounts> ModelMetrics() const HF_EXCLUDES(mu_);
+  std::vector<EndpointCounts> EndpointMetrics() const HF_EXCLUDES(mu_);
 
   // The gateway: /inference/v1/... (OpenAI style, the endpoint named by the
   // body's "model") and /serve/<endpoint>/... (pass-through).
   static bool IsGatewayPath(const std::string& path);
   static constexpr const char* kGatewayPrefixes[] = {"/inference/v1/", "/serve/"};
-  http::Response Gateway(const http::Request& req);
+  http::Response Gateway(const http::Request& req) HF_EXCLUDES(mu_);
 
  private:
   struct ReplicaLive {
@@ -171,10 +175,10 @@ class InferenceService {
     std::atomic<uint64_t> requests{0};
     std::atomic<uint64_t> errors{0};
     std::atomic<int> inflight{0};
-    std::mutex mu;
-    std::vector<double> latencies_ms;  // ring of the last kLatencyWindow
-    size_t latency_next = 0;
-    std::deque<int64_t> recent_ms;  // completion times within the rate window
+    Mutex mu;  // guards the latencies and completion times below
+    std::vector<double> latencies_ms HF_GUARDED_BY(mu);  // ring of the last kLatencyWindow
+    size_t latency_next HF_GUARDED_BY(mu) = 0;
+    std::deque<int64_t> recent_ms HF_GUARDED_BY(mu);  // completion times within the rate window
   };
   struct Endpoint {
     EndpointSpec spec;
@@ -189,31 +193,35 @@ class InferenceService {
     std::vector<std::pair<std::shared_ptr<Call>, http::Response>> answer;
   };
 
-  void Loop();
-  void TickLocked(int64_t now, Actions& actions);
-  void Autoscale(Model& m, int64_t now, Actions& actions);
-  void Reconcile(Model& m, int64_t now, Actions& actions);
-  void StartHealthChecks(int64_t now);
-  void HealthResult(const std::string& model, TaskKey id, bool ok, const std::string& error);
-  void RefreshReplicaStates(int64_t now);
-  void Execute(Actions& actions);
-  Task ReplicaTask(Model& m);
+  // The helpers named ...Locked, and those that take a Model or an
+  // Endpoint of models_ or endpoints_, expect mu_ held.
+  void Loop() HF_EXCLUDES(mu_);
+  void TickLocked(int64_t now, Actions& actions) HF_REQUIRES(mu_);
+  void Autoscale(Model& m, int64_t now, Actions& actions) HF_REQUIRES(mu_);
+  void Reconcile(Model& m, int64_t now, Actions& actions) HF_REQUIRES(mu_);
+  void StartHealthChecks(int64_t now) HF_EXCLUDES(mu_);
+  void HealthResult(const std::string& model, TaskKey id, bool ok, const std::string& error)
+      HF_EXCLUDES(mu_);
+  void RefreshReplicaStates(int64_t now) HF_EXCLUDES(mu_);
+  void Execute(Actions& actions) HF_EXCLUDES(api_mu_, mu_);
+  Task ReplicaTask(Model& m) HF_REQUIRES(mu_);
+  // Of any Model, also one not (yet) in models_: needs no lock of its own.
   nlohmann::json StoredModel(const Model& m) const;
-  nlohmann::json ModelViewLocked(const Model& m) const;
-  std::pair<std::string, std::string> StatusLocked(const Model& m) const;
-  nlohmann::json EndpointViewLocked(const Endpoint& e) const;
+  nlohmann::json ModelViewLocked(const Model& m) const HF_REQUIRES(mu_);
+  std::pair<std::string, std::string> StatusLocked(const Model& m) const HF_REQUIRES(mu_);
+  nlohmann::json EndpointViewLocked(const Endpoint& e) const HF_REQUIRES(mu_);
   void Publish(nlohmann::json data);
-  void MarkUnreadyLocked(Model& m, Replica& r, const std::string& why);
+  void MarkUnreadyLocked(Model& m, Replica& r, const std::string& why) HF_REQUIRES(mu_);
   // A replica ended or was given up before it was ever ready; enough in a
   // row mark the model failed and delay the next replica.
-  void CountFailureLocked(Model& m, const std::string& why, int64_t now);
+  void CountFailureLocked(Model& m, const std::string& why, int64_t now) HF_REQUIRES(mu_);
 
   // Gateway.
-  void Dispatch(std::shared_ptr<Call> call);
+  void Dispatch(std::shared_ptr<Call> call) HF_EXCLUDES(mu_);
   void Forward(std::shared_ptr<Call> call, const std::string& host, uint16_t port,
-               TaskKey replica, std::shared_ptr<ReplicaLive> live);
+               TaskKey replica, std::shared_ptr<ReplicaLive> live) HF_EXCLUDES(mu_);
   void Finish(const std::shared_ptr<Call>& call, int status);
-  http::Response ListOpenAiModels(const http::Request& req) const;
+  http::Response ListOpenAiModels(const http::Request& req) const HF_EXCLUDES(mu_);
 
   store::Store* store_;
   scheduler::Scheduler* scheduler_;
@@ -222,19 +230,23 @@ class InferenceService {
   InferenceOptions options_;
   std::unique_ptr<http::UpstreamClient> upstream_;
 
-  std::mutex api_mu_;  // orders API changes and model writes to the store
-  mutable std::mutex mu_;
-  std::map<std::string, Model> models_;
-  std::map<std::string, Endpoint> endpoints_;
-  std::map<TaskKey, std::string> replica_model_;  // every tracked replica
+  // Orders API changes and model writes to the store: held across a change's
+  // store write, it guards no member itself. Taken before mu_.
+  Mutex api_mu_;
+  mutable Mutex mu_;  // guards everything below up to cv_
+  std::map<std::string, Model> models_ HF_GUARDED_BY(mu_);
+  std::map<std::string, Endpoint> endpoints_ HF_GUARDED_BY(mu_);
+  std::map<TaskKey, std::string> replica_model_ HF_GUARDED_BY(mu_);  // every tracked replica
   // Replicas of erased models whose cancel failed: (model, task), retried.
-  std::vector<std::pair<std::string, TaskKey>> orphans_;
+  std::vector<std::pair<std::string, TaskKey>> orphans_ HF_GUARDED_BY(mu_);
   // Ports reported for tasks not (yet) known as replicas: (host, port).
-  std::map<TaskKey, std::pair<std::string, uint16_t>> unclaimed_;
-  int64_t next_key_id_ = 1;
-  bool stop_ = false;
-  bool started_ = false;
+  std::map<TaskKey, std::pair<std::string, uint16_t>> unclaimed_ HF_GUARDED_BY(mu_);
+  int64_t next_key_id_ HF_GUARDED_BY(mu_) = 1;
+  bool stop_ HF_GUARDED_BY(mu_) = false;
+  bool started_ HF_GUARDED_BY(mu_) = false;
   std::condition_variable cv_;
+  // Set by Start (under mu_), joined by Stop (without it: the loop takes
+  // mu_); Start and Stop are not called at the same time.
   std::thread thread_;
 };
 

@@ -178,24 +178,28 @@ Response ControlPlane::DeleteNode(const Request& req, const Caller& caller) {
   return JsonResponse(200, json{{"deleted", name}});
 }
 
+namespace {
+
+// Node actions take no body, or an empty object.
+Status NoFields(const Request& req) {
+  if (req.body.empty()) return Status::Ok();
+  HF_ASSIGN_OR_RETURN(json body, ParseJsonBody(req.body));
+  if (!body.empty()) return InvalidArgument("this request takes no fields");
+  return Status::Ok();
+}
+
+}  // namespace
+
 Response ControlPlane::SetNodeCondition(const Request& req, const Caller& caller,
                                         NodeCondition condition) {
-  if (!req.body.empty()) {
-    Result<json> body = ParseJsonBody(req.body);
-    if (!body.ok()) return StatusError(body.status());
-    if (!body->empty()) return StatusError(InvalidArgument("this request takes no fields"));
-  }
+  if (Status s = NoFields(req); !s.ok()) return StatusError(s);
   Status s = scheduler_->SetNodeCondition(std::string(req.Param("name")), condition, caller.name);
   if (!s.ok()) return StatusError(s);
   return GetNode(req);
 }
 
 Response ControlPlane::DrainNode(const Request& req, const Caller& caller) {
-  if (!req.body.empty()) {
-    Result<json> body = ParseJsonBody(req.body);
-    if (!body.ok()) return StatusError(body.status());
-    if (!body->empty()) return StatusError(InvalidArgument("this request takes no fields"));
-  }
+  if (Status s = NoFields(req); !s.ok()) return StatusError(s);
   Result<scheduler::Scheduler::DrainOutcome> out = scheduler_->Drain(std::string(req.Param("name")), caller.name);
   if (!out.ok()) return StatusError(out.status());
   Response node = GetNode(req);

@@ -225,6 +225,12 @@ class ControlPlane {
   std::jthread pinger_;  // keeps event streams alive
 };
 
+// `heteroflow server` (server_command.cc): flags, logging, the open-file
+// limit and the stop signals around one ControlPlane; argv[0] is "server".
+// Returns the exit code: 0 after SIGINT or SIGTERM, 2 for a bad flag, 1 when
+// the server cannot start.
+int RunServerCommand(int argc, char** argv);
+
 }  // namespace hf::server
 
 #endif  // HF_SERVER_CONTROL_PLANE_H_

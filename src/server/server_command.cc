@@ -1,4 +1,4 @@
-#include "server/server_command.h"
+#include "server/control_plane.h"
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -10,7 +10,6 @@
 #include <string>
 
 #include "core/log.h"
-#include "server/control_plane.h"
 
 namespace hf::server {
 namespace {

@@ -89,15 +89,19 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path, StoreOptions
 
   std::unique_ptr<Store> store(new Store(std::move(*db), path, options.clock, 0));
   store->busy_timeout_ms_ = options.busy_timeout_ms;
-  HF_RETURN_IF_ERROR(ApplyMigrations(store->db_, AllMigrations(), store->NowMs()));
-  Result<int64_t> version = CurrentSchemaVersion(store->db_);
-  if (!version.ok()) return version.status();
-  store->schema_version_ = *version;
+  {
+    // Not shared yet: held only because db_ is guarded by it.
+    MutexLock lock(store->mu_);
+    HF_RETURN_IF_ERROR(ApplyMigrations(store->db_, AllMigrations(), store->NowMs()));
+    Result<int64_t> version = CurrentSchemaVersion(store->db_);
+    if (!version.ok()) return version.status();
+    store->schema_version_ = *version;
+  }
   return store;
 }
 
 Status Store::Write(const std::function<Status(Tx&)>& fn) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   write_since_ms_.store(SteadyMs());
   struct Done {
     std::atomic<int64_t>* since;
@@ -126,7 +130,7 @@ class Store::ReadLease {
   ReadLease& operator=(const ReadLease&) = delete;
   ~ReadLease() {
     if (db_ == nullptr) return;
-    std::lock_guard lock(store_->readers_mu_);
+    MutexLock lock(store_->readers_mu_);
     store_->idle_.push_back(db_);
     store_->reader_free_.notify_one();
   }
@@ -138,8 +142,8 @@ class Store::ReadLease {
 };
 
 Result<Store::ReadLease> Store::BorrowReader() const {
-  std::unique_lock lock(readers_mu_);
-  reader_free_.wait(lock, [&] { return !idle_.empty() || readers_.size() < kReadConnections; });
+  MutexLock lock(readers_mu_);
+  while (idle_.empty() && readers_.size() >= kReadConnections) lock.Wait(reader_free_);
   if (!idle_.empty()) {
     Db* db = idle_.back();
     idle_.pop_back();
@@ -176,14 +180,14 @@ Status Store::CanCommit() {
     }
   }
   {
-    std::lock_guard lock(probe_mu_);
+    MutexLock lock(probe_mu_);
     if (probed_at_ms_ != 0 && now - probed_at_ms_ < 1000) return probed_;
   }
-  std::unique_lock write(mu_, std::try_to_lock);
-  if (!write.owns_lock()) {  // a write is going on, not for long (see above)
-    std::lock_guard lock(probe_mu_);
+  if (!mu_.try_lock()) {  // a write is going on, not for long (see above)
+    MutexLock lock(probe_mu_);
     return probed_;
   }
+  MutexLock write(mu_, std::adopt_lock);
   // A health check must answer soon: a lock held elsewhere is waited for
   // briefly, not for the writers' busy timeout.
   (void)db_.Exec("PRAGMA busy_timeout = 200");
@@ -195,7 +199,7 @@ Status Store::CanCommit() {
     if (!s.ok()) RollbackQuietly(db_);
   }
   (void)db_.Exec("PRAGMA busy_timeout = " + std::to_string(busy_timeout_ms_));
-  std::lock_guard lock(probe_mu_);
+  MutexLock lock(probe_mu_);
   probed_at_ms_ = now;
   probed_ = s;
   return s;

@@ -38,7 +38,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -46,6 +45,7 @@
 
 #include "core/clock.h"
 #include "core/model.h"
+#include "core/mutex.h"
 #include "core/status.h"
 #include "store/sqlite.h"
 
@@ -267,10 +267,10 @@ class Store {
   // is rolled back and its Status (Internal with the exception's text for a
   // throw) is returned. Unavailable when another process holds the write lock
   // past the busy timeout.
-  Status Write(const std::function<Status(Tx&)>& fn);
+  Status Write(const std::function<Status(Tx&)>& fn) HF_EXCLUDES(mu_);
   // Runs fn inside a read transaction: one consistent snapshot, on a read
   // connection (at most kReadConnections at once; more wait for one).
-  Status Read(const std::function<Status(const ReadTx&)>& fn) const;
+  Status Read(const std::function<Status(const ReadTx&)>& fn) const HF_EXCLUDES(readers_mu_);
   static constexpr size_t kReadConnections = 4;
 
   // Whether a commit goes through now. No when a write has waited
@@ -278,7 +278,7 @@ class Store {
   // database's file system has less than kDiskReserveBytes free, or when a
   // one-row probe write fails (done at most once a second; while another
   // write runs, the last answer stands).
-  Status CanCommit();
+  Status CanCommit() HF_EXCLUDES(mu_, probe_mu_);
   static constexpr int64_t kStuckWriteMs = 2000;
   static constexpr uint64_t kDiskReserveBytes = 16ull << 20;
 
@@ -292,23 +292,24 @@ class Store {
 
   // A read connection borrowed from the pool; returned when destroyed.
   class ReadLease;
-  Result<ReadLease> BorrowReader() const;
+  Result<ReadLease> BorrowReader() const HF_EXCLUDES(readers_mu_);
 
-  mutable std::mutex mu_;  // guards db_ (the write connection)
-  mutable Db db_;
+  mutable Mutex mu_;  // guards db_ (the write connection)
+  mutable Db db_ HF_GUARDED_BY(mu_);
   std::string path_;
   const Clock* clock_;
   int64_t schema_version_;
   int busy_timeout_ms_ = 5000;
 
-  mutable std::mutex readers_mu_;  // guards readers_ and idle_
+  mutable Mutex readers_mu_;  // guards readers_ and idle_
   mutable std::condition_variable reader_free_;
-  mutable std::vector<std::unique_ptr<Db>> readers_;  // every read connection opened
-  mutable std::vector<Db*> idle_;                     // those not in use
+  // Every read connection opened.
+  mutable std::vector<std::unique_ptr<Db>> readers_ HF_GUARDED_BY(readers_mu_);
+  mutable std::vector<Db*> idle_ HF_GUARDED_BY(readers_mu_);  // those not in use
   std::atomic<int64_t> write_since_ms_{0};  // steady ms the running Write began; 0: none
-  std::mutex probe_mu_;  // guards the last probe's time and answer
-  int64_t probed_at_ms_ = 0;
-  Status probed_;
+  Mutex probe_mu_;  // guards the last probe's time and answer
+  int64_t probed_at_ms_ HF_GUARDED_BY(probe_mu_) = 0;
+  Status probed_ HF_GUARDED_BY(probe_mu_);
 };
 
 }  // namespace hf::store
