@@ -26,6 +26,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "core/mutex.h"
 #include "core/text.h"
 #include "http/target.h"
 
@@ -170,17 +171,17 @@ class HttpServer::Impl {
   std::atomic<bool> stopping{false};
   std::atomic<uint16_t> port{0};
 
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable all_closed;
-  std::unordered_map<Connection*, std::weak_ptr<Connection>> connections;  // guarded by mu
-  int open_count = 0;                                                      // guarded by mu
-  std::unordered_map<AddressKey, int, AddressKeyHash> open_by_address;     // guarded by mu
-  int64_t evicted = 0;                                                     // guarded by mu
-  int64_t refused = 0;                                                     // guarded by mu
+  std::unordered_map<Connection*, std::weak_ptr<Connection>> connections HF_GUARDED_BY(mu);
+  int open_count HF_GUARDED_BY(mu) = 0;
+  std::unordered_map<AddressKey, int, AddressKeyHash> open_by_address HF_GUARDED_BY(mu);
+  int64_t evicted HF_GUARDED_BY(mu) = 0;
+  int64_t refused HF_GUARDED_BY(mu) = 0;
 
-  bool started = false;  // guarded by lifecycle_mu
-  bool stopped = false;  // guarded by lifecycle_mu
-  std::mutex lifecycle_mu;
+  Mutex lifecycle_mu;
+  bool started HF_GUARDED_BY(lifecycle_mu) = false;
+  bool stopped HF_GUARDED_BY(lifecycle_mu) = false;
   std::vector<std::thread> threads;
   tcp::endpoint accept_peer;  // filled by the pending accept; acceptor strand only
   // options.handler_pools in order, then the handler_threads pool; made by
@@ -586,7 +587,7 @@ class SseStreamImpl : public SseStream {
   bool Send(std::string_view event, std::string_view data) override {
     std::string framed = FormatEvent(event, data);
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (closed_) return false;
       if (backlog_ + framed.size() > max_backlog_) {
         closed_ = true;
@@ -615,19 +616,19 @@ class SseStreamImpl : public SseStream {
   }
 
   bool closed() const override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return closed_;
   }
 
   void MarkClosed() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     closed_ = true;
     queue_.clear();
   }
 
   // Moves the next queued event into `out`; false when none is waiting.
   bool Pop(std::string& out) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (closed_ || queue_.empty()) return false;
     out = std::move(queue_.front());
     queue_.pop_front();
@@ -635,17 +636,17 @@ class SseStreamImpl : public SseStream {
   }
 
   void Written(size_t n) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     backlog_ -= std::min(backlog_, n);
   }
 
  private:
   const std::weak_ptr<Connection> conn_;
   const size_t max_backlog_;
-  mutable std::mutex mu_;
-  bool closed_ = false;            // guarded by mu_
-  std::deque<std::string> queue_;  // guarded by mu_
-  size_t backlog_ = 0;             // bytes queued or being written; guarded by mu_
+  mutable Mutex mu_;
+  bool closed_ HF_GUARDED_BY(mu_) = false;
+  std::deque<std::string> queue_ HF_GUARDED_BY(mu_);
+  size_t backlog_ HF_GUARDED_BY(mu_) = 0;  // bytes queued or being written
 };
 
 void Connection::StartStream(Response res) {
@@ -732,7 +733,7 @@ class BodyStreamImpl : public BodyStream {
   bool Write(std::string_view bytes) override {
     bool cut_off = false;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (state_ != State::kOpen) return false;
       if (bytes.empty()) return true;
       std::string framed;
@@ -768,7 +769,7 @@ class BodyStreamImpl : public BodyStream {
 
   void Finish() override {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (state_ != State::kOpen) return;
       state_ = State::kFinishing;
       if (chunked_) queue_.emplace_back("0\r\n\r\n");
@@ -778,7 +779,7 @@ class BodyStreamImpl : public BodyStream {
 
   void Abort() override {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (state_ != State::kOpen) return;
       state_ = State::kClosed;
       queue_.clear();
@@ -787,12 +788,12 @@ class BodyStreamImpl : public BodyStream {
   }
 
   bool closed() const override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return state_ != State::kOpen;
   }
 
   void MarkClosed() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     state_ = State::kClosed;
     queue_.clear();
   }
@@ -801,7 +802,7 @@ class BodyStreamImpl : public BodyStream {
   // Moves everything queued into `out`, so that chunks produced while the
   // previous write was in flight go out in one write.
   Next Pop(std::string& out) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (state_ == State::kClosed) return Next::kClosed;
     if (queue_.empty()) return state_ == State::kFinishing ? Next::kFinished : Next::kWait;
     out.clear();
@@ -811,7 +812,7 @@ class BodyStreamImpl : public BodyStream {
   }
 
   void Written(size_t n) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     backlog_ -= std::min(backlog_, n);
   }
 
@@ -821,10 +822,10 @@ class BodyStreamImpl : public BodyStream {
   const std::weak_ptr<Connection> conn_;
   const size_t max_backlog_;
   const bool chunked_;
-  mutable std::mutex mu_;
-  State state_ = State::kOpen;     // guarded by mu_
-  std::deque<std::string> queue_;  // guarded by mu_
-  size_t backlog_ = 0;             // bytes queued or being written; guarded by mu_
+  mutable Mutex mu_;
+  State state_ HF_GUARDED_BY(mu_) = State::kOpen;
+  std::deque<std::string> queue_ HF_GUARDED_BY(mu_);
+  size_t backlog_ HF_GUARDED_BY(mu_) = 0;  // bytes queued or being written
 };
 
 void Connection::StartBodyStream(Response res, bool keep_alive, int version) {
@@ -923,12 +924,12 @@ void Connection::MarkStreamClosed() {
 }
 
 void HttpServer::Impl::Register(Connection* c, const std::shared_ptr<Connection>& sp) {
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   connections.emplace(c, sp);
 }
 
 void HttpServer::Impl::Unregister(Connection* c) {
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   connections.erase(c);
   --open_count;
   if (auto it = open_by_address.find(c->key()); it != open_by_address.end() && --it->second <= 0) {
@@ -944,7 +945,7 @@ bool HttpServer::Impl::Admit(const AddressKey& address) {
   // ~Connection, which takes mu in Unregister, and would deadlock here.
   std::vector<std::shared_ptr<Connection>> passed_over;
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     auto mine = open_by_address.find(address);
     const int from_address = mine == open_by_address.end() ? 0 : mine->second;
     const bool over_address =
@@ -1059,7 +1060,7 @@ HttpServer::HttpServer(HttpServerOptions options, Handler handler)
 HttpServer::~HttpServer() { Stop(); }
 
 Status HttpServer::Start() {
-  std::lock_guard lock(impl_->lifecycle_mu);
+  MutexLock lock(impl_->lifecycle_mu);
   if (impl_->started) return FailedPrecondition("HttpServer::Start called twice");
   const auto& o = impl_->options;
   if (o.worker_threads < 1) return InvalidArgument("worker_threads must be at least 1");
@@ -1102,7 +1103,7 @@ Status HttpServer::Start() {
 }
 
 void HttpServer::Stop() {
-  std::lock_guard lock(impl_->lifecycle_mu);
+  MutexLock lock(impl_->lifecycle_mu);
   if (!impl_->started || impl_->stopped) return;
   impl_->stopped = true;
   impl_->stopping = true;
@@ -1112,7 +1113,7 @@ void HttpServer::Stop() {
   });
   std::vector<std::shared_ptr<Connection>> live;
   {
-    std::lock_guard l(impl_->mu);
+    MutexLock l(impl_->mu);
     for (auto& [ptr, weak] : impl_->connections) {
       if (auto sp = weak.lock()) live.push_back(std::move(sp));
     }
@@ -1121,9 +1122,11 @@ void HttpServer::Stop() {
   live.clear();
   impl_->work.reset();
   {
-    std::unique_lock l(impl_->mu);
-    impl_->all_closed.wait_for(l, impl_->options.shutdown_grace,
-                               [&] { return impl_->open_count == 0; });
+    MutexLock l(impl_->mu);
+    const auto until = std::chrono::steady_clock::now() + impl_->options.shutdown_grace;
+    while (impl_->open_count > 0 &&
+           l.WaitUntil(impl_->all_closed, until) == std::cv_status::no_timeout) {
+    }
   }
   impl_->ioc.stop();
   for (auto& t : impl_->threads) t.join();
@@ -1136,7 +1139,7 @@ void HttpServer::Stop() {
 uint16_t HttpServer::bound_port() const { return impl_->port.load(); }
 
 HttpServer::Stats HttpServer::stats() const {
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   return {impl_->open_count, impl_->evicted, impl_->refused};
 }
 

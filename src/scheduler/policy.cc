@@ -46,19 +46,22 @@ std::vector<Status> Scheduler::FinishReloads(
       continue;
     }
     struct Done {
-      std::mutex mu;  // guards done
+      Mutex mu;
       std::condition_variable cv;
-      bool done = false;
+      bool done HF_GUARDED_BY(mu) = false;
     };
     auto state = std::make_shared<Done>();
     std::thread([load = r.job.load, state] {
       load();
-      std::lock_guard lock(state->mu);
+      MutexLock lock(state->mu);
       state->done = true;
       state->cv.notify_all();
     }).detach();
-    std::unique_lock lock(state->mu);
-    finished.push_back(state->cv.wait_for(lock, kReloadTimeout, [&] { return state->done; }));
+    MutexLock lock(state->mu);
+    const auto until = std::chrono::steady_clock::now() + kReloadTimeout;
+    while (!state->done && lock.WaitUntil(state->cv, until) == std::cv_status::no_timeout) {
+    }
+    finished.push_back(state->done);
   }
   std::vector<Status> results;
   std::vector<std::string> statuses;
