@@ -429,6 +429,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
                  [self, res = std::move(res), keep_alive, version]() mutable {
                    if (self->phase_ != Phase::kHandling) return;
                    self->Answer(std::move(res), keep_alive, version);
+                   // A Stop that came while the handler ran found nothing to
+                   // end then: an event stream just opened ends now.
+                   if (self->ShouldStop()) self->Shutdown();
                  });
     });
   }

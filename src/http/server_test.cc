@@ -697,6 +697,29 @@ TEST_F(HttpServerTest, PoolHandlersThatThrowOrDeferAnswerAsInline) {
   EXPECT_EQ(r.Json()["later"], true);
 }
 
+// Stop posts its shutdown to every connection; one whose handler was still
+// on a pool then gets an event stream back, which must end at once rather
+// than keep Stop waiting for its grace period.
+TEST_F(HttpServerTest, StopEndsAStreamItsPoolHandlerOpenedMeanwhile) {
+  options_.handler_threads = 1;
+  options_.shutdown_grace = 5s;
+  std::atomic<bool> entered{false};
+  StartServer([&](const Request&) {
+    entered = true;
+    std::this_thread::sleep_for(300ms);
+    Response r;
+    r.stream = [](std::shared_ptr<SseStream> s) { s->Send("hello", "{}"); };
+    return r;
+  });
+  Client c(port_);
+  c.Send(Get("/events"));
+  while (!entered) std::this_thread::sleep_for(1ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  server_->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  EXPECT_TRUE(c.ClosedWithin(1s));
+}
+
 TEST_F(HttpServerTest, StopLetsAPoolsInFlightRequestFinish) {
   options_.handler_threads = 1;
   std::atomic<bool> entered{false};

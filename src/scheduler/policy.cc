@@ -22,6 +22,9 @@ Status Scheduler::ChangePolicy(const PolicyEdit& change, const PolicyStore& pers
     if (s.ok()) s = persist(*fw_);
     if (!s.ok()) {
       fw_->RestoreSettings(before);
+      // A change and its undoing both configure the plugins again, which may
+      // leave one's status other than it was (a file gone meanwhile).
+      PolicyChangedLocked();
       return s;
     }
     PolicyChangedLocked();

@@ -446,6 +446,13 @@ Result<Scheduler::DrainOutcome> Scheduler::Drain(const std::string& name, const 
     MutexLock lock(mu_);
     const NodeId n = cluster_.FindNode(name);
     if (n == kNoNode) return NotFound("node " + name + " not found");
+    // Its agent could not stop what was evicted: the tasks would run twice.
+    // A silent node's tasks are queued again once fenced (CheckHeartbeats).
+    if (cluster_.condition(n) == NodeCondition::kNotReady) {
+      return FailedPrecondition("node " + name +
+                                " is NotReady: its agent cannot stop tasks now; they are queued "
+                                "again once their supervisors have stopped them (fenced)");
+    }
     condition_changed = cluster_.condition(n) != NodeCondition::kDraining;
     for (TaskKey key : cluster_.TasksOn(n)) {
       (tasks_.at(key).preemptible ? out.evicted : out.waiting).push_back(key);

@@ -162,6 +162,8 @@ class Scheduler {
   // pending reason naming the drain; the agent stops each as a preemption
   // victim: SIGTERM, grace, SIGKILL), and the others are waited for. One
   // transaction. Draining a drained node evicts what it still holds.
+  // FailedPrecondition on a NotReady node: its agent could not stop the
+  // evicted copies (its tasks are queued again once fenced).
   Result<DrainOutcome> Drain(const std::string& name, const std::string& actor);
 
   // Agents (docs/AGENT.md). Heartbeat records measured usage (when given;

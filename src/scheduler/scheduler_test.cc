@@ -70,6 +70,7 @@ class SchedulerTest : public ::testing::Test {
     SchedulerOptions o;
     o.on_attempt = [this](std::string_view, double) { ++attempts_; };
     o.on_commit_failure = [this](size_t n) { commit_failures_ += n; };
+    o.on_policy_change = [this](const framework::Framework&) { ++policy_changes_; };
     o.on_preemption = [this](size_t victims) {
       preemptions_ += victims;
       if (on_preemption_) on_preemption_();
@@ -187,6 +188,7 @@ class SchedulerTest : public ::testing::Test {
   std::atomic<uint64_t> attempts_{0};
   std::atomic<size_t> commit_failures_{0};
   std::atomic<size_t> preemptions_{0};
+  std::atomic<size_t> policy_changes_{0};
   // Runs on the loop thread right after a preemption was committed.
   std::function<void()> on_preemption_;
 };
@@ -712,6 +714,41 @@ TEST_F(SchedulerTest, DrainEvictsPreemptibleTasksToOtherNodesAndWaitsForTheRest)
   ASSERT_TRUE(out.ok());
   EXPECT_TRUE(out->evicted.empty());
   EXPECT_EQ(sched_->Drain("nope", "admin").status().code(), StatusCode::kNotFound);
+
+  // A NotReady node's agent could not stop what was evicted: refused, and
+  // its tasks stay where they are.
+  ASSERT_TRUE(sched_->SetNodeCondition("n2", NodeCondition::kNotReady, "test").ok());
+  out = sched_->Drain("n2", "admin");
+  EXPECT_EQ(out.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(out.status().message().find("NotReady"), std::string::npos) << out.status().message();
+  EXPECT_EQ(Get(m).node, "n2");
+  EXPECT_EQ(Get(m).state, TaskState::kScheduled);
+}
+
+TEST_F(SchedulerTest, APolicyChangeThatCannotBeStoredIsUndoneAndTheViewsHearOfIt) {
+  Open();
+  const size_t before = policy_changes_.load();
+  const double weight = sched_->ReadPolicy(
+      [](const framework::Framework& fw) { return fw.GetPlugin("binpack")->settings.weight; });
+  Status s = sched_->ChangePolicy(
+      [](framework::Framework& fw) {
+        framework::PluginPatch p;
+        p.weight = 7;
+        return fw.UpdatePlugin("binpack", p);
+      },
+      [](const framework::Framework& fw) {
+        EXPECT_EQ(fw.GetPlugin("binpack")->settings.weight, 7);
+        return Unavailable("disk full");
+      });
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(sched_->ReadPolicy([](const framework::Framework& fw) {
+              return fw.GetPlugin("binpack")->settings.weight;
+            }),
+            weight);
+  // Undoing configures plugins again, which may change what they show.
+  EXPECT_EQ(policy_changes_.load(), before + 1);
+  ASSERT_TRUE(sched_->ChangePolicy(Unchanged, Unchanged).ok());
+  EXPECT_EQ(policy_changes_.load(), before + 2);
 }
 
 TEST_F(SchedulerTest, CancelIsIdempotentAndRefusesUnknownIds) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <limits>
 #include <map>
@@ -54,7 +55,8 @@ class Interner {
 // The configuration: where positions come from.
 struct Topology::State {
   // The file at `path`, or the nodes' own fields when `path` is empty.
-  // `generation` changes whenever `file` does.
+  // `generation` changes whenever `file` does, to a value no other
+  // instance has had (a CycleState's cache may meet several frameworks).
   std::string path;
   TopologyMap file;
   uint64_t generation = 0;
@@ -254,7 +256,8 @@ framework::ReloadJob Topology::StartReload() {
           },
           [this, read]() -> Status {
             State& s = *state_;
-            ++s.generation;
+            static std::atomic<uint64_t> generations{0};
+            s.generation = ++generations;
             s.file.clear();
             s.loaded_stamp = read->stamp;
             s.last_check_ms = clock_ ? clock_->NowMs() : 0;
