@@ -41,12 +41,9 @@
 
 namespace hf {
 
+// Neither mutex can be copied or moved (as the std mutexes inside).
 class HF_CAPABILITY("mutex") Mutex {
  public:
-  Mutex() = default;
-  Mutex(const Mutex&) = delete;
-  Mutex& operator=(const Mutex&) = delete;
-
   void lock() HF_ACQUIRE() { mu_.lock(); }
   void unlock() HF_RELEASE() { mu_.unlock(); }
   bool try_lock() HF_TRY_ACQUIRE(true) { return mu_.try_lock(); }
@@ -86,15 +83,11 @@ class HF_SCOPED_CAPABILITY MutexLock {
   std::unique_lock<std::mutex> lock_;
 };
 
-// A readers-writer mutex: WriterLock holds it alone, ReaderLock with other
-// readers (members GUARDED_BY it are read under either, written under the
-// first).
+// A readers-writer mutex, held by a SharedLock alone (kExclusive) or with
+// other readers (kShared); members GUARDED_BY it are read under either and
+// written under the first.
 class HF_CAPABILITY("mutex") SharedMutex {
  public:
-  SharedMutex() = default;
-  SharedMutex(const SharedMutex&) = delete;
-  SharedMutex& operator=(const SharedMutex&) = delete;
-
   void lock() HF_ACQUIRE() { mu_.lock(); }
   void unlock() HF_RELEASE() { mu_.unlock(); }
   void lock_shared() HF_ACQUIRE_SHARED() { mu_.lock_shared(); }
@@ -104,26 +97,28 @@ class HF_CAPABILITY("mutex") SharedMutex {
   std::shared_mutex mu_;
 };
 
-class HF_SCOPED_CAPABILITY WriterLock {
+// How a SharedLock holds its mutex.
+struct ExclusiveTag {};
+struct SharedTag {};
+inline constexpr ExclusiveTag kExclusive;  // alone: writers
+inline constexpr SharedTag kShared;        // with other readers
+
+// Holds a SharedMutex for its scope: SharedLock lock(mu_, kShared).
+class HF_SCOPED_CAPABILITY SharedLock {
  public:
-  explicit WriterLock(SharedMutex& mu) HF_ACQUIRE(mu) : mu_(mu) { mu_.lock(); }
-  ~WriterLock() HF_RELEASE() { mu_.unlock(); }
-  WriterLock(const WriterLock&) = delete;
-  WriterLock& operator=(const WriterLock&) = delete;
+  SharedLock(SharedMutex& mu, ExclusiveTag) HF_ACQUIRE(mu) : mu_(mu), exclusive_(true) {
+    mu_.lock();
+  }
+  SharedLock(SharedMutex& mu, SharedTag) HF_ACQUIRE_SHARED(mu) : mu_(mu), exclusive_(false) {
+    mu_.lock_shared();
+  }
+  ~SharedLock() HF_RELEASE() { exclusive_ ? mu_.unlock() : mu_.unlock_shared(); }
+  SharedLock(const SharedLock&) = delete;
+  SharedLock& operator=(const SharedLock&) = delete;
 
  private:
   SharedMutex& mu_;
-};
-
-class HF_SCOPED_CAPABILITY ReaderLock {
- public:
-  explicit ReaderLock(SharedMutex& mu) HF_ACQUIRE_SHARED(mu) : mu_(mu) { mu_.lock_shared(); }
-  ~ReaderLock() HF_RELEASE() { mu_.unlock_shared(); }
-  ReaderLock(const ReaderLock&) = delete;
-  ReaderLock& operator=(const ReaderLock&) = delete;
-
- private:
-  SharedMutex& mu_;
+  const bool exclusive_;
 };
 
 }  // namespace hf

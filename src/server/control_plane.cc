@@ -180,24 +180,22 @@ void ControlPlane::RegisterMetrics() {
             {{"active"}, static_cast<double>(scheduler_->active_count())},
             {{"unschedulable"}, static_cast<double>(scheduler_->unschedulable_count())}};
       }).ok());
-  HF_CHECK(metrics_.AddCollector(
-      "heteroflow_node_gpu_milli_allocated", "GPU share allocated on a node (1000 = one GPU).",
-      MetricType::kGauge, {"node"}, [this] {
-        std::vector<CollectedSample> rows;
-        for (const auto& [node, used, total] : scheduler_->GpuAllocation()) {
-          rows.push_back({{node}, static_cast<double>(used)});
-        }
-        return rows;
-      }).ok());
-  HF_CHECK(metrics_.AddCollector(
-      "heteroflow_node_gpu_milli_total", "GPU capacity of a node (1000 = one GPU).",
-      MetricType::kGauge, {"node"}, [this] {
-        std::vector<CollectedSample> rows;
-        for (const auto& [node, used, total] : scheduler_->GpuAllocation()) {
-          rows.push_back({{node}, static_cast<double>(total)});
-        }
-        return rows;
-      }).ok());
+  // Per node, GPU milli allocated (total: false) or in all (true).
+  const auto gpu_milli = [this](bool total) {
+    return [this, total] {
+      std::vector<CollectedSample> rows;
+      for (const auto& [node, used, all] : scheduler_->GpuAllocation()) {
+        rows.push_back({{node}, static_cast<double>(total ? all : used)});
+      }
+      return rows;
+    };
+  };
+  HF_CHECK(metrics_.AddCollector("heteroflow_node_gpu_milli_allocated",
+                                 "GPU share allocated on a node (1000 = one GPU).",
+                                 MetricType::kGauge, {"node"}, gpu_milli(false)).ok());
+  HF_CHECK(metrics_.AddCollector("heteroflow_node_gpu_milli_total",
+                                 "GPU capacity of a node (1000 = one GPU).", MetricType::kGauge,
+                                 {"node"}, gpu_milli(true)).ok());
   // Inference: one collector per figure, each reading the service's counts.
   using Counts = InferenceService::ModelCounts;
   struct ModelGauge {
@@ -335,7 +333,7 @@ Status ControlPlane::BootstrapAdminToken() {
 
 Status ControlPlane::ReloadTokens() {
   // Read and swap under one lock, so the last swap always holds the newest read.
-  WriterLock lock(tokens_mu_);
+  SharedLock lock(tokens_mu_, kExclusive);
   std::unordered_map<std::string, store::TokenRecord> tokens;
   HF_RETURN_IF_ERROR(store_->Read([&](const store::ReadTx& tx) -> Status {
     HF_ASSIGN_OR_RETURN(std::vector<store::TokenRecord> all, tx.ListTokens());
@@ -451,7 +449,7 @@ bool ControlPlane::Authorize(const Request& req, Action action, Caller& caller,
   if (!token) return unauthenticated("missing or malformed bearer token");
   std::optional<store::TokenRecord> rec;
   {
-    ReaderLock lock(tokens_mu_);
+    SharedLock lock(tokens_mu_, kShared);
     auto it = tokens_.find(HashToken(*token));
     if (it != tokens_.end()) rec = it->second;
   }

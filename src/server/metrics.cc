@@ -193,11 +193,11 @@ template <typename Range>
 T& Family<T>::Find(const Range& label_values) {
   HF_CHECK(label_values.size() == label_names().size());
   {
-    ReaderLock lock(mu_);
+    SharedLock lock(mu_, kShared);
     auto it = children_.find(label_values);
     if (it != children_.end()) return *it->second;
   }
-  WriterLock lock(mu_);
+  SharedLock lock(mu_, kExclusive);
   auto it = children_.find(label_values);
   if (it != children_.end()) return *it->second;
   std::unique_ptr<T> child;
@@ -214,7 +214,7 @@ T& Family<T>::Find(const Range& label_values) {
 
 template <typename T>
 void Family<T>::RenderSamples(std::string* out) const {
-  ReaderLock lock(mu_);
+  SharedLock lock(mu_, kShared);
   for (const auto& [values, child] : children_) {
     if constexpr (std::is_same_v<T, Histogram>) {
       uint64_t cumulative = 0;
