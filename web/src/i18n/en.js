@@ -356,7 +356,7 @@ export default {
     cordon: 'Cordon',
     drain: 'Drain',
     uncordon: 'Uncordon',
-    did: { cordon: '{name} cordoned', drain: '{name} draining', uncordon: '{name} uncordoned' },
+    did: { cordon: '{name} cordoned', drain: '{name} drained: {evicted} task(s) evicted and queued again, {waiting} left to finish', uncordon: '{name} uncordoned' },
     failed: { cordon: 'Could not cordon {name}', drain: 'Could not drain {name}', uncordon: 'Could not uncordon {name}' },
   },
   tasks: {

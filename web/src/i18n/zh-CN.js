@@ -356,7 +356,7 @@ export default {
     cordon: '封锁',
     drain: '排空',
     uncordon: '解除封锁',
-    did: { cordon: '已封锁 {name}', drain: '{name} 正在排空', uncordon: '已解除封锁 {name}' },
+    did: { cordon: '已封锁 {name}', drain: '已排空 {name}：{evicted} 个任务被驱逐并重新排队，{waiting} 个任务运行至结束', uncordon: '已解除封锁 {name}' },
     failed: { cordon: '无法封锁 {name}', drain: '无法排空 {name}', uncordon: '无法解除封锁 {name}' },
   },
   tasks: {
