@@ -206,6 +206,21 @@ class HttpServerTest : public ::testing::Test {
     return c.ReadResponse();
   }
 
+  // GET `path` answers later: its Reply is kept in `kept` (under `mu`).
+  void AddKeptDeferral(const char* path, std::vector<Reply>& kept, std::mutex& mu) {
+    ASSERT_TRUE(router_
+                    .Add("GET", path,
+                         [&](const Request&) {
+                           Response r;
+                           r.defer = [&](Reply reply) {
+                             std::lock_guard lock(mu);
+                             kept.push_back(std::move(reply));
+                           };
+                           return r;
+                         })
+                    .ok());
+  }
+
   void ExpectStillServing() {
     RawResponse r = Exchange(Get("/ok"));
     EXPECT_EQ(r.status, 200) << "server stopped serving";
@@ -563,7 +578,11 @@ TEST_F(HttpServerTest, StopReturnsPromptlyWithIdleConnections) {
   EXPECT_THROW(Client{port_}, boost::system::system_error);
 }
 
-TEST_F(HttpServerTest, StopLetsInFlightRequestFinish) {
+// Whether the handler runs on an I/O thread (0) or on a pool (1 thread).
+class HttpServerStopTest : public HttpServerTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(HttpServerStopTest, StopLetsInFlightRequestFinish) {
+  options_.handler_threads = GetParam();
   std::atomic<bool> entered{false};
   StartServer([&](const Request&) {
     entered = true;
@@ -579,6 +598,8 @@ TEST_F(HttpServerTest, StopLetsInFlightRequestFinish) {
   EXPECT_EQ(r.Json()["done"], true);
   EXPECT_EQ(r.headers["connection"], "close");
 }
+
+INSTANTIATE_TEST_SUITE_P(InlineAndPool, HttpServerStopTest, ::testing::Values(0, 1));
 
 // Blocking handlers in their pools hold up neither the I/O threads nor
 // another pool: with every API thread stuck (as behind a slow fsync), the
@@ -663,17 +684,7 @@ TEST_F(HttpServerTest, PoolHandlersThatThrowOrDeferAnswerAsInline) {
   options_.handler_threads = 1;
   std::vector<Reply> replies;
   std::mutex mu;
-  ASSERT_TRUE(router_
-                  .Add("GET", "/later",
-                       [&](const Request&) {
-                         Response r;
-                         r.defer = [&](Reply reply) {
-                           std::lock_guard lock(mu);
-                           replies.push_back(std::move(reply));
-                         };
-                         return r;
-                       })
-                  .ok());
+  AddKeptDeferral("/later", replies, mu);
   StartServer();
   RawResponse thrown = Exchange(Get("/throw"));
   EXPECT_EQ(thrown.status, 500);
@@ -718,23 +729,6 @@ TEST_F(HttpServerTest, StopEndsAStreamItsPoolHandlerOpenedMeanwhile) {
   server_->Stop();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
   EXPECT_TRUE(c.ClosedWithin(1s));
-}
-
-TEST_F(HttpServerTest, StopLetsAPoolsInFlightRequestFinish) {
-  options_.handler_threads = 1;
-  std::atomic<bool> entered{false};
-  StartServer([&](const Request&) {
-    entered = true;
-    std::this_thread::sleep_for(300ms);
-    return JsonResponse(200, {{"done", true}});
-  });
-  Client c(port_);
-  c.Send(Get("/slow"));
-  while (!entered) std::this_thread::sleep_for(1ms);
-  server_->Stop();
-  RawResponse r = c.ReadResponse(2s);
-  EXPECT_EQ(r.status, 200);
-  EXPECT_EQ(r.headers["connection"], "close");
 }
 
 TEST_F(HttpServerTest, ServerSentEventsReachClientAndDetectDisconnect) {
@@ -869,17 +863,7 @@ TEST_F(HttpServerTest, DeferredAnswerNeverGivenTimesOutAndStopEndsWaiters) {
   options_.deferred_timeout = 200ms;
   std::vector<Reply> kept;
   std::mutex mu;
-  ASSERT_TRUE(router_
-                  .Add("GET", "/never",
-                       [&](const Request&) {
-                         Response r;
-                         r.defer = [&](Reply reply) {
-                           std::lock_guard lock(mu);
-                           kept.push_back(std::move(reply));
-                         };
-                         return r;
-                       })
-                  .ok());
+  AddKeptDeferral("/never", kept, mu);
   ASSERT_TRUE(router_
                   .Add("GET", "/dropped",
                        [](const Request&) {

@@ -108,6 +108,14 @@ def main(binary, tmp):
                 "preemptible": preemptible}
         return expect(srv.call("POST", API + "/tasks", body), 201)
 
+    def task_pids(tid):
+        """The pids a task's command appended to the file `pids` in its work dir."""
+        try:
+            with open(os.path.join(agent.task_dir(tid), "pids")) as f:
+                return [int(x) for x in f.read().split()]
+        except (OSError, ValueError):
+            return []
+
     def final_state(tid, timeout=30):
         return wait_until(lambda: get_task(tid) if get_task(tid)["state"] in FINAL else None,
                           timeout, "task %d to end" % tid)
@@ -252,14 +260,9 @@ def main(binary, tmp):
         v = submit("slow-stopper", slow, {"cpu_milli": 500, "gpu": 2}, rdma=False)
         vid = v["id"]
         wait_until(lambda: get_task(vid)["state"] == "running", 20, "victim running")
-        pids_file = os.path.join(agent.task_dir(vid), "pids")
 
         def pids():
-            try:
-                with open(pids_file) as f:
-                    return [int(x) for x in f.read().split()]
-            except (OSError, ValueError):
-                return []
+            return task_pids(vid)
         first = wait_until(lambda: pids(), 10, "the victim's pid")[0]
         hi = expect(srv.call("POST", API + "/tasks", {
             "name": "preemptor", "priority": 100, "requests": {"cpu_milli": 500, "gpu": 2},
@@ -290,14 +293,9 @@ def main(binary, tmp):
         mover = submit("drain-mover", ["sh", "-c", "echo $$ >> pids; sleep 600"], {"cpu_milli": 500})
         for t in (keeper, mover):
             wait_until(lambda: get_task(t["id"])["state"] == "running", 20, "%s running" % t["name"])
-        pids_file = os.path.join(agent.task_dir(mover["id"]), "pids")
 
         def pids():
-            try:
-                with open(pids_file) as f:
-                    return [int(x) for x in f.read().split()]
-            except (OSError, ValueError):
-                return []
+            return task_pids(mover["id"])
         first = wait_until(lambda: pids(), 10, "the preemptible task's pid")[0]
         node = expect(srv.call("POST", API + "/nodes/%s/drain" % NODE), 200)
         if node["condition"] != "Draining" or node["evicted"] != [mover["id"]] or \
