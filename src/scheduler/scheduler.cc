@@ -78,14 +78,12 @@ Status Scheduler::RebuildLocked() {
     }
     return Status::Ok();
   }));
-  std::unordered_map<TaskKey, Waiting> old_waiting = std::move(waiting_);
+  const framework::SchedulingQueue old_queue = std::move(queue_);
   // What agents measured is not in the store: it carries over.
   const ClusterState old_cluster = std::move(cluster_);
   cluster_ = ClusterState();
   tasks_.clear();
-  waiting_.clear();
-  active_.clear();
-  unschedulable_.clear();
+  queue_.Clear();
   for (const store::NodeRecord& n : nodes) {
     Result<NodeId> id = cluster_.AddNode(n.spec);
     if (!id.ok()) return Internal("stored node " + n.spec.name + ": " + id.status().message());
@@ -96,8 +94,8 @@ Status Scheduler::RebuildLocked() {
   for (const store::TaskRecord& r : live) {
     tasks_[r.task.key] = r.task;
     if (r.state == TaskState::kPending) {
-      auto w = old_waiting.find(r.task.key);
-      EnqueueLocked(r.task, w != old_waiting.end() ? w->second.reason : r.pending_reason);
+      const std::string* reason = old_queue.Reason(r.task.key);
+      EnqueueLocked(r.task, reason ? *reason : r.pending_reason);
       continue;
     }
     auto a = by_task.find(r.task.key);
@@ -117,24 +115,11 @@ Status Scheduler::RebuildLocked() {
 }
 
 void Scheduler::EnqueueLocked(const Task& task, std::string reason) {
-  waiting_[task.key] = Waiting{std::move(reason), false};
-  active_.emplace(-int64_t{task.priority}, task.key);
-}
-
-void Scheduler::DequeueLocked(TaskKey key) {
-  auto it = waiting_.find(key);
-  if (it == waiting_.end()) return;
-  waiting_.erase(it);
-  active_.erase({-int64_t{tasks_.at(key).priority}, key});
-  unschedulable_.erase(key);
+  queue_.Add(task.key, task.priority, std::move(reason));
 }
 
 void Scheduler::RetryAllLocked() {
-  for (TaskKey key : unschedulable_) {
-    waiting_.at(key).unschedulable = false;
-    active_.emplace(-int64_t{tasks_.at(key).priority}, key);
-  }
-  unschedulable_.clear();
+  queue_.MoveAllToActive();
   retry_all_ = false;
   last_retry_ = Clock::now();
 }
@@ -165,13 +150,13 @@ void Scheduler::Loop() {
   MutexLock lock(mu_);
   while (!stop_) {
     const auto since_retry = Clock::now() - last_retry_;
-    if (retry_all_ || (!unschedulable_.empty() && since_retry >= options_.retry_interval) ||
+    if (retry_all_ || (queue_.unschedulable_size() > 0 && since_retry >= options_.retry_interval) ||
         (usage_changed_ && since_retry >= std::chrono::seconds(1))) {
       usage_changed_ = false;
       RetryAllLocked();
     }
     if (!last_heartbeat_.empty()) CheckHeartbeatsLocked();
-    if (active_.empty()) {
+    if (queue_.active_empty()) {
       idle_cv_.notify_all();
       // Watching agents' heartbeats wants a tick of its own.
       const auto wait = last_heartbeat_.empty()
@@ -179,7 +164,7 @@ void Scheduler::Loop() {
                             : std::min<std::chrono::milliseconds>(options_.retry_interval,
                                                                   std::chrono::seconds(1));
       const auto until = Clock::now() + wait;
-      while (!stop_ && !retry_all_ && active_.empty() &&
+      while (!stop_ && !retry_all_ && queue_.active_empty() &&
              lock.WaitUntil(cv_, until) == std::cv_status::no_timeout) {
       }
       continue;
@@ -202,9 +187,10 @@ void Scheduler::CycleLocked() {
     std::string node;
   };
   std::vector<Outcome> outcomes;
-  while (!active_.empty() && outcomes.size() < options_.batch) {
-    const TaskKey key = active_.begin()->second;
-    active_.erase(active_.begin());
+  while (outcomes.size() < options_.batch) {
+    const std::optional<TaskKey> popped = queue_.Pop();
+    if (!popped) break;
+    const TaskKey key = *popped;
     const Task& task = tasks_.at(key);
     framework::ScheduleOptions opt;
     const bool sample = options_.on_plugin_timings && options_.plugin_timing_sample > 0 &&
@@ -232,7 +218,7 @@ void Scheduler::CycleLocked() {
       const Task& task = tasks_.at(o.key);
       const framework::Decision& d = o.decision;
       if (!d.scheduled) {
-        if (d.reason == waiting_.at(o.key).reason) continue;
+        if (d.reason == *queue_.Reason(o.key)) continue;
         HF_RETURN_IF_ERROR(tx.UpdateTaskState(o.key, TaskState::kPending, d.reason));
         HF_RETURN_IF_ERROR(tx.AppendTaskEvent(o.key, "unschedulable", d.reason));
         continue;
@@ -275,18 +261,13 @@ void Scheduler::CycleLocked() {
     const Task& task = tasks_.at(o.key);
     framework::Decision& d = o.decision;
     if (!d.scheduled) {
-      Waiting& w = waiting_.at(o.key);
-      const bool changed = w.reason != d.reason;
-      w.reason = d.reason;
-      w.unschedulable = true;
-      unschedulable_.insert(o.key);
-      if (changed) {
+      if (queue_.SetUnschedulable(o.key, d.reason)) {
         published.push_back({{"action", "unschedulable"}, {"id", o.key}, {"name", task.name},
                              {"reason", d.reason}});
       }
       continue;
     }
-    waiting_.erase(o.key);
+    queue_.Remove(o.key);
     BumpNodeLocked(o.node);
     for (TaskKey v : d.victims) {
       const Task& victim = tasks_.at(v);
@@ -362,7 +343,7 @@ Result<store::TaskRecord> Scheduler::Cancel(TaskKey id, const std::string& actor
       retry_all_ = true;
     }
     if (!tasks_.count(id)) cancelled_early_.insert(id);  // its Submit has not queued it yet
-    DequeueLocked(id);
+    queue_.Remove(id);
     tasks_.erase(id);
   }
   cv_.notify_all();
@@ -490,12 +471,9 @@ ClusterSnapshot Scheduler::Snapshot(bool with_placed) const {
   MutexLock lock(mu_);
   ClusterSnapshot snap{cluster_, fw_->CurrentPolicy(), {}, {}};
   // Every waiting task, active or unschedulable, in queue order.
-  std::vector<std::pair<int64_t, TaskKey>> order(active_.begin(), active_.end());
-  for (TaskKey key : unschedulable_) order.emplace_back(-int64_t{tasks_.at(key).priority}, key);
-  std::sort(order.begin(), order.end());
-  for (const auto& [np, key] : order) snap.pending.push_back(tasks_.at(key));
+  for (TaskKey key : queue_.Ordered()) snap.pending.push_back(tasks_.at(key));
   if (!with_placed) return snap;
-  order.clear();
+  std::vector<std::pair<int64_t, TaskKey>> order;
   for (const auto& [key, task] : tasks_) {
     if (cluster_.FindPlaced(key)) order.emplace_back(-int64_t{task.priority}, key);
   }
@@ -506,12 +484,12 @@ ClusterSnapshot Scheduler::Snapshot(bool with_placed) const {
 
 size_t Scheduler::active_count() const {
   MutexLock lock(mu_);
-  return active_.size();
+  return queue_.active_size();
 }
 
 size_t Scheduler::unschedulable_count() const {
   MutexLock lock(mu_);
-  return unschedulable_.size();
+  return queue_.unschedulable_size();
 }
 
 std::vector<std::tuple<std::string, int64_t, int64_t>> Scheduler::GpuAllocation() const {
@@ -536,9 +514,9 @@ std::map<std::string, NodeUsage> Scheduler::MeasuredUsage() const {
 bool Scheduler::WaitIdle(std::chrono::milliseconds timeout) const {
   MutexLock lock(mu_);
   const auto until = Clock::now() + timeout;
-  while (!(stop_ || (active_.empty() && !busy_ && !retry_all_))) {
+  while (!(stop_ || (queue_.active_empty() && !busy_ && !retry_all_))) {
     if (lock.WaitUntil(idle_cv_, until) == std::cv_status::timeout) {
-      return stop_ || (active_.empty() && !busy_ && !retry_all_);
+      return stop_ || (queue_.active_empty() && !busy_ && !retry_all_);
     }
   }
   return true;

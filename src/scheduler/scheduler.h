@@ -58,6 +58,7 @@
 #include "core/mutex.h"
 #include "core/status.h"
 #include "framework/framework.h"
+#include "framework/queue.h"
 #include "store/store.h"
 
 namespace hf::scheduler {
@@ -265,11 +266,6 @@ class Scheduler {
   bool WaitIdle(std::chrono::milliseconds timeout) const;
 
  private:
-  struct Waiting {
-    std::string reason;  // last stored pending reason
-    bool unschedulable = false;
-  };
-
   struct Watch {
     std::string node;
     uint64_t since = 0;
@@ -289,7 +285,6 @@ class Scheduler {
   // Rebuilds cluster_, tasks_ and the queue from the store.
   Status RebuildLocked() HF_REQUIRES(mu_);
   void EnqueueLocked(const Task& task, std::string reason) HF_REQUIRES(mu_);
-  void DequeueLocked(TaskKey key) HF_REQUIRES(mu_);
   // Moves every unschedulable task back to the active queue.
   void RetryAllLocked() HF_REQUIRES(mu_);
   void Publish(const std::string& type, nlohmann::json data);
@@ -315,9 +310,7 @@ class Scheduler {
   ClusterState cluster_ HF_GUARDED_BY(mu_);
   // Every pending, scheduled or running task.
   std::unordered_map<TaskKey, Task> tasks_ HF_GUARDED_BY(mu_);
-  std::unordered_map<TaskKey, Waiting> waiting_ HF_GUARDED_BY(mu_);
-  std::set<std::pair<int64_t, TaskKey>> active_ HF_GUARDED_BY(mu_);  // (-priority, id)
-  std::set<TaskKey> unschedulable_ HF_GUARDED_BY(mu_);
+  framework::SchedulingQueue queue_ HF_GUARDED_BY(mu_);  // the pending tasks
   // Cancelled after Submit's commit, before it queued them.
   std::set<TaskKey> cancelled_early_ HF_GUARDED_BY(mu_);
   bool retry_all_ HF_GUARDED_BY(mu_) = false;  // something changed that may let waiting tasks fit

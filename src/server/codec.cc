@@ -84,6 +84,14 @@ Result<std::vector<Task>> ParseTaskBatch(const json& j) {
   return out;
 }
 
+Result<std::string> ParseNodeField(const json& j) {
+  auto it = j.find("node");
+  if (it == j.end() || !it->is_string() || !IsValidName(it->get<std::string>())) {
+    return InvalidArgument("node must be a node name");
+  }
+  return it->get<std::string>();
+}
+
 Result<NodeSpec> ParseNodeSpec(const json& j) {
   if (j.is_object() && j.contains("usage_file")) {
     return InvalidArgument(

@@ -77,6 +77,9 @@ Result<std::vector<Task>> ParseTaskBatch(const nlohmann::json& j);
 // with NodeSpec::Validate().
 Result<NodeSpec> ParseNodeSpec(const nlohmann::json& j);
 
+// The "node" field of an agent's report: a node name.
+Result<std::string> ParseNodeField(const nlohmann::json& j);
+
 // The vision's plugin shape {"name","type","enabled","weight","status","config"}
 // plus "extension_points" (all points, "Score,Bind"), "required", "mode" and
 // "modes" (only for plugins with modes) and "message" (only when not empty).

@@ -4,19 +4,15 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <thread>
 #include <functional>
 #include <map>
-#include <set>
-#include <shared_mutex>
-#include <unordered_map>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -28,15 +24,11 @@
 
 namespace hf::server {
 
-using http::Handler;
 using http::HttpServer;
 using http::HttpServerOptions;
-using http::JsonError;
-using http::JsonResponse;
 using http::Reply;
 using http::Request;
 using http::Response;
-using http::StaticFiles;
 using inference::InferenceService;
 using scheduler::Scheduler;
 using scheduler::SchedulerOptions;
@@ -44,22 +36,6 @@ using scheduler::SchedulerOptions;
 namespace {
 
 using nlohmann::json;
-
-// One plugin's stored form: its config keys plus enabled / weight / mode, as
-// Framework::CurrentPolicy writes it (and Framework::Create reads it).
-json StoredPluginSettings(const framework::Framework& fw, const std::string& name) {
-  framework::Policy p = fw.CurrentPolicy();
-  auto it = p.plugins.find(name);
-  return it == p.plugins.end() ? json() : it->second;
-}
-
-std::map<std::string, double> ScoreWeights(const framework::Framework& fw) {
-  std::map<std::string, double> w;
-  for (const framework::PluginInfo& p : fw.Plugins()) {
-    if (p.points & framework::kScorePoint) w[p.name] = p.settings.weight;
-  }
-  return w;
-}
 
 Result<framework::SchedulerConfig> SchedulerConfigFromJson(const json& j) {
   framework::SchedulerConfig c;
@@ -90,12 +66,6 @@ std::jthread Periodic(std::chrono::milliseconds period, std::function<void()> fn
   });
 }
 
-// A policy change that the store refused: nothing changed.
-Response PersistError(const Status& s) {
-  return JsonError(s.code() == StatusCode::kUnavailable ? 503 : 500, StatusCodeToApiCode(s.code()),
-                   "could not persist the change: " + s.message());
-}
-
 }  // namespace
 
 int ServerOptions::heartbeat_interval_s() const {
@@ -115,12 +85,14 @@ Status ControlPlane::Init() {
   Result<std::unique_ptr<store::Store>> st = store::Store::Open(options_.data_dir + "/heteroflow.db", so);
   if (!st.ok()) return st.status();
   store_ = std::move(st).value();
-  HF_RETURN_IF_ERROR(BootstrapAdminToken());
-  HF_RETURN_IF_ERROR(ReloadTokens());
-  HF_ASSIGN_OR_RETURN(std::unique_ptr<framework::Framework> framework, LoadPolicy());
-  LoadUi();
-  RefreshViews(*framework);
   RegisterMetrics();
+  auth_ = std::make_unique<Authenticator>(*store_, clock_, options_.auth_failure_burst,
+                                          *m_.auth_failures);
+  HF_RETURN_IF_ERROR(BootstrapAdminToken());
+  HF_RETURN_IF_ERROR(auth_->Reload());
+  HF_ASSIGN_OR_RETURN(std::unique_ptr<framework::Framework> framework, LoadPolicy());
+  ui_ = std::make_unique<api::UiApi>(options_.ui_dir);
+  views_.Refresh(*framework);
   SchedulerOptions so_opts;
   so_opts.on_attempt = [this](std::string_view result, double secs) {
     m_.attempts->With({result}).Inc();
@@ -134,7 +106,7 @@ Status ControlPlane::Init() {
   so_opts.on_commit_failure = [this](size_t n) {
     m_.attempts->With({"error"}).Inc(static_cast<double>(n));
   };
-  so_opts.on_policy_change = [this](const framework::Framework& fw) { RefreshViews(fw); };
+  so_opts.on_policy_change = [this](const framework::Framework& fw) { views_.Refresh(fw); };
   so_opts.on_preemption = [this](size_t victims) { m_.victims->Inc(static_cast<double>(victims)); };
   scheduler_ = std::make_unique<Scheduler>(store_.get(), std::move(framework), &clock_, &events_,
                                            std::move(so_opts));
@@ -272,14 +244,6 @@ void ControlPlane::RegisterMetrics() {
       {"outcome"}));
 }
 
-Response ControlPlane::Metrics() const {
-  Response r;
-  r.status = 200;
-  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  r.body = metrics_.Render();
-  return r;
-}
-
 Status ControlPlane::RegisterDeclaredNodes() {
   if (options_.config_path.empty()) return Status::Ok();
   HF_ASSIGN_OR_RETURN(json nodes, framework::LoadConfigBlock(options_.config_path, "nodes"));
@@ -328,19 +292,6 @@ Status ControlPlane::BootstrapAdminToken() {
   std::printf("admin token: %s\n(also written to %s; it is shown only once)\n", token.c_str(),
               path.c_str());
   std::fflush(stdout);
-  return Status::Ok();
-}
-
-Status ControlPlane::ReloadTokens() {
-  // Read and swap under one lock, so the last swap always holds the newest read.
-  SharedLock lock(tokens_mu_, kExclusive);
-  std::unordered_map<std::string, store::TokenRecord> tokens;
-  HF_RETURN_IF_ERROR(store_->Read([&](const store::ReadTx& tx) -> Status {
-    HF_ASSIGN_OR_RETURN(std::vector<store::TokenRecord> all, tx.ListTokens());
-    for (auto& t : all) tokens.emplace(t.hash, std::move(t));
-    return Status::Ok();
-  }));
-  tokens_ = std::move(tokens);
   return Status::Ok();
 }
 
@@ -425,340 +376,30 @@ Status ControlPlane::ReportConfigDrift(const framework::Framework& stored) const
   return Status::Ok();
 }
 
-bool ControlPlane::Authorize(const Request& req, Action action, Caller& caller,
-                             Response& denied) const {
-  const int64_t now = clock_.NowMs();
-  // An address that failed too often is not told whether its token is good.
-  if (const double wait = auth_failures_.RetryAfter(req.remote_address, now); wait > 0) {
-    const int retry = static_cast<int>(std::ceil(wait));
-    denied = JsonError(429, "too_many_requests",
-                       "too many failed authentications from this address; retry in " +
-                           std::to_string(retry) + " s");
-    denied.SetHeader("Retry-After", std::to_string(retry));
-    m_.auth_failures->With({"throttled"}).Inc();
-    return false;
-  }
-  const auto unauthenticated = [&](const char* why) {
-    auth_failures_.Failed(req.remote_address, now);
-    m_.auth_failures->With({"unauthenticated"}).Inc();
-    denied = JsonError(401, "unauthenticated", why);
-    return false;
-  };
-  std::optional<std::string_view> header = req.Header("Authorization");
-  std::optional<std::string> token = header ? BearerToken(*header) : std::nullopt;
-  if (!token) return unauthenticated("missing or malformed bearer token");
-  std::optional<store::TokenRecord> rec;
-  {
-    SharedLock lock(tokens_mu_, kShared);
-    auto it = tokens_.find(HashToken(*token));
-    if (it != tokens_.end()) rec = it->second;
-  }
-  std::optional<Role> role = rec ? ParseRole(rec->role) : std::nullopt;
-  if (!rec || !rec->ActiveAt(now) || !role) {
-    return unauthenticated("invalid, expired or revoked token");
-  }
-  if (!Allows(*role, action)) {
-    denied = JsonError(403, "forbidden", std::string("role ") + RoleName(*role) +
-                                             " may not " + ActionName(action));
-    return false;
-  }
-  caller = {rec->name, *role, rec->node};
-  return true;
-}
-
-void ControlPlane::Route(const char* method, const char* path, Action action, const char* summary,
-                         std::function<Response(const Request&, const Caller&)> fn, const char* body) {
-  route_docs_.push_back({method, path, summary, true, body});
-  HF_CHECK(router_.Add(method, path, [this, action, fn = std::move(fn)](const Request& req) {
-    Caller caller;
-    Response denied;
-    if (!Authorize(req, action, caller, denied)) return denied;
-    return fn(req, caller);
-  }).ok());
-}
-
-void ControlPlane::PublicRoute(const char* method, const char* path, const char* summary, Handler fn) {
-  route_docs_.push_back({method, path, summary, false, ""});
-  HF_CHECK(router_.Add(method, path, std::move(fn)).ok());
-}
-
-Response ControlPlane::WhoAmI(const Caller& caller) const {
-  return JsonResponse(200, json{{"name", caller.name}, {"role", RoleName(caller.role)}});
-}
-
-void ControlPlane::LoadUi() {
-  std::string dir = options_.ui_dir;
-  if (dir.empty()) {
-    std::error_code ec;
-    const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-    dir = ec ? "ui" : (exe.parent_path() / "ui").string();
-  }
-  Result<StaticFiles> ui = StaticFiles::Load(dir);
-  if (ui.ok()) {
-    ui_ = std::move(ui).value();
-    spdlog::info("server: web UI from {} ({} files)", dir, ui_->file_count());
-  } else {
-    ui_missing_ = ui.status().message();
-    spdlog::warn("server: no web UI: {}", ui_missing_);
-  }
-}
-
-// Everything outside the API, health and metrics is the UI's: its files and
-// its own routes (/plugins, /tasks/17).
-bool ControlPlane::IsUiPath(const Request& req) {
-  if (req.method != "GET") return false;
-  const std::string& p = req.path;
-  return !(p == "/api" || p.rfind("/api/", 0) == 0 || p == "/livez" || p == "/readyz" ||
-           p == "/metrics");
-}
-
-Response ControlPlane::ServeUi(const Request& req) const {
-  if (ui_) return ui_->Serve(req);
-  return JsonError(404, "not_found",
-                   "the web UI is not installed (" + ui_missing_ +
-                       "); build it with scripts/build.sh, or pass --ui-dir");
-}
-
-void ControlPlane::AddRoutes() {
-  using A = Action;
-  PublicRoute("GET", "/livez", "liveness: the process serves",
-              [](const Request&) { return JsonResponse(200, json{{"status", "ok"}}); });
-  PublicRoute("GET", "/readyz",
-              "readiness: cluster state recovered and the store takes commits",
-              [this](const Request&) {
-                if (!ready_) return JsonError(503, "unavailable", "recovering state");
-                // Honest: a full disk or a lock held elsewhere means nothing
-                // can be acknowledged, whatever else still answers.
-                if (Status s = store_->CanCommit(); !s.ok()) {
-                  return JsonError(503, "unavailable", "the store cannot commit: " + s.message());
-                }
-                return JsonResponse(200, json{{"status", "ok"}});
-              });
-  PublicRoute("GET", "/api/v1/openapi.json", "this document",
-              [this](const Request&) { return OpenApi(); });
-  Route("GET", "/metrics", A::kRead, "Prometheus metrics (text format 0.0.4)",
-        [this](const Request&, const Caller&) { return Metrics(); });
-
-  Route("GET", "/api/v1/whoami", A::kRead, "the caller's token name and role",
-        [this](const Request&, const Caller& c) { return WhoAmI(c); });
-  Route("GET", "/api/v1/plugins", A::kRead, "list plugins with status, weight and config",
-        [this](const Request&, const Caller&) { return ListPlugins(); });
-  Route("PUT", "/api/v1/plugins/{name}", A::kWriteConfig,
-        "partial update of a plugin: enabled, weight, mode, config",
-        [this](const Request& r, const Caller& c) { return PutPlugin(r, c); }, "PluginPatch");
-  Route("POST", "/api/v1/plugins/{name}/reload", A::kWriteConfig,
-        "re-read a plugin's files (topology)",
-        [this](const Request& r, const Caller& c) { return ReloadPlugin(r, c); });
-  Route("GET", "/api/v1/scheduler/config", A::kRead, "thresholds and score weights",
-        [this](const Request&, const Caller&) { return GetSchedulerConfig(); });
-  Route("PUT", "/api/v1/scheduler/config", A::kWriteConfig,
-        "partial update of thresholds and score weights",
-        [this](const Request& r, const Caller& c) { return PutSchedulerConfig(r, c); },
-        "SchedulerConfigPatch");
-  Route("POST", "/api/v1/scheduler/preview", A::kPreview,
-        "placements under the current and a candidate policy, with per-node breakdowns",
-        [this](const Request& r, const Caller&) { return Preview(r); }, "PreviewRequest");
-  Route("GET", "/api/v1/audit", A::kRead, "config changes, newest first",
-        [this](const Request& r, const Caller&) { return ListAudit(r); });
-
-  Route("GET", "/api/v1/nodes", A::kRead, "list nodes with allocations",
-        [this](const Request&, const Caller&) { return ListNodes(); });
-  Route("POST", "/api/v1/nodes", A::kWriteConfig, "register or replace a node",
-        [this](const Request& r, const Caller& c) { return PutNode(r, c); }, "NodeInventory");
-  Route("GET", "/api/v1/nodes/{name}", A::kRead, "one node",
-        [this](const Request& r, const Caller&) { return GetNode(r); });
-  Route("DELETE", "/api/v1/nodes/{name}", A::kWriteConfig, "delete a node without tasks",
-        [this](const Request& r, const Caller& c) { return DeleteNode(r, c); });
-  Route("POST", "/api/v1/nodes/{name}/cordon", A::kCordonNodes, "stop new placements on a node",
-        [this](const Request& r, const Caller& c) {
-          return SetNodeCondition(r, c, NodeCondition::kDraining);
-        });
-  Route("POST", "/api/v1/nodes/{name}/drain", A::kCordonNodes,
-        "stop new placements, evict preemptible tasks (queued again), let the others finish",
-        [this](const Request& r, const Caller& c) { return DrainNode(r, c); });
-  Route("POST", "/api/v1/nodes/{name}/uncordon", A::kCordonNodes, "make a node schedulable",
-        [this](const Request& r, const Caller& c) {
-          return SetNodeCondition(r, c, NodeCondition::kReady);
-        });
-
-  Route("POST", "/api/v1/tasks", A::kWriteTasks, "submit a task",
-        [this](const Request& r, const Caller& c) { return SubmitTask(r, c); }, "TaskSubmission");
-  Route("POST", "/api/v1/tasks/batch", A::kWriteTasks, "submit 1-1000 tasks, all or none",
-        [this](const Request& r, const Caller& c) { return SubmitBatch(r, c); }, "TaskBatch");
-  Route("GET", "/api/v1/tasks", A::kRead,
-        "list tasks; filters state, node, group, priority; pages with limit and after",
-        [this](const Request& r, const Caller&) { return ListTasks(r); });
-  Route("GET", "/api/v1/tasks/{id}", A::kRead, "one task with its allocation and events",
-        [this](const Request& r, const Caller&) { return GetTask(r); });
-  Route("POST", "/api/v1/tasks/{id}/cancel", A::kWriteTasks, "cancel a task",
-        [this](const Request& r, const Caller& c) { return CancelTask(r, c); });
-  Route("DELETE", "/api/v1/tasks/{id}", A::kWriteTasks, "cancel a task",
-        [this](const Request& r, const Caller& c) { return CancelTask(r, c); });
-
-  Route("POST", "/api/v1/tokens", A::kManageTokens, "create a token (the secret is shown once)",
-        [this](const Request& r, const Caller& c) { return CreateToken(r, c); }, "TokenRequest");
-  Route("GET", "/api/v1/tokens", A::kManageTokens, "list tokens (no secrets)",
-        [this](const Request&, const Caller&) { return ListTokens(); });
-  Route("DELETE", "/api/v1/tokens/{id}", A::kManageTokens, "revoke a token",
-        [this](const Request& r, const Caller& c) { return RevokeToken(r, c); });
-
-  Route("POST", "/api/v1/agent/register", A::kAgentReport, "an agent registers its node",
-        [this](const Request& r, const Caller& c) { return AgentRegister(r, c); }, "AgentRegister");
-  Route("POST", "/api/v1/agent/heartbeat", A::kAgentReport, "an agent reports measured usage",
-        [this](const Request& r, const Caller& c) { return AgentHeartbeat(r, c); }, "AgentHeartbeat");
-  Route("GET", "/api/v1/agent/assignments", A::kAgentReport,
-        "long poll: the tasks a node should run",
-        [this](const Request& r, const Caller& c) { return AgentAssignments(r, c); });
-  Route("POST", "/api/v1/agent/status", A::kAgentReport, "an agent reports a task's process state",
-        [this](const Request& r, const Caller& c) { return AgentStatus(r, c); }, "AgentStatus");
-
-  Route("POST", "/api/v1/agent/logs", A::kAgentReport, "an agent appends a task's output",
-        [this](const Request& r, const Caller& c) { return AgentLogs(r, c); }, "AgentLogs");
-  Route("GET", "/api/v1/tasks/{id}/logs", A::kRead, "a task's output from `offset` (text)",
-        [this](const Request& r, const Caller&) { return TaskLogs(r); });
-
-  Route("GET", "/api/v1/events", A::kRead, "server-sent events: task, node, plugin, config",
-        [this](const Request&, const Caller&) { return Events(); });
-  Route("GET", "/api/v1/events/recent", A::kRead,
-        "the last events (limit 1..200, default 50), oldest first",
-        [this](const Request& r, const Caller&) {
-          int64_t limit = 50;
-          for (const auto& [key, value] : r.query) {
-            if (key != "limit") {
-              return StatusError(InvalidArgument("unknown query parameter '" + key + "'"));
-            }
-            Result<int64_t> v = ParseIntParam("limit", value, 1, int64_t{EventHub::kRecentEvents});
-            if (!v.ok()) return StatusError(v.status());
-            limit = *v;
-          }
-          return JsonResponse(200, json{{"events", events_.Recent(static_cast<size_t>(limit))}});
-        });
-  Route("GET", "/api/v1/inference/panel", A::kRead, "models, endpoints and GPU memory per GPU",
-        [this](const Request&, const Caller&) { return InferencePanel(); });
-  AddInferenceRoutes();
-}
-
-void ControlPlane::RefreshViews(const framework::Framework& fw) {
-  json list = json::array();
-  for (const framework::PluginInfo& p : fw.Plugins()) list.push_back(PluginInfoToJson(p));
-  auto plugins = std::make_shared<const json>(json{{"plugins", std::move(list)}});
-  auto config = std::make_shared<const json>(
-      SchedulerConfigToJson(fw.scheduler_config(), ScoreWeights(fw)));
-  MutexLock lock(view_mu_);
-  plugins_view_ = std::move(plugins);
-  config_view_ = std::move(config);
-}
-
-Response ControlPlane::ListPlugins() const {
-  std::shared_ptr<const json> view;
-  {
-    MutexLock lock(view_mu_);
-    view = plugins_view_;
-  }
-  return JsonResponse(200, *view);
-}
-
-Status ControlPlane::CheckPluginPaths(const framework::Framework& fw, const std::string& name,
-                                      const json& config) const {
-  if (options_.file_root.empty() || !config.is_object()) return Status::Ok();
-  std::error_code ec;
-  const std::filesystem::path root = std::filesystem::weakly_canonical(options_.file_root, ec);
-  for (const std::string& key : fw.PathConfigKeys(name)) {
-    auto it = config.find(key);
-    if (it == config.end() || !it->is_string() || it->get<std::string>().empty()) continue;
-    // Resolved (links followed) before it is compared, so ../ and links
-    // cannot leave the root.
-    const std::filesystem::path file = std::filesystem::weakly_canonical(it->get<std::string>(), ec);
-    const auto [r, f] = std::mismatch(root.begin(), root.end(), file.begin(), file.end());
-    if (ec || r != root.end() || f == file.end()) {
-      return InvalidArgument("plugins." + name + "." + key + " must name a file under " +
-                             options_.file_root + " (the server's --file-root)");
-    }
-  }
-  return Status::Ok();
-}
-
-Response ControlPlane::PutPlugin(const Request& req, const Caller& caller) {
-  Result<json> body = ParseJsonBody(req.body);
-  if (!body.ok()) return StatusError(body.status());
-  Result<framework::PluginPatch> patch = ParsePluginPatch(*body);
-  if (!patch.ok()) return StatusError(patch.status());
-  const std::string name(req.Param("name"));
-  bool stored = false;  // the change was made, and failed only in the store
-  json old_value, out;
-  Status s = scheduler_->ChangePolicy(
-      [&](framework::Framework& fw) -> Status {
-        HF_ASSIGN_OR_RETURN(framework::PluginInfo before, fw.GetPlugin(name));
-        if (patch->config) HF_RETURN_IF_ERROR(CheckPluginPaths(fw, name, *patch->config));
-        old_value = StoredPluginSettings(fw, name);
-        HF_RETURN_IF_ERROR(fw.UpdatePlugin(name, *patch));
-        // A file the caller named that cannot be used is the caller's
-        // mistake: 400, and nothing changes (a file that breaks later puts
-        // the plugin in error).
-        HF_ASSIGN_OR_RETURN(framework::PluginInfo now, fw.GetPlugin(name));
-        if (patch->config && now.status == framework::PluginStatus::kError &&
-            before.status != framework::PluginStatus::kError) {
-          return InvalidArgument("plugins." + name + ": " + now.message);
-        }
-        return Status::Ok();
-      },
-      [&](const framework::Framework& fw) -> Status {
-        stored = true;
-        const json new_value = StoredPluginSettings(fw, name);
-        HF_ASSIGN_OR_RETURN(framework::PluginInfo after, fw.GetPlugin(name));
-        out = PluginInfoToJson(after);
-        return store_->Write([&](store::Tx& tx) -> Status {
-          HF_RETURN_IF_ERROR(tx.PutPluginConfig(name, new_value));
-          return tx.AppendAudit(caller.name, "plugins." + name, old_value, new_value);
-        });
+Response ControlPlane::Handle(const Request& req) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Response r = InferenceService::IsGatewayPath(req.path) ? inference_->Gateway(req)
+               : api::UiApi::IsUiPath(req)                  ? ui_->Serve(req)
+                                                            : routes_->Dispatch(req);
+  // Methods outside the API's set are counted together, so a hostile
+  // client cannot grow the label set without bound.
+  static const std::set<std::string, std::less<>> kMethods = {"GET", "PUT", "POST", "DELETE"};
+  std::string method = kMethods.count(req.method) ? req.method : std::string("other");
+  if (r.defer) {
+    // A long poll is counted when it is answered; its wait is not a
+    // request duration, so it stays out of the histogram.
+    r.defer = [this, method, inner = std::move(r.defer)](Reply reply) {
+      inner([this, method, reply](Response res) {
+        m_.http_requests->With({method, std::to_string(res.status)}).Inc();
+        reply(std::move(res));
       });
-  if (!s.ok()) return stored ? PersistError(s) : StatusError(s);
-  events_.Publish("plugin", json{{"action", "updated"}, {"name", name}, {"by", caller.name},
-                                 {"plugin", out}}, clock_.NowMs());
-  return JsonResponse(200, out);
-}
-
-Response ControlPlane::GetSchedulerConfig() const {
-  std::shared_ptr<const json> view;
-  {
-    MutexLock lock(view_mu_);
-    view = config_view_;
+    };
+    return r;
   }
-  return JsonResponse(200, *view);
-}
-
-Response ControlPlane::PutSchedulerConfig(const Request& req, const Caller& caller) {
-  Result<json> body = ParseJsonBody(req.body);
-  if (!body.ok()) return StatusError(body.status());
-  Result<SchedulerConfigPatch> patch = ParseSchedulerConfigPatch(*body);
-  if (!patch.ok()) return StatusError(patch.status());
-  std::map<std::string, double> weights;
-  if (patch->score_weights) weights = *patch->score_weights;
-  bool stored = false;  // the change was made, and failed only in the store
-  json old_value, new_value;
-  Status s = scheduler_->ChangePolicy(
-      [&](framework::Framework& fw) -> Status {
-        const framework::SchedulerConfig old_config = fw.scheduler_config();
-        old_value = SchedulerConfigToJson(old_config, ScoreWeights(fw));
-        HF_RETURN_IF_ERROR(fw.SetScoreWeights(weights));
-        return fw.SetSchedulerConfig(patch->ApplyTo(old_config));
-      },
-      [&](const framework::Framework& fw) -> Status {
-        stored = true;
-        new_value = SchedulerConfigToJson(fw.scheduler_config(), ScoreWeights(fw));
-        const framework::Policy current = fw.CurrentPolicy();
-        return store_->Write([&](store::Tx& tx) -> Status {
-          HF_RETURN_IF_ERROR(tx.PutSchedulerConfig(current.scheduler.ToJson()));
-          for (const auto& [name, w] : weights) {
-            HF_RETURN_IF_ERROR(tx.PutPluginConfig(name, current.plugins.at(name)));
-          }
-          return tx.AppendAudit(caller.name, "scheduler", old_value, new_value);
-        });
-      });
-  if (!s.ok()) return stored ? PersistError(s) : StatusError(s);
-  events_.Publish("config", json{{"action", "updated"}, {"by", caller.name}, {"config", new_value}},
-                  clock_.NowMs());
-  return JsonResponse(200, new_value);
+  m_.http_requests->With({method, std::to_string(r.status)}).Inc();
+  m_.http_duration->With().Observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return r;
 }
 
 Status ControlPlane::Start() {
@@ -774,13 +415,11 @@ Status ControlPlane::Start() {
   o.handler_threads = 16;
   o.handler_pools.push_back(
       {{std::begin(InferenceService::kGatewayPrefixes), std::end(InferenceService::kGatewayPrefixes)}, 4});
-  // Answers kept in memory stay on the I/O threads (not /readyz: it probes
-  // the store).
-  o.runs_inline = [](const Request& req) {
-    static const std::set<std::string, std::less<>> kFromMemory = {
-        "/livez", "/api/v1/plugins", "/api/v1/scheduler/config", "/api/v1/whoami"};
-    if (req.method != "GET" || InferenceService::IsGatewayPath(req.path)) return false;
-    return kFromMemory.count(req.path) != 0 || IsUiPath(req);
+  // Answers kept in memory (the UI's files, routes registered inline) stay
+  // on the I/O threads.
+  o.runs_inline = [this](const Request& req) {
+    if (InferenceService::IsGatewayPath(req.path)) return false;
+    return api::UiApi::IsUiPath(req) || routes_->RunsInline(req);
   };
   o.max_connections = options_.max_connections;
   o.max_connections_per_address = options_.max_connections_per_address;
@@ -792,31 +431,7 @@ Status ControlPlane::Start() {
   // answers it itself when that runs out; the transport's own cut-off only
   // catches what nobody answers.
   o.deferred_timeout = std::chrono::minutes(65);
-  http_ = std::make_unique<HttpServer>(o, [this](const Request& req) {
-    const auto t0 = std::chrono::steady_clock::now();
-    Response r = InferenceService::IsGatewayPath(req.path) ? inference_->Gateway(req)
-                 : IsUiPath(req)                               ? ServeUi(req)
-                                                               : router_.Dispatch(req);
-    // Methods outside the API's set are counted together, so a hostile
-    // client cannot grow the label set without bound.
-    static const std::set<std::string, std::less<>> kMethods = {"GET", "PUT", "POST", "DELETE"};
-    std::string method = kMethods.count(req.method) ? req.method : std::string("other");
-    if (r.defer) {
-      // A long poll is counted when it is answered; its wait is not a
-      // request duration, so it stays out of the histogram.
-      r.defer = [this, method, inner = std::move(r.defer)](Reply reply) {
-        inner([this, method, reply](Response res) {
-          m_.http_requests->With({method, std::to_string(res.status)}).Inc();
-          reply(std::move(res));
-        });
-      };
-      return r;
-    }
-    m_.http_requests->With({method, std::to_string(r.status)}).Inc();
-    m_.http_duration->With().Observe(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    return r;
-  });
+  http_ = std::make_unique<HttpServer>(o, [this](const Request& req) { return Handle(req); });
   HF_RETURN_IF_ERROR(http_->Start());
   scheduler_->Start();
   inference_->Start();

@@ -1,8 +1,9 @@
 // The control plane, the composition root of `heteroflow server`
-// (server_command.h runs it): opens the store, bootstraps the admin token,
+// (server_command.cc runs it): opens the store, bootstraps the admin token,
 // loads the scheduling policy, wires the scheduler (scheduler/), the
 // inference service (inference/) and the HTTP transport (http/) together,
-// and serves the REST API (docs/API.md).
+// and serves the REST API (docs/API.md): the api/ classes, through the
+// route table of routes.cc.
 //
 // Startup contract:
 //   - the data dir is created if missing; the store lives at DIR/heteroflow.db;
@@ -20,26 +21,21 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
-#include <vector>
 #include <memory>
-#include <optional>
-#include <unordered_map>
 #include <string>
 #include <thread>
 
 #include "core/clock.h"
-#include "core/mutex.h"
 #include "core/status.h"
 #include "framework/framework.h"
-#include "http/router.h"
 #include "http/server.h"
-#include "http/static_files.h"
 #include "inference/service.h"
 #include "scheduler/scheduler.h"
-#include "server/auth.h"
+#include "server/api/api.h"
+#include "server/authenticator.h"
 #include "server/events.h"
 #include "server/metrics.h"
+#include "server/route_table.h"
 #include "store/store.h"
 
 namespace hf::server {
@@ -86,8 +82,9 @@ struct ServerOptions {
   std::string ui_dir;
 };
 
-// The API's state: store, scheduler (which owns the framework), inference
-// service and routes. Thread-safe once Init returned OK.
+// The server's parts: store, scheduler (which owns the framework),
+// inference service, the REST API's resources and their route table, and
+// the HTTP transport. Thread-safe once Init returned OK.
 class ControlPlane {
  public:
   explicit ControlPlane(ServerOptions options);
@@ -102,95 +99,17 @@ class ControlPlane {
   uint16_t bound_port() const;
 
  private:
-  struct Caller {
-    std::string name;
-    Role role = Role::kViewer;
-    std::string node;  // the one node an agent token acts for
-  };
-
-  // One route as the OpenAPI document describes it.
-  struct RouteDoc {
-    std::string method;
-    std::string path;
-    std::string summary;
-    bool authenticated = true;
-    std::string body;  // the request body's schema name, "" when none
-  };
-
   Status BootstrapAdminToken();
   // The framework of the policy stored, or seeded from --config.
   Result<std::unique_ptr<framework::Framework>> LoadPolicy();
-  // Re-reads every token into tokens_ (after each token change): requests
-  // are authorised from memory, never waiting behind a write's fsync.
-  Status ReloadTokens();
   // Logs each policy key where --config and the store differ (the store wins).
   Status ReportConfigDrift(const framework::Framework& stored) const;
   Status RegisterDeclaredNodes();
-  // Rebuilds the answers of GET /plugins and GET /scheduler/config; the
-  // scheduler calls it (its mutex held) after every change of the framework,
-  // so those reads never wait for that mutex (which a commit may hold
-  // through its fsync).
-  void RefreshViews(const framework::Framework& fw);
   void RegisterMetrics();
+  // Builds the api/ classes and the route table (routes.cc).
   void AddRoutes();
-  // The web UI (static_files.h): loaded once at Init; a missing folder is
-  // logged, not fatal (the API works without it).
-  void LoadUi();
-  static bool IsUiPath(const http::Request& req);
-  http::Response ServeUi(const http::Request& req) const;
-  http::Response WhoAmI(const Caller& caller) const;
-  // Registers a route that needs a token allowed to do `action`.
-  void Route(const char* method, const char* path, Action action, const char* summary,
-             std::function<http::Response(const http::Request&, const Caller&)> fn, const char* body = "");
-  void PublicRoute(const char* method, const char* path, const char* summary, http::Handler fn);
-  // The caller behind the request's bearer token, or the 401/403 answer.
-  bool Authorize(const http::Request& req, Action action, Caller& caller, http::Response& denied) const;
-
-  http::Response ListPlugins() const;
-  http::Response PutPlugin(const http::Request& req, const Caller& caller);
-  http::Response GetSchedulerConfig() const;
-  http::Response PutSchedulerConfig(const http::Request& req, const Caller& caller);
-  http::Response ReloadPlugin(const http::Request& req, const Caller& caller);
-  http::Response ListAudit(const http::Request& req) const;
-  http::Response Preview(const http::Request& req) const;
-
-  http::Response ListNodes() const;
-  http::Response GetNode(const http::Request& req) const;
-  http::Response PutNode(const http::Request& req, const Caller& caller);
-  http::Response DeleteNode(const http::Request& req, const Caller& caller);
-  http::Response SetNodeCondition(const http::Request& req, const Caller& caller, NodeCondition condition);
-  http::Response DrainNode(const http::Request& req, const Caller& caller);
-
-  http::Response SubmitTask(const http::Request& req, const Caller& caller);
-  http::Response SubmitBatch(const http::Request& req, const Caller& caller);
-  http::Response ListTasks(const http::Request& req) const;
-  http::Response GetTask(const http::Request& req) const;
-  http::Response CancelTask(const http::Request& req, const Caller& caller);
-
-  http::Response CreateToken(const http::Request& req, const Caller& caller);
-  http::Response ListTokens() const;
-  http::Response RevokeToken(const http::Request& req, const Caller& caller);
-
-  // Node identity (docs/SECURITY.md): an agent token acts for its own node
-  // only; anything else is 403 (PermissionDenied) and changes nothing.
-  // Admin tokens may act for any node.
-  static Status ActsFor(const Caller& caller, const std::string& node);
-  http::Response AgentRegister(const http::Request& req, const Caller& caller);
-  http::Response AgentHeartbeat(const http::Request& req, const Caller& caller);
-  http::Response AgentAssignments(const http::Request& req, const Caller& caller);
-  http::Response AgentStatus(const http::Request& req, const Caller& caller);
-  http::Response AgentLogs(const http::Request& req, const Caller& caller);
-  http::Response TaskLogs(const http::Request& req) const;
-
-  http::Response Events();
-  http::Response InferencePanel() const;
-  // InvalidArgument unless every file `config` names for plugin `name` lies
-  // under options_.file_root (when set).
-  Status CheckPluginPaths(const framework::Framework& fw, const std::string& name,
-                          const nlohmann::json& config) const;
-  void AddInferenceRoutes();
-  http::Response OpenApi() const;
-  http::Response Metrics() const;
+  // Every request: the gateway's, the UI's, or a route's; counted.
+  http::Response Handle(const http::Request& req);
 
   ServerOptions options_;
   SystemClock clock_;
@@ -206,21 +125,22 @@ class ControlPlane {
     Family<Histogram>* http_duration = nullptr;
     Family<Counter>* auth_failures = nullptr;
   } m_;
-  mutable FailureLimiter auth_failures_{options_.auth_failure_burst, 1};
+  std::unique_ptr<Authenticator> auth_;
+  api::PolicyViews views_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;
   std::unique_ptr<inference::InferenceService> inference_;
   std::atomic<bool> ready_{false};
-  Mutex logs_mu_;  // one append at a time to DATA_DIR/logs/<task>.log (no member)
-  mutable Mutex view_mu_;
-  std::shared_ptr<const nlohmann::json> plugins_view_ HF_GUARDED_BY(view_mu_);
-  std::shared_ptr<const nlohmann::json> config_view_ HF_GUARDED_BY(view_mu_);
-  mutable SharedMutex tokens_mu_;
-  // By SHA-256.
-  std::unordered_map<std::string, store::TokenRecord> tokens_ HF_GUARDED_BY(tokens_mu_);
-  std::vector<RouteDoc> route_docs_;
-  http::Router router_;
-  std::optional<http::StaticFiles> ui_;  // the built web UI, when found
-  std::string ui_missing_;          // why not, for GET /
+  std::unique_ptr<RouteTable> routes_;
+  std::unique_ptr<api::UiApi> ui_;
+  // The REST API's resources (api/api.h); they serve through routes_.
+  std::unique_ptr<api::SystemApi> system_api_;
+  std::unique_ptr<api::PolicyApi> policy_api_;
+  std::unique_ptr<api::NodesApi> nodes_api_;
+  std::unique_ptr<api::TasksApi> tasks_api_;
+  std::unique_ptr<api::TokensApi> tokens_api_;
+  std::unique_ptr<api::AgentsApi> agents_api_;
+  std::unique_ptr<api::LogsApi> logs_api_;
+  std::unique_ptr<api::InferenceApi> inference_api_;
   std::unique_ptr<http::HttpServer> http_;
   std::jthread pinger_;  // keeps event streams alive
 };

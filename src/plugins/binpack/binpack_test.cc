@@ -2,10 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include "framework/cycle_state.h"
-
 #include "core/testing/nodes.h"
-#include "plugins/spread/spread.h"
+#include "framework/cycle_state.h"
 
 namespace hf::plugins {
 namespace {
@@ -14,10 +12,9 @@ using hf::testing::AllocFor;
 using hf::testing::MakeTask;
 using hf::testing::Node;
 
-// One row: a node with some usage already bound, a task, and the binpack and
-// spread scores computed by hand from
-//   binpack = mean(min(used + req, total) / total) x 100 over resources the node has,
-//   spread  = 100 - binpack.
+// One row: a node with some usage already bound, a task, and the binpack
+// score computed by hand from
+//   binpack = mean(min(used + req, total) / total) x 100 over resources the node has.
 struct ScoreRow {
   const char* name;
   NodeSpec node;
@@ -25,12 +22,11 @@ struct ScoreRow {
   std::vector<GpuGrant> used_gpus;
   Task task;
   double binpack;
-  double spread;
 };
 
-class BinpackSpreadScoreTest : public ::testing::TestWithParam<ScoreRow> {};
+class BinpackScoreTest : public ::testing::TestWithParam<ScoreRow> {};
 
-TEST_P(BinpackSpreadScoreTest, MatchesHandComputedScore) {
+TEST_P(BinpackScoreTest, MatchesHandComputedScore) {
   const ScoreRow& row = GetParam();
   ClusterState c;
   NodeId n = *c.AddNode(row.node);
@@ -41,49 +37,61 @@ TEST_P(BinpackSpreadScoreTest, MatchesHandComputedScore) {
   framework::CycleState state;
   framework::PluginDeps deps{&reasons, nullptr};
   Binpack binpack(deps);
-  Spread spread(deps);
   std::vector<NodeId> nodes = {n};
   std::vector<double> score(1);
   binpack.Score(row.task, c, nodes, score, state);
   EXPECT_NEAR(score[0], row.binpack, 1e-9);
-  spread.Score(row.task, c, nodes, score, state);
-  EXPECT_NEAR(score[0], row.spread, 1e-9);
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Table, BinpackSpreadScoreTest,
+    Table, BinpackScoreTest,
     ::testing::Values(
         // cpu (2000+3000)/10000 = .5, mem 5000/10000 = .5, gpu (1000+1000)/4000 = .5 -> 50
-        ScoreRow{"gpu node, whole GPU", Node("g", 10000, 10000, 4), MakeTask(0, 2000, 5000, 1),
-                 {{0, 1000, 0}}, MakeTask(1, 3000, 0, 1), 50.0, 50.0},
+        ScoreRow{"gpu node, whole GPU",
+                 Node("g", 10000, 10000, 4),
+                 MakeTask(0, 2000, 5000, 1),
+                 {{0, 1000, 0}},
+                 MakeTask(1, 3000, 0, 1),
+                 50.0},
         // GPU left out: cpu (2000+2000)/8000 = .5, mem (4000+8000)/16000 = .75 -> 62.5
-        ScoreRow{"cpu-only node", Node("c", 8000, 16000), MakeTask(0, 2000, 4000), {},
-                 MakeTask(1, 2000, 8000), 62.5, 37.5},
+        ScoreRow{"cpu-only node",
+                 Node("c", 8000, 16000),
+                 MakeTask(0, 2000, 4000),
+                 {},
+                 MakeTask(1, 2000, 8000),
+                 62.5},
         // cpu clamped at 1; mem 0; gpu 0 -> (1 + 0 + 0) / 3 -> 33.33
-        ScoreRow{"request above capacity is clamped", Node("g", 10000, 10000, 2), MakeTask(0, 0, 0),
-                 {}, MakeTask(1, 20000, 0, 0), 100.0 / 3, 200.0 / 3},
+        ScoreRow{"request above capacity is clamped",
+                 Node("g", 10000, 10000, 2),
+                 MakeTask(0, 0, 0),
+                 {},
+                 MakeTask(1, 20000, 0, 0),
+                 100.0 / 3},
         // shared GPU: cpu 1000/4000 = .25, mem 0, gpu (300+500)/2000 = .4 -> 21.67
-        ScoreRow{"shared GPU share counts in milli", Node("g", 4000, 1000, 2), MakeTask(0, 0, 0, 1, 300),
-                 {{0, 300, 0}}, MakeTask(1, 1000, 0, 1, 500), 65.0 / 3, 100 - 65.0 / 3},
+        ScoreRow{"shared GPU share counts in milli",
+                 Node("g", 4000, 1000, 2),
+                 MakeTask(0, 0, 0, 1, 300),
+                 {{0, 300, 0}},
+                 MakeTask(1, 1000, 0, 1, 500),
+                 65.0 / 3},
         // empty node, empty task: 0 used of everything
-        ScoreRow{"empty node", Node("g", 4000, 4000, 8), MakeTask(0, 0, 0), {}, MakeTask(1, 0, 0),
-                 0.0, 100.0}),
+        ScoreRow{
+            "empty node", Node("g", 4000, 4000, 8), MakeTask(0, 0, 0), {}, MakeTask(1, 0, 0), 0.0}),
     [](const ::testing::TestParamInfo<ScoreRow>& info) { return std::to_string(info.index); });
 
-// Device choice for shared requests: best fit for binpack, most free for spread.
+// Device choice for shared requests: best fit.
 struct PickRow {
   const char* name;
   int milli;
-  int32_t binpack_gpu;
-  int32_t spread_gpu;
+  int32_t gpu;
 };
 
-TEST(BinpackSpreadBindTest, SharedGpuChoiceTable) {
+TEST(BinpackBindTest, SharedGpuChoiceTable) {
   // Free shares: GPU 0 = 1000, GPU 1 = 400, GPU 2 = 700.
   const PickRow rows[] = {
-      {"300 fits best on GPU 1 (400 free)", 300, 1, 0},
-      {"500 fits best on GPU 2 (700 free)", 500, 2, 0},
-      {"800 fits only GPU 0", 800, 0, 0},
+      {"300 fits best on GPU 1 (400 free)", 300, 1},
+      {"500 fits best on GPU 2 (700 free)", 500, 2},
+      {"800 fits only GPU 0", 800, 0},
   };
   for (const PickRow& r : rows) {
     ClusterState c;
@@ -98,16 +106,12 @@ TEST(BinpackSpreadBindTest, SharedGpuChoiceTable) {
     Allocation alloc = AllocFor(t, n);
     ASSERT_TRUE(Binpack(deps).Bind(t, c, alloc, state).ok());
     ASSERT_EQ(alloc.gpus.size(), 1u) << r.name;
-    EXPECT_EQ(alloc.gpus[0].index, r.binpack_gpu) << r.name;
+    EXPECT_EQ(alloc.gpus[0].index, r.gpu) << r.name;
     EXPECT_EQ(alloc.gpus[0].milli, r.milli) << r.name;
-    alloc = AllocFor(t, n);
-    ASSERT_TRUE(Spread(deps).Bind(t, c, alloc, state).ok());
-    ASSERT_EQ(alloc.gpus.size(), 1u) << r.name;
-    EXPECT_EQ(alloc.gpus[0].index, r.spread_gpu) << r.name;
   }
 }
 
-TEST(BinpackSpreadBindTest, WholeGpuRequestsAreLeftToOthers) {
+TEST(BinpackBindTest, WholeGpuRequestsAreLeftToOthers) {
   ClusterState c;
   NodeId n = *c.AddNode(Node("g", 64000, 64000, 2));
   framework::ReasonTable reasons;
@@ -118,11 +122,9 @@ TEST(BinpackSpreadBindTest, WholeGpuRequestsAreLeftToOthers) {
   EXPECT_TRUE(alloc.gpus.empty());
 }
 
-TEST(BinpackSpreadTest, DeclareEachOtherAsConflicting) {
+TEST(BinpackTest, ConflictsWithSpread) {
   framework::ReasonTable reasons;
-  framework::CycleState state;
   EXPECT_EQ(Binpack({&reasons, nullptr}).ConflictsWith(), std::vector<std::string>{"spread"});
-  EXPECT_EQ(Spread({&reasons, nullptr}).ConflictsWith(), std::vector<std::string>{"binpack"});
 }
 
 }  // namespace
@@ -131,7 +133,7 @@ TEST(BinpackSpreadTest, DeclareEachOtherAsConflicting) {
 namespace hf::plugins {
 namespace {
 
-TEST(BinpackSpreadTest, ResourceWeightsTable) {
+TEST(BinpackTest, ResourceWeightsTable) {
   // Node: 10 cores, 10000 MiB, 4 GPUs; bound: 2000 mCPU, 5000 MiB, 1 GPU.
   // Task: 1000 mCPU, 1 GPU -> cpu .3, memory .5, gpu .5.
   struct Row {
@@ -152,21 +154,17 @@ TEST(BinpackSpreadTest, ResourceWeightsTable) {
     framework::ReasonTable reasons;
     framework::CycleState state;
     Binpack binpack({&reasons, nullptr});
-    Spread spread({&reasons, nullptr});
     nlohmann::json config = nlohmann::json::object();
     if (!r.weights.is_null()) config["resource_weights"] = r.weights;
     ASSERT_TRUE(binpack.Configure({"", config}).ok()) << r.name;
-    ASSERT_TRUE(spread.Configure({"", config}).ok()) << r.name;
     std::vector<NodeId> nodes = {n};
     std::vector<double> score(1);
     binpack.Score(MakeTask(1, 1000, 0, 1), c, nodes, score, state);
     EXPECT_NEAR(score[0], r.binpack, 1e-9) << r.name;
-    spread.Score(MakeTask(1, 1000, 0, 1), c, nodes, score, state);
-    EXPECT_NEAR(score[0], 100 - r.binpack, 1e-9) << r.name;
   }
 }
 
-TEST(BinpackSpreadTest, ResourceWeightsAreValidated) {
+TEST(BinpackTest, ResourceWeightsAreValidated) {
   struct Row {
     nlohmann::json weights;
     const char* want;

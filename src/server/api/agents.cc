@@ -1,51 +1,34 @@
-// The agent half of the REST API (docs/AGENT.md): registration, heartbeats
+// The agents' side of the API (docs/AGENT.md): registration, heartbeats
 // with measured usage, the long poll of a node's tasks, and task status.
 #include <boost/asio/ip/address.hpp>
-#include <charconv>
-#include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "core/json_fields.h"
 #include "core/model_json.h"
+#include "server/api/api.h"
 #include "server/codec.h"
-#include "server/control_plane.h"
 
-namespace hf::server {
+namespace hf::server::api {
 
-using http::JsonResponse;
 using http::Reply;
-using http::Request;
-using http::Response;
 using scheduler::NodeAssignment;
 using scheduler::Scheduler;
 using scheduler::TaskExit;
 
 namespace {
 
-using nlohmann::json;
-
-// What the agents' timers follow: the answer to a registration and to
-// every heartbeat.
-json AgentTimings(const ServerOptions& o) {
-  return {{"heartbeat_interval_s", o.heartbeat_interval_s()},
-          {"fence_after_s", o.fence_after_s},
-          {"fence_grace_s", o.fence_grace_s}};
+json TimingsJson(const AgentTimings& t) {
+  return {{"heartbeat_interval_s", t.heartbeat_interval_s},
+          {"fence_after_s", t.fence_after_s},
+          {"fence_grace_s", t.fence_grace_s}};
 }
+
 constexpr int kMaxWaitS = 60;
 // More task processes than one node runs at once.
 constexpr size_t kMaxRunningTasks = 100000;
-
-Result<std::string> NodeName(const json& j) {
-  auto it = j.find("node");
-  if (it == j.end() || !it->is_string() || !IsValidName(it->get<std::string>())) {
-    return InvalidArgument("node must be a node name");
-  }
-  return it->get<std::string>();
-}
 
 Result<double> Ratio(const json& j, const std::string& field) {
   if (!j.is_number() || !std::isfinite(j.get<double>()) || j.get<double>() < 0 ||
@@ -70,8 +53,8 @@ Result<NodeUsage> ParseUsage(const json& j) {
     std::vector<uint64_t> running;
     for (size_t i = 0; i < ids.size(); ++i) {
       int64_t id = 0;
-      HF_RETURN_IF_ERROR(json_fields::ReadInt(ids[i], "usage.running_tasks[" + std::to_string(i) + "]",
-                                              int64_t{1}, INT64_MAX, id));
+      HF_RETURN_IF_ERROR(json_fields::ReadInt(
+          ids[i], "usage.running_tasks[" + std::to_string(i) + "]", int64_t{1}, INT64_MAX, id));
       running.push_back(static_cast<uint64_t>(id));
     }
     u.running_tasks = std::move(running);
@@ -88,7 +71,8 @@ Result<NodeUsage> ParseUsage(const json& j) {
       const json& g = j["gpus"][i];
       const std::string path = "usage.gpus[" + std::to_string(i) + "]";
       if (!g.is_object()) return InvalidArgument(path + " must be an object");
-      HF_RETURN_IF_ERROR(json_fields::CheckKeys(g, path, {"index", "utilization", "memory_used_mib"}));
+      HF_RETURN_IF_ERROR(
+          json_fields::CheckKeys(g, path, {"index", "utilization", "memory_used_mib"}));
       GpuUsage gu;
       HF_RETURN_IF_ERROR(json_fields::ReadInt(g.value("index", json(nullptr)), path + ".index",
                                               int32_t{0}, int32_t{1023}, gu.index));
@@ -125,46 +109,33 @@ json AssignmentJson(const NodeAssignment& a, const std::string& node, bool with_
 
 }  // namespace
 
-Status ControlPlane::ActsFor(const Caller& caller, const std::string& node) {
-  if (caller.role != Role::kAgent) return Status::Ok();  // admin: any node
-  if (caller.node.empty()) {
-    return PermissionDenied("token " + caller.name +
-                            " is not bound to a node; an agent token is made for one node: "
-                            "POST /api/v1/tokens {\"role\": \"agent\", \"node\": NAME}");
-  }
-  if (caller.node != node) {
-    return PermissionDenied("token " + caller.name + " acts for node " + caller.node + ", not " +
-                            node);
-  }
-  return Status::Ok();
-}
-
-Response ControlPlane::AgentRegister(const Request& req, const Caller& caller) {
+Response AgentsApi::Register(const Request& req, const Caller& caller) {
   Result<json> body = ParseJsonBody(req.body);
   if (!body.ok()) return StatusError(body.status());
   Status s = json_fields::CheckKeys(*body, "", {"node"});
   if (!s.ok()) return StatusError(s);
-  if (!body->contains("node")) return StatusError(InvalidArgument("node (the inventory) is required"));
+  if (!body->contains("node"))
+    return StatusError(InvalidArgument("node (the inventory) is required"));
   Result<NodeSpec> spec = ParseNodeSpec((*body)["node"]);
   if (!spec.ok()) return StatusError(json_fields::Prefixed(spec.status(), "node"));
   s = ActsFor(caller, spec->name);
   if (!s.ok()) return StatusError(s);
-  Result<bool> created = scheduler_->PutNode(*spec, caller.name);
+  Result<bool> created = scheduler_.PutNode(*spec, caller.name);
   if (!created.ok()) return StatusError(created.status());
   // A registration is a sign of life: a NotReady node comes back.
-  s = scheduler_->Heartbeat(spec->name, std::nullopt);
+  s = scheduler_.Heartbeat(spec->name, std::nullopt);
   if (!s.ok()) return StatusError(s);
-  json out = AgentTimings(options_);
+  json out = TimingsJson(timings_);
   out["node"] = spec->name;
   return JsonResponse(200, out);
 }
 
-Response ControlPlane::AgentHeartbeat(const Request& req, const Caller& caller) {
+Response AgentsApi::Heartbeat(const Request& req, const Caller& caller) {
   Result<json> body = ParseJsonBody(req.body);
   if (!body.ok()) return StatusError(body.status());
   Status s = json_fields::CheckKeys(*body, "", {"node", "usage"});
   if (!s.ok()) return StatusError(s);
-  Result<std::string> node = NodeName(*body);
+  Result<std::string> node = ParseNodeField(*body);
   if (!node.ok()) return StatusError(node.status());
   s = ActsFor(caller, *node);
   if (!s.ok()) return StatusError(s);
@@ -174,12 +145,12 @@ Response ControlPlane::AgentHeartbeat(const Request& req, const Caller& caller) 
     if (!u.ok()) return StatusError(u.status());
     usage = *u;
   }
-  s = scheduler_->Heartbeat(*node, usage);
+  s = scheduler_.Heartbeat(*node, usage);
   if (!s.ok()) return StatusError(s);
-  return JsonResponse(200, AgentTimings(options_));
+  return JsonResponse(200, TimingsJson(timings_));
 }
 
-Response ControlPlane::AgentAssignments(const Request& req, const Caller& caller) {
+Response AgentsApi::Assignments(const Request& req, const Caller& caller) {
   std::string node;
   uint64_t version = 0;
   int wait_s = 30;
@@ -204,7 +175,7 @@ Response ControlPlane::AgentAssignments(const Request& req, const Caller& caller
   const bool own_agent = caller.role == Role::kAgent;  // ActsFor held: its own node
   Response res;
   res.defer = [this, node, version, wait_s, own_agent](Reply reply) {
-    scheduler_->WatchAssignments(
+    scheduler_.WatchAssignments(
         node, version, std::chrono::seconds(wait_s),
         [node, own_agent, reply = std::move(reply)](Result<Scheduler::AssignmentList> r) {
           if (!r.ok()) return reply(StatusError(r.status()));
@@ -218,13 +189,14 @@ Response ControlPlane::AgentAssignments(const Request& req, const Caller& caller
   return res;
 }
 
-Response ControlPlane::AgentStatus(const Request& req, const Caller& caller) {
+Response AgentsApi::Report(const Request& req, const Caller& caller) {
   Result<json> body = ParseJsonBody(req.body);
   if (!body.ok()) return StatusError(body.status());
   Status s = json_fields::CheckKeys(
-      *body, "", {"node", "id", "state", "exit_code", "signal", "message", "port", "host", "fenced"});
+      *body, "",
+      {"node", "id", "state", "exit_code", "signal", "message", "port", "host", "fenced"});
   if (!s.ok()) return StatusError(s);
-  Result<std::string> node = NodeName(*body);
+  Result<std::string> node = ParseNodeField(*body);
   if (!node.ok()) return StatusError(node.status());
   s = ActsFor(caller, *node);
   if (!s.ok()) return StatusError(s);
@@ -258,7 +230,8 @@ Response ControlPlane::AgentStatus(const Request& req, const Caller& caller) {
     exit.signal = v;
   }
   if (body->contains("fenced")) {
-    if (!(*body)["fenced"].is_boolean()) return StatusError(InvalidArgument("fenced must be a boolean"));
+    if (!(*body)["fenced"].is_boolean())
+      return StatusError(InvalidArgument("fenced must be a boolean"));
     exit.fenced = (*body)["fenced"].get<bool>();
     if (exit.fenced && exit.state != TaskState::kFailed) {
       return StatusError(InvalidArgument("only a failed task can have been fenced"));
@@ -297,118 +270,14 @@ Response ControlPlane::AgentStatus(const Request& req, const Caller& caller) {
   if (exit.state == TaskState::kSucceeded && exit.exit_code.value_or(0) != 0) {
     return StatusError(InvalidArgument("a succeeded task has exit code 0"));
   }
-  Result<store::TaskRecord> rec = scheduler_->ReportTask(*node, static_cast<TaskKey>(id), exit);
+  Result<store::TaskRecord> rec = scheduler_.ReportTask(*node, static_cast<TaskKey>(id), exit);
   if (!rec.ok()) return StatusError(rec.status());
-  if (exit.port) inference_->ReplicaStarted(static_cast<TaskKey>(id), exit.host, *exit.port);
+  if (exit.port) inference_.ReplicaStarted(static_cast<TaskKey>(id), exit.host, *exit.port);
   // The node's assignments version once the report is in: a list at this
   // version or later reflects it (docs/AGENT.md, "Reports").
   return JsonResponse(200, json{{"id", id},
                                 {"state", TaskStateName(rec->state)},
-                                {"version", scheduler_->NodeVersion(*node)}});
+                                {"version", scheduler_.NodeVersion(*node)}});
 }
 
-}  // namespace hf::server
-
-namespace hf::server {
-namespace {
-
-// Most of a task's output the server keeps (the agent keeps its own rotated
-// copy on the node): 16 MiB.
-constexpr uint64_t kMaxTaskLogBytes = 16ull << 20;
-
-std::string TaskLogPath(const std::string& data_dir, uint64_t id) {
-  return data_dir + "/logs/" + std::to_string(id) + ".log";
-}
-
-}  // namespace
-
-Response ControlPlane::AgentLogs(const Request& req, const Caller& caller) {
-  Result<json> body = ParseJsonBody(req.body);
-  if (!body.ok()) return StatusError(body.status());
-  Status s = json_fields::CheckKeys(*body, "", {"node", "id", "offset", "data"});
-  if (!s.ok()) return StatusError(s);
-  Result<std::string> node = NodeName(*body);
-  if (!node.ok()) return StatusError(node.status());
-  s = ActsFor(caller, *node);
-  if (!s.ok()) return StatusError(s);
-  int64_t id = 0, offset = 0;
-  s = json_fields::ReadInt(body->value("id", json(nullptr)), "id", int64_t{1}, INT64_MAX, id);
-  if (s.ok()) s = json_fields::ReadInt(body->value("offset", json(nullptr)), "offset", int64_t{0},
-                                       int64_t{1} << 50, offset);
-  if (!s.ok()) return StatusError(s);
-  if (!body->contains("data") || !(*body)["data"].is_string()) {
-    return StatusError(InvalidArgument("data must be a string"));
-  }
-  const std::string& data = (*body)["data"].get_ref<const std::string&>();
-  // Only a task that exists and has been placed (it has events beyond
-  // "submitted") may have output, and only from its node: while it is
-  // placed on another node, this one's agent may not add to it. (A task
-  // placed nowhere now takes the last output of a run that ended or was
-  // preempted.)
-  s = store_->Read([&](const store::ReadTx& tx) -> Status {
-    HF_ASSIGN_OR_RETURN(store::TaskRecord rec, tx.GetTask(static_cast<TaskKey>(id)));
-    if (rec.state == TaskState::kPending && rec.node.empty()) {
-      return FailedPrecondition("task " + std::to_string(id) + " is not placed");
-    }
-    if (!rec.node.empty() && rec.node != *node) {
-      return PermissionDenied("task " + std::to_string(id) + " runs on node " + rec.node +
-                              ", not " + *node);
-    }
-    return Status::Ok();
-  });
-  if (!s.ok()) return StatusError(s);
-  MutexLock lock(logs_mu_);
-  std::error_code ec;
-  std::filesystem::create_directories(options_.data_dir + "/logs", ec);
-  const std::string path = TaskLogPath(options_.data_dir, static_cast<uint64_t>(id));
-  const uint64_t size = std::filesystem::exists(path, ec) ? std::filesystem::file_size(path, ec) : 0;
-  if (static_cast<uint64_t>(offset) != size) {
-    return JsonResponse(409, json{{"error", {{"code", "conflict"},
-                                             {"message", "offset " + std::to_string(offset) +
-                                                             " does not match the stored size " +
-                                                             std::to_string(size)}}},
-                                  {"size", size}});
-  }
-  const uint64_t room = size >= kMaxTaskLogBytes ? 0 : kMaxTaskLogBytes - size;
-  const size_t n = static_cast<size_t>(std::min<uint64_t>(room, data.size()));
-  if (n > 0) {
-    std::ofstream f(path, std::ios::binary | std::ios::app);
-    f.write(data.data(), static_cast<std::streamsize>(n));
-    if (!f) return StatusError(Unavailable("cannot write " + path));
-  }
-  return JsonResponse(200, json{{"size", size + n}, {"truncated", n < data.size()}});
-}
-
-Response ControlPlane::TaskLogs(const Request& req) const {
-  Result<int64_t> parsed = ParseIntParam("task id", req.Param("id"), 1, INT64_MAX);
-  if (!parsed.ok()) return StatusError(parsed.status());
-  const uint64_t id = static_cast<uint64_t>(*parsed);
-  uint64_t offset = 0;
-  for (const auto& [key, value] : req.query) {
-    if (key != "offset") return StatusError(InvalidArgument("unknown query parameter '" + key + "'"));
-    Result<int64_t> v = ParseIntParam("offset", value, 0, INT64_MAX);
-    if (!v.ok()) return StatusError(v.status());
-    offset = static_cast<uint64_t>(*v);
-  }
-  Status s = store_->Read([&](const store::ReadTx& tx) { return tx.GetTask(id).status(); });
-  if (!s.ok()) return StatusError(s);
-  Response r;
-  r.status = 200;
-  r.content_type = "text/plain; charset=utf-8";
-  std::ifstream f(TaskLogPath(options_.data_dir, id), std::ios::binary);
-  uint64_t size = 0;
-  if (f) {
-    f.seekg(0, std::ios::end);
-    size = static_cast<uint64_t>(f.tellg());
-    if (offset < size) {
-      f.seekg(static_cast<std::streamoff>(offset));
-      r.body.resize(size - offset);
-      f.read(r.body.data(), static_cast<std::streamsize>(r.body.size()));
-    }
-  }
-  // Where the next read starts, for `heteroflow logs -f`.
-  r.SetHeader("X-Log-Size", std::to_string(size));
-  return r;
-}
-
-}  // namespace hf::server
+}  // namespace hf::server::api
