@@ -33,7 +33,7 @@ check scheduler/scheduler.cc
 check scheduler/policy.cc
 check server/events.cc
 check store/store.cc
-unlock scheduler/scheduler.cc "size_t Scheduler::active_count" "reading variable 'active_' requires holding mutex 'mu_'"
+unlock scheduler/scheduler.cc "size_t Scheduler::active_count" "reading variable 'queue_' requires holding mutex 'mu_'"
 unlock scheduler/scheduler.cc "Status Scheduler::Recover" "calling function 'RebuildLocked' requires holding mutex 'mu_'"
 unlock scheduler/policy.cc "Status Scheduler::ChangePolicy" "requires holding mutex 'mu_'"
 unlock server/events.cc "size_t EventHub::subscribers" "reading variable 'streams_' requires holding mutex 'mu_'"
