@@ -143,7 +143,10 @@ bool Agent::SleepFor(milliseconds d) {
 }
 
 Agent::RegisterOutcome Agent::Register(const http::HttpClient& client) {
-  const std::string body = json{{"node", NodeSpecToJson(opt_.inventory.spec)}}.dump();
+  json request = {{"node", NodeSpecToJson(opt_.inventory.spec)}};
+  // Where this node's tasks are reached (a job's MASTER_ADDR).
+  if (!opt_.advertise_address.empty()) request["address"] = opt_.advertise_address;
+  const std::string body = request.dump();
   milliseconds backoff(1000);
   while (!stopping()) {
     const int64_t sent_at = MonotonicMs();
@@ -787,12 +790,14 @@ void Agent::Launch(const Assignment& a) {
                                    "--grace-ms",
                                    std::to_string(fence_grace_ms_.load()),
                                    "--"};
-  for (const std::string& arg : port ? SubstitutePort(a.task.command, *port) : a.task.command) {
+  const std::vector<std::string> command = SubstituteLaunch(a.task.command, a.launch_env);
+  for (const std::string& arg : port ? SubstitutePort(command, *port) : command) {
     argv.push_back(arg);
   }
   LaunchSpec spec{.id = a.id,
                   .argv = std::move(argv),
-                  .env = EnvStrings(BuildTaskEnv(base_env_, a.id, a.task, a.allocation, port)),
+                  .env = EnvStrings(
+                      BuildTaskEnv(base_env_, a.id, a.task, a.allocation, port, a.launch_env)),
                   .cwd = dir.string(),
                   .log_path = (dir / "output.log").string()};
   Result<pid_t> pid = supervisor_.Launch(spec);

@@ -23,7 +23,7 @@ using nlohmann::json;
 constexpr const char* kSubmissionFields[] = {
     "name",        "group",   "group_placement",    "priority",           "kind",
     "requests",    "rdma_required", "depends_on",  "preemptible",
-    "requeue_on_node_loss", "command", "env", "secret_env"};
+    "requeue_on_node_loss", "command", "env", "secret_env", "time_limit_s", "job"};
 
 int64_t IntOr(const json& j, const char* key, int64_t fallback) {
   auto it = j.find(key);
@@ -74,6 +74,14 @@ Result<Assignment> ParseOne(const json& e) {
   auto a = e.find("allocation");
   if (a == e.end() || a->is_null()) return InvalidArgument("assignment has no allocation");
   HF_ASSIGN_OR_RETURN(out.allocation, ParseAllocation(*a));
+  if (auto l = e.find("launch"); l != e.end() && l->is_object()) {
+    auto env = l->find("env");
+    if (env == l->end() || !env->is_object()) return InvalidArgument("launch has no env object");
+    for (const auto& [k, v] : env->items()) {
+      if (!v.is_string()) return InvalidArgument("launch.env." + k + " must be a string");
+      out.launch_env[k] = v.get<std::string>();
+    }
+  }
   return out;
 }
 
@@ -104,10 +112,12 @@ Result<AssignmentList> ParseAssignments(const json& body) {
 std::map<std::string, std::string> BuildTaskEnv(const std::map<std::string, std::string>& base,
                                                 uint64_t id, const Task& task,
                                                 const Allocation& allocation,
-                                                std::optional<uint16_t> port) {
+                                                std::optional<uint16_t> port,
+                                                const std::map<std::string, std::string>& launch) {
   std::map<std::string, std::string> env = base;
   for (const auto& [k, v] : task.env) env[k] = v;
   for (const auto& [k, v] : task.secret_env) env[k] = v;
+  for (const auto& [k, v] : launch) env[k] = v;
   std::string devices;
   int32_t share = kWholeGpuMilli;
   for (const GpuGrant& g : allocation.gpus) {
@@ -144,6 +154,29 @@ std::vector<std::string> SubstitutePort(const std::vector<std::string>& argv, ui
     for (size_t at = a.find(placeholder); at != std::string::npos;
          at = a.find(placeholder, at + value.size())) {
       a.replace(at, placeholder.size(), value);
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> SubstituteLaunch(const std::vector<std::string>& argv,
+                                          const std::map<std::string, std::string>& launch) {
+  static constexpr std::pair<const char*, const char*> kPlaceholders[] = {
+      {"{rank}", "RANK"},
+      {"{world_size}", "WORLD_SIZE"},
+      {"{node_rank}", "NODE_RANK"},
+      {"{master_addr}", "MASTER_ADDR"},
+      {"{master_port}", "MASTER_PORT"}};
+  std::vector<std::string> out = argv;
+  if (launch.empty()) return out;
+  for (std::string& a : out) {
+    for (const auto& [placeholder, var] : kPlaceholders) {
+      auto it = launch.find(var);
+      if (it == launch.end()) continue;
+      const std::string p = placeholder;
+      for (size_t at = a.find(p); at != std::string::npos; at = a.find(p, at + it->second.size())) {
+        a.replace(at, p.size(), it->second);
+      }
     }
   }
   return out;

@@ -22,6 +22,9 @@ struct Assignment {
   std::string state;  // "scheduled" or "running", as the server has it
   Task task;
   Allocation allocation;  // allocation.node is not used (kNoNode)
+  // A job member's launch environment (docs/JOBS.md): RANK, WORLD_SIZE,
+  // MASTER_ADDR, ...; empty for other tasks.
+  std::map<std::string, std::string> launch_env;
 };
 
 struct AssignmentList {
@@ -55,10 +58,21 @@ Result<AssignmentList> ParseAssignments(const nlohmann::json& body);
 //                         `port` is set (a service task, see NeedsPort).
 //                         Without it HETEROFLOW_PORT is removed and PORT is
 //                         left as `base` and the task's env have it.
+// A job member's `launch` environment (Assignment::launch_env) comes after
+// the task's env and before what the agent sets.
 std::map<std::string, std::string> BuildTaskEnv(const std::map<std::string, std::string>& base,
                                                 uint64_t id, const Task& task,
                                                 const Allocation& allocation,
-                                                std::optional<uint16_t> port = std::nullopt);
+                                                std::optional<uint16_t> port = std::nullopt,
+                                                const std::map<std::string, std::string>& launch = {});
+
+// `argv` with a job member's placeholders replaced from its launch
+// environment: {rank}, {world_size}, {node_rank}, {master_addr} and
+// {master_port}, so that `torchrun --nnodes {world_size} --node_rank {rank}
+// --master_addr {master_addr} --master_port {master_port} ...` works as
+// written. Unchanged when `launch` is empty.
+std::vector<std::string> SubstituteLaunch(const std::vector<std::string>& argv,
+                                          const std::map<std::string, std::string>& launch);
 
 // The placeholder a service task (an inference replica) puts in its command
 // where its listening port goes, e.g. ["python3", "server.py", "--port",

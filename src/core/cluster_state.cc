@@ -487,6 +487,7 @@ Status ClusterState::Bind(const Task& task, const Allocation& alloc, TaskState s
   p.key = task.key;
   p.name = task.name;
   p.group = task.group;
+  p.job = task.job.id;
   p.priority = task.priority;
   p.preemptible = task.preemptible;
   p.rdma = task.rdma_required;
@@ -664,6 +665,24 @@ std::span<const NodeCount> ClusterState::NameNodes(std::string_view name) const 
   auto it = name_index_.find(std::string(name));
   if (it == name_index_.end()) return {};
   return it->second;
+}
+
+std::vector<TaskKey> ClusterState::PlacedMembers(uint64_t job, std::string_view group) const {
+  std::vector<TaskKey> out;
+  if (job == 0) return out;
+  const auto add = [&](TaskKey key) {
+    const PlacedTask* p = FindPlaced(key);
+    if (p && p->job == job) out.push_back(key);
+  };
+  if (group.empty()) {
+    for (const auto& [key, p] : placed_) add(key);
+  } else {
+    for (const NodeCount& nc : GroupNodes(group)) {
+      for (TaskKey key : TasksOn(nc.node)) add(key);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace hf

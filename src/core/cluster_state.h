@@ -40,6 +40,7 @@ struct PlacedTask {
   TaskKey key = 0;
   std::string name;
   std::string group;
+  uint64_t job = 0;  // the job it is a member of (JobMember::id), 0 for none
   int32_t priority = 0;
   bool preemptible = true;
   bool rdma = false;
@@ -152,6 +153,10 @@ class ClusterState {
   const Held& preemptible_held(NodeId n) const { return preemptible_held_[n]; }
   const std::vector<TaskKey>& TasksOn(NodeId n) const { return tasks_on_[n]; }
   size_t placed_count() const { return placed_.size(); }
+
+  // The placed members of job `job`, whose tasks share `group` (all placed
+  // tasks are searched when it is empty).
+  std::vector<TaskKey> PlacedMembers(uint64_t job, std::string_view group) const;
 
   // Where tasks of a group run (empty if nowhere); likewise tasks named `name`.
   std::span<const NodeCount> GroupNodes(std::string_view group) const;

@@ -112,6 +112,18 @@ std::optional<GroupPlacement> ParseGroupPlacement(const std::string& s);
 
 using TaskKey = uint64_t;
 
+// A task's place in a job (docs/JOBS.md), set by the server for the members
+// of a job; id 0 for a task submitted on its own.
+struct JobMember {
+  uint64_t id = 0;  // the job's id
+  std::string name;  // the job's name
+  std::string role;
+  int32_t rank = 0;           // 0 .. world_size - 1, in the order of the roles
+  int32_t world_size = 0;     // the job's members
+  int32_t min_available = 0;  // members placed together, all or none (the gang)
+  bool operator==(const JobMember&) const = default;
+};
+
 // A unit of work to place. `key` is a dense, unique id chosen by the owner
 // (the store's row id, or the simulator's pod index); `name` is for humans and
 // for other tasks' depends_on.
@@ -135,6 +147,10 @@ struct Task {
   // gets them like `env`, but the API shows only their names, and only the
   // agent of the task's node receives the values.
   std::map<std::string, std::string> secret_env;
+  // Stopped at this many seconds of running (SIGTERM, the grace period,
+  // SIGKILL); 0: no limit.
+  int64_t time_limit_s = 0;
+  JobMember job;
 };
 
 // One GPU (or part of one) granted to a task.

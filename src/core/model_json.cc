@@ -106,6 +106,46 @@ Status ParseTopology(const json& j, const std::string& path, TopologyPosition& t
 }  // namespace
 
 // `prefix` is "" for a single submission and "tasks[i]" inside a batch.
+namespace {
+
+Status ParseJobMember(const json& v, const std::string& path, JobMember& m) {
+  if (!v.is_object()) return InvalidArgument(path + " must be an object, got " + TypeName(v));
+  HF_RETURN_IF_ERROR(
+      CheckKeys(v, path, {"id", "name", "role", "rank", "world_size", "min_available"}));
+  for (const auto& [key, f] : v.items()) {
+    const std::string p = Field(path, key);
+    if (key == "id") {
+      int64_t id = 0;
+      HF_RETURN_IF_ERROR(ReadInt<int64_t>(f, p, 1, std::numeric_limits<int64_t>::max(), id));
+      m.id = static_cast<uint64_t>(id);
+    } else if (key == "name") {
+      HF_RETURN_IF_ERROR(ReadName(f, p, m.name));
+    } else if (key == "role") {
+      HF_RETURN_IF_ERROR(ReadName(f, p, m.role));
+    } else if (key == "rank") {
+      HF_RETURN_IF_ERROR(ReadInt<int32_t>(f, p, 0, kMaxJobMembers - 1, m.rank));
+    } else if (key == "world_size") {
+      HF_RETURN_IF_ERROR(ReadInt<int32_t>(f, p, 1, kMaxJobMembers, m.world_size));
+    } else if (key == "min_available") {
+      HF_RETURN_IF_ERROR(ReadInt<int32_t>(f, p, 1, kMaxJobMembers, m.min_available));
+    }
+  }
+  if (m.id == 0 || m.world_size == 0 || m.rank >= m.world_size || m.min_available == 0 ||
+      m.min_available > m.world_size) {
+    return InvalidArgument(path + " must hold id, rank < world_size and 1 <= min_available <= "
+                                  "world_size");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+json JobMemberToJson(const JobMember& m) {
+  return {{"id", m.id},          {"name", m.name},
+          {"role", m.role},      {"rank", m.rank},
+          {"world_size", m.world_size}, {"min_available", m.min_available}};
+}
+
 Result<Task> TaskFromJson(const json& j, const std::string& prefix) {
   if (!j.is_object()) {
     return InvalidArgument((prefix.empty() ? std::string("task") : prefix) +
@@ -114,7 +154,8 @@ Result<Task> TaskFromJson(const json& j, const std::string& prefix) {
   HF_RETURN_IF_ERROR(CheckKeys(j, prefix,
                                {"name", "group", "group_placement", "priority", "kind", "requests",
                                 "rdma_required", "depends_on", "preemptible",
-                                "requeue_on_node_loss", "command", "env", "secret_env"}));
+                                "requeue_on_node_loss", "command", "env", "secret_env",
+                                "time_limit_s", "job"}));
   Task t;
   if (!j.contains("name")) return InvalidArgument(Field(prefix, "name") + " is required");
   for (const auto& [key, v] : j.items()) {
@@ -160,6 +201,10 @@ Result<Task> TaskFromJson(const json& j, const std::string& prefix) {
       HF_RETURN_IF_ERROR(ReadStringMap(v, f, kMaxEnv, t.env));
     } else if (key == "secret_env") {
       HF_RETURN_IF_ERROR(ReadStringMap(v, f, kMaxEnv, t.secret_env));
+    } else if (key == "time_limit_s") {
+      HF_RETURN_IF_ERROR(ReadInt<int64_t>(v, f, 0, kMaxTimeLimitS, t.time_limit_s));
+    } else if (key == "job") {
+      if (!v.is_null()) HF_RETURN_IF_ERROR(ParseJobMember(v, f, t.job));
     }
   }
   for (const auto& [name, value] : t.secret_env) {
@@ -175,7 +220,7 @@ Result<Task> TaskFromJson(const json& j, const std::string& prefix) {
 const char* TaskKindName(TaskKind kind) { return kind == TaskKind::kInference ? "inference" : "batch"; }
 
 json TaskToJson(const Task& t) {
-  return {{"name", t.name},
+  json j = {{"name", t.name},
           {"group", t.group},
           {"group_placement", GroupPlacementName(t.group_placement)},
           {"priority", t.priority},
@@ -188,6 +233,9 @@ json TaskToJson(const Task& t) {
           {"command", t.command},
           {"env", t.env},
           {"secret_env", t.secret_env}};
+  if (t.time_limit_s > 0) j["time_limit_s"] = t.time_limit_s;
+  if (t.job.id != 0) j["job"] = JobMemberToJson(t.job);
+  return j;
 }
 
 json TaskViewJson(const Task& t) {

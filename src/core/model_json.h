@@ -21,17 +21,26 @@ Status ParseRequests(const nlohmann::json& j, const std::string& path, Requests&
 nlohmann::json RequestsToJson(const Requests& r);
 
 // A task submission: name required; group, priority, kind, requests,
-// rdma_required, depends_on, preemptible, requeue_on_node_loss, command, env
-// optional. `prefix`
+// rdma_required, depends_on, preemptible, requeue_on_node_loss, command, env,
+// secret_env, time_limit_s optional; "job" (the stored form of a job's
+// member, null otherwise) is read here too, and refused by the API
+// (ParseTaskSubmission). `prefix`
 // names the task in messages ("" for a single one, "tasks[3]" in a batch).
 Result<Task> TaskFromJson(const nlohmann::json& j, const std::string& prefix = "");
-// Every field, defaults included, so TaskFromJson(TaskToJson(t)) gives `t`
-// back (less its key). Callers add "id", "state", "node" and so on. It
+// Every field, defaults included (but time_limit_s and job, which appear
+// only when set), so TaskFromJson(TaskToJson(t)) gives `t` back (less its
+// key). Callers add "id", "state", "node" and so on. It
 // holds secret_env's values: for the store and the task's own agent only.
 nlohmann::json TaskToJson(const Task& t);
 // TaskToJson for everyone else: secret_env as the list of its names.
 nlohmann::json TaskViewJson(const Task& t);
 const char* TaskKindName(TaskKind kind);
+// {"id", "name", "role", "rank", "world_size", "min_available"}.
+nlohmann::json JobMemberToJson(const JobMember& m);
+
+// Most members one job may have, and the longest time limit (31 days).
+inline constexpr int32_t kMaxJobMembers = 1024;
+inline constexpr int64_t kMaxTimeLimitS = 31LL * 24 * 3600;
 
 // A node inventory: name required; labels, cpu_milli, memory_mib, gpus, rdma,
 // topology optional. Checked with NodeSpec::Validate.

@@ -480,14 +480,70 @@ bool Framework::CommitPreemption(const Task& task, ClusterState& cluster,
     evicted.push_back(*p);
     HF_CHECK(cluster.Release(v).ok());
   }
+  // A gang goes whole: the victims' job mates leave with them.
+  for (size_t i = 0; i < evicted.size(); ++i) {
+    if (evicted[i].job == 0) continue;
+    for (TaskKey mate : cluster.PlacedMembers(evicted[i].job, evicted[i].group)) {
+      evicted.push_back(*cluster.FindPlaced(mate));
+      HF_CHECK(cluster.Release(mate).ok());
+    }
+  }
   if (BindAndCommit(task, cluster, plan.node, state, options, d)) {
     for (const auto& e : evicted) d.victims.push_back(e.key);
+    d.evicted = std::move(evicted);
     return true;
   }
   // The plan did not hold (a bug in a plugin): put the victims back as they were.
-  for (const auto& e : evicted) HF_CHECK(cluster.Restore(e).ok());
+  for (auto e = evicted.rbegin(); e != evicted.rend(); ++e) HF_CHECK(cluster.Restore(*e).ok());
   d.reason = why;
   return false;
+}
+
+GangDecision Framework::ScheduleGang(std::span<const Task* const> members, size_t need,
+                                    ClusterState& cluster, CycleState& state,
+                                    const ScheduleOptions& options) {
+  GangDecision g;
+  const auto attempt = [&](bool preempt) {
+    ScheduleOptions o = options;
+    o.preempt = preempt;
+    g.members.clear();
+    size_t placed = 0;
+    std::string first_failure;
+    for (const Task* m : members) {
+      Decision d = Schedule(*m, cluster, state, o);
+      if (d.scheduled) {
+        ++placed;
+      } else if (first_failure.empty()) {
+        first_failure = m->name + ": " + d.reason;
+      }
+      g.members.push_back(std::move(d));
+    }
+    if (placed >= need) return true;
+    // Undo, newest first: the members, then the victims they displaced.
+    for (size_t i = g.members.size(); i-- > 0;) {
+      if (g.members[i].scheduled) HF_CHECK(cluster.Release(members[i]->key).ok());
+    }
+    for (size_t i = g.members.size(); i-- > 0;) {
+      const std::vector<PlacedTask>& ev = g.members[i].evicted;
+      for (auto e = ev.rbegin(); e != ev.rend(); ++e) HF_CHECK(cluster.Restore(*e).ok());
+    }
+    if (g.reason.empty()) {
+      g.reason = "gang " + std::to_string(placed) + "/" + std::to_string(need) + " placeable: " +
+                 first_failure;
+    }
+    return false;
+  };
+  g.scheduled = attempt(false) || (options.preempt && !post_filters_.empty() && attempt(true));
+  if (g.scheduled) g.reason.clear();
+  if (!g.scheduled) {
+    for (Decision& d : g.members) {
+      d.scheduled = false;
+      d.victims.clear();
+      d.evicted.clear();
+      d.reason = g.reason;
+    }
+  }
+  return g;
 }
 
 Decision Framework::Schedule(const Task& task, ClusterState& cluster, const ScheduleOptions& options) {
@@ -549,6 +605,7 @@ Decision Framework::Schedule(const Task& task, ClusterState& cluster, CycleState
       }
     } probe(filters_);
     for (PostFilterPlugin* pf : post_filters_) {
+      if (!options.preempt) break;
       PreemptionPlan plan = timed(pf->Name(), "PostFilter",
                                   [&] { return pf->PostFilter(task, cluster, st.rejections_, probe); });
       if (plan.node != kNoNode && CommitPreemption(task, cluster, plan, st, options, d)) break;

@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,6 +82,8 @@ struct ScheduleOptions {
   // When set, every plugin call is timed and appended here (for metrics;
   // callers sample, as the clock reads cost more than a cheap filter).
   std::vector<PluginTiming>* timings = nullptr;
+  // PostFilter (preemption) runs when no node is feasible; false: never.
+  bool preempt = true;
 };
 
 // One node's part in a decision, when explained.
@@ -103,12 +106,25 @@ struct Decision {
   Allocation alloc;
   // Tasks evicted to make room (already released from the ClusterState);
   // the owner returns them to pending.
+  // A victim that is a member of a job takes every placed member of its
+  // job with it: a gang is evicted whole or not at all.
   std::vector<TaskKey> victims;
+  // The victims as they were placed (ClusterState::Restore puts one back).
+  std::vector<PlacedTask> evicted;
   // Unschedulable: "0/12 nodes available: 7 insufficient GPU, ...".
   std::string reason;
   double score = 0;  // the winner's total (0 when it was the only feasible node)
   size_t feasible_nodes = 0;  // nodes that passed Filter
   std::optional<Explanation> explanation;
+};
+
+// A gang's placement (ScheduleGang): every member's decision, in the
+// order given.
+struct GangDecision {
+  bool scheduled = false;
+  std::vector<Decision> members;
+  // Unschedulable: "gang 3/4 placeable: train-worker-3: 0/16 nodes available: ...".
+  std::string reason;
 };
 
 class Framework {
@@ -126,6 +142,14 @@ class Framework {
   // `cluster`.
   Decision Schedule(const Task& task, ClusterState& cluster, CycleState& state,
                     const ScheduleOptions& options = {});
+  // Places the members of one job as a gang, all or nothing: at least
+  // `need` of them (in the order given, rank order), in this one call, or
+  // none. A failed attempt leaves `cluster` exactly as it was: members it
+  // placed are released and victims restored. It tries without preemption
+  // first, then (options.preempt) with it.
+  GangDecision ScheduleGang(std::span<const Task* const> members, size_t need,
+                            ClusterState& cluster, CycleState& state,
+                            const ScheduleOptions& options = {});
   // The same with a CycleState of the framework's own, for callers that
   // schedule on one thread (tests, tools).
   Decision Schedule(const Task& task, ClusterState& cluster, const ScheduleOptions& options = {});

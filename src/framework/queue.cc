@@ -26,6 +26,14 @@ std::optional<TaskKey> SchedulingQueue::Pop() {
   return key;
 }
 
+bool SchedulingQueue::Claim(TaskKey key) {
+  auto it = waiting_.find(key);
+  if (it == waiting_.end()) return false;
+  active_.erase(OrderKey(key, it->second.priority));
+  unschedulable_.erase(key);
+  return true;
+}
+
 bool SchedulingQueue::SetUnschedulable(TaskKey key, std::string reason) {
   Entry& e = waiting_.at(key);
   active_.erase(OrderKey(key, e.priority));

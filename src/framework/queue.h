@@ -39,6 +39,9 @@ class SchedulingQueue {
   bool Remove(TaskKey key);
   // Takes the first active task (it stays in flight); nullopt when none.
   std::optional<TaskKey> Pop();
+  // Takes `key` in flight from wherever it waits (the other members of a
+  // gang, tried with the one popped); false when it does not wait.
+  bool Claim(TaskKey key);
   // A task in flight did not fit: it waits aside for `reason`. True when
   // that reason differs from the one stored before.
   bool SetUnschedulable(TaskKey key, std::string reason);

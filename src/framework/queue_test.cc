@@ -44,6 +44,21 @@ TEST(SchedulingQueueTest, UnschedulableTasksWaitAsideUntilMovedBack) {
   EXPECT_EQ(*q.Reason(2), "0/4 nodes available");
 }
 
+TEST(SchedulingQueueTest, ClaimTakesATaskInFlightFromWhereverItWaits) {
+  SchedulingQueue q;
+  q.Add(1, 0, "");
+  q.Add(2, 0, "");
+  q.Add(3, 0, "");
+  ASSERT_EQ(q.Pop(), std::optional<TaskKey>(1));
+  q.SetUnschedulable(1, "full");
+  EXPECT_TRUE(q.Claim(1));  // unschedulable
+  EXPECT_TRUE(q.Claim(3));  // active
+  EXPECT_FALSE(q.Claim(4));
+  EXPECT_EQ(q.unschedulable_size(), 0u);
+  EXPECT_EQ(Drain(q), std::vector<TaskKey>{2});
+  EXPECT_EQ(q.Ordered(), (std::vector<TaskKey>{1, 2, 3}));  // in flight: still waiting
+}
+
 TEST(SchedulingQueueTest, RemoveAndAddWorkFromEveryPlace) {
   SchedulingQueue q;
   q.Add(1, 0, "submitted");

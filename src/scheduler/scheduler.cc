@@ -111,7 +111,7 @@ Status Scheduler::RebuildLocked() {
   }
   cluster_.AdoptMeasurements(old_cluster);
   for (NodeId n = 0; n < cluster_.node_count(); ++n) BumpNodeLocked(cluster_.spec(n).name);
-  return Status::Ok();
+  return store_->Read([&](const store::ReadTx& tx) HF_REQUIRES(mu_) { return LoadJobsLocked(tx); });
 }
 
 void Scheduler::EnqueueLocked(const Task& task, std::string reason) {
@@ -156,6 +156,7 @@ void Scheduler::Loop() {
       RetryAllLocked();
     }
     if (!last_heartbeat_.empty()) CheckHeartbeatsLocked();
+    if (!touched_jobs_.empty()) ReconcileJobsLocked();
     if (queue_.active_empty()) {
       idle_cv_.notify_all();
       // Watching agents' heartbeats wants a tick of its own.
@@ -164,7 +165,7 @@ void Scheduler::Loop() {
                             : std::min<std::chrono::milliseconds>(options_.retry_interval,
                                                                   std::chrono::seconds(1));
       const auto until = Clock::now() + wait;
-      while (!stop_ && !retry_all_ && queue_.active_empty() &&
+      while (!stop_ && !retry_all_ && queue_.active_empty() && touched_jobs_.empty() &&
              lock.WaitUntil(cv_, until) == std::cv_status::no_timeout) {
       }
       continue;
@@ -187,6 +188,7 @@ void Scheduler::CycleLocked() {
     std::string node;
   };
   std::vector<Outcome> outcomes;
+  std::vector<std::pair<TaskKey, framework::Decision>> gang;
   while (outcomes.size() < options_.batch) {
     const std::optional<TaskKey> popped = queue_.Pop();
     if (!popped) break;
@@ -200,12 +202,21 @@ void Scheduler::CycleLocked() {
       opt.timings = &timings_;
     }
     const auto t0 = Clock::now();
-    framework::Decision d = fw_->Schedule(task, cluster_, cycle_, opt);
-    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (options_.on_attempt) options_.on_attempt(d.scheduled ? "scheduled" : "unschedulable", secs);
+    if (task.job.id != 0) {
+      // A job's member: its gang is placed in this one decision, or none of it.
+      gang.clear();
+      ScheduleGangLocked(task, opt, gang);
+    } else {
+      gang.assign(1, {key, fw_->Schedule(task, cluster_, cycle_, opt)});
+    }
+    const double secs = std::chrono::duration<double>(Clock::now() - t0).count() /
+                        static_cast<double>(gang.size());
     if (sample) options_.on_plugin_timings(timings_);
-    std::string node = d.scheduled ? cluster_.spec(d.alloc.node).name : "";
-    outcomes.push_back({key, std::move(d), std::move(node)});
+    for (auto& [k, d] : gang) {
+      if (options_.on_attempt) options_.on_attempt(d.scheduled ? "scheduled" : "unschedulable", secs);
+      std::string node = d.scheduled ? cluster_.spec(d.alloc.node).name : "";
+      outcomes.push_back({k, std::move(d), std::move(node)});
+    }
   }
 
   // Which waiting tasks get a new reason stored, and the victims' records.
@@ -262,6 +273,7 @@ void Scheduler::CycleLocked() {
     framework::Decision& d = o.decision;
     if (!d.scheduled) {
       if (queue_.SetUnschedulable(o.key, d.reason)) {
+        TouchJobLocked(o.key);
         published.push_back({{"action", "unschedulable"}, {"id", o.key}, {"name", task.name},
                              {"reason", d.reason}});
       }
@@ -269,8 +281,10 @@ void Scheduler::CycleLocked() {
     }
     queue_.Remove(o.key);
     BumpNodeLocked(o.node);
+    TouchJobLocked(o.key);
     for (TaskKey v : d.victims) {
       const Task& victim = tasks_.at(v);
+      TouchJobLocked(v);
       EnqueueLocked(victim, PreemptedBy(task));
       published.push_back({{"action", "preempted"}, {"id", v}, {"name", victim.name},
                            {"by", o.key}});
@@ -329,6 +343,12 @@ Result<store::TaskRecord> Scheduler::Cancel(TaskKey id, const std::string& actor
     if (rec.state == TaskState::kCancelled) return rec;
     if (rec.state == TaskState::kSucceeded || rec.state == TaskState::kFailed) {
       return FailedPrecondition("task " + std::to_string(id) + " already " + TaskStateName(rec.state));
+    }
+    if (rec.task.job.id != 0) {
+      return FailedPrecondition("task " + std::to_string(id) + " is a member of job " +
+                                std::to_string(rec.task.job.id) + " (" + rec.task.job.name +
+                                "): cancel the job, POST /api/v1/jobs/" +
+                                std::to_string(rec.task.job.id) + "/cancel");
     }
     HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
       HF_RETURN_IF_ERROR(tx.DeleteAllocation(id));
@@ -453,6 +473,7 @@ Result<Scheduler::DrainOutcome> Scheduler::Drain(const std::string& name, const 
     for (TaskKey key : out.evicted) {
       HF_CHECK(cluster_.Release(key).ok());
       EnqueueLocked(tasks_.at(key), why);
+      TouchJobLocked(key);
     }
     if (!out.evicted.empty()) BumpNodeLocked(name);
     retry_all_ = true;
@@ -579,7 +600,9 @@ Result<Scheduler::AssignmentList> Scheduler::AssignmentsLocked(const std::string
   std::vector<NodeAssignment> out;
   for (TaskKey key : cluster_.TasksOn(n)) {
     const PlacedTask* p = cluster_.FindPlaced(key);
-    out.push_back({tasks_.at(key), p->state, p->alloc});
+    const Task& task = tasks_.at(key);
+    out.push_back({task, p->state, p->alloc, task.job.id != 0 ? LaunchEnvLocked(task)
+                                                               : std::map<std::string, std::string>()});
   }
   std::sort(out.begin(), out.end(),
             [](const NodeAssignment& a, const NodeAssignment& b) { return a.task.key < b.task.key; });
@@ -662,6 +685,7 @@ Result<store::TaskRecord> Scheduler::ReportTask(const std::string& node, TaskKey
     if (p == nullptr || cluster_.spec(p->alloc.node).name != node) {
       return Conflict("task " + std::to_string(id) + " is not assigned to node " + node);
     }
+    TouchJobLocked(id);
     if (exit.state == TaskState::kScheduled) {
       // Only a task not started yet waits; the reason is stored when new.
       std::string reason;
@@ -805,6 +829,7 @@ void Scheduler::CheckHeartbeatsLocked() {
     if (marking) cluster_.SetCondition(n, NodeCondition::kNotReady);
     for (TaskKey key : failing) {
       HF_CHECK(cluster_.Release(key).ok());
+      TouchJobLocked(key);
       tasks_.erase(key);
       Publish("task", {{"action", "lost"}, {"id", key}, {"node", node}, {"requeued", false}});
       Publish("task", {{"action", "failed"}, {"id", key}, {"node", node}, {"detail", not_requeued}});
@@ -813,6 +838,7 @@ void Scheduler::CheckHeartbeatsLocked() {
       HF_CHECK(cluster_.Release(key).ok());
       Publish("task", {{"action", "lost"}, {"id", key}, {"node", node}, {"requeued", true}});
       EnqueueLocked(tasks_.at(key), why);
+      TouchJobLocked(key);
     }
     if (!failing.empty() || !requeuing.empty()) BumpNodeLocked(node);
     if (!requeuing.empty()) retry_all_ = true;

@@ -54,6 +54,7 @@
 #include "core/clock.h"
 #include "core/cluster_state.h"
 #include "core/event_sink.h"
+#include "core/job.h"
 #include "core/model.h"
 #include "core/mutex.h"
 #include "core/status.h"
@@ -92,6 +93,10 @@ struct NodeAssignment {
   Task task;
   TaskState state = TaskState::kScheduled;
   Allocation alloc;
+  // A job's member: the launch environment (docs/JOBS.md) — WORLD_SIZE,
+  // RANK, NODE_RANK, MASTER_ADDR, MASTER_PORT, HETEROFLOW_JOB,
+  // HETEROFLOW_ROLE, HETEROFLOW_HOSTS. Empty for other tasks.
+  std::map<std::string, std::string> launch_env;
 };
 
 // How a task's process ended, as its agent reports it.
@@ -142,8 +147,26 @@ class Scheduler {
                                                 const std::string& actor);
   // Cancels a pending, scheduled or running task and frees what it holds.
   // Cancelling a cancelled task returns it unchanged; a succeeded or failed
-  // one is FailedPrecondition; NotFound when there is no such task.
+  // one is FailedPrecondition, and so is a job's member (cancel the job);
+  // NotFound when there is no such task.
   Result<store::TaskRecord> Cancel(TaskKey id, const std::string& actor);
+
+  // ---- Jobs (docs/JOBS.md) ----
+  // Stores the job and its members (one task per replica, in rank order) in
+  // one transaction, with "submitted" events, then queues the members; they
+  // are placed as a gang (min_available of them in one decision, or none).
+  // Returns the job as stored.
+  Result<store::JobRecord> SubmitJob(const JobSpec& spec, const std::string& actor);
+  // Cancels the job and every member not ended yet, in one transaction.
+  // Cancelling a cancelled job returns it unchanged; another ended one is
+  // FailedPrecondition; NotFound when there is no such job.
+  Result<store::JobRecord> CancelJob(uint64_t id, const std::string& actor);
+  // Where every node's agent is reached (the address it registered from, or
+  // the one it advertises): MASTER_ADDR and HETEROFLOW_HOSTS of jobs.
+  void SetNodeAddress(const std::string& node, const std::string& address);
+  // The first port MASTER_PORT is taken from; a node's jobs get the lowest
+  // port from here not held by another job's rank 0 on that node.
+  static constexpr uint16_t kMasterPortBase = 29500;
 
   // Registers a node or replaces its spec (keeping its condition), with an
   // audit entry "nodes.<name>" by `actor` when the spec is new or changed.
@@ -266,6 +289,15 @@ class Scheduler {
   bool WaitIdle(std::chrono::milliseconds timeout) const;
 
  private:
+  // A job not ended yet, as the loop needs it.
+  struct JobRuntime {
+    JobSpec spec;
+    std::vector<TaskKey> members;  // in rank order
+    JobState state = JobState::kPending;
+    int32_t restarts = 0;
+    uint16_t master_port = 0;  // 0 until the gang is placed
+  };
+
   struct Watch {
     std::string node;
     uint64_t since = 0;
@@ -285,6 +317,25 @@ class Scheduler {
   // Rebuilds cluster_, tasks_ and the queue from the store.
   Status RebuildLocked() HF_REQUIRES(mu_);
   void EnqueueLocked(const Task& task, std::string reason) HF_REQUIRES(mu_);
+  // Places the gang of `first`'s job (its waiting members, in rank order),
+  // all or none; appends each member's decision to `out`.
+  void ScheduleGangLocked(const Task& first, const framework::ScheduleOptions& opt,
+                          std::vector<std::pair<TaskKey, framework::Decision>>& out)
+      HF_REQUIRES(mu_);
+  // MASTER_PORT for a placed gang: the lowest port from kMasterPortBase
+  // that no other job's master holds on its master's node.
+  void AssignMasterPortLocked(JobRuntime& job) HF_REQUIRES(mu_);
+  // A member of a job changed state: its job is looked at (ReconcileJobs).
+  void TouchJobLocked(TaskKey key) HF_REQUIRES(mu_);
+  // Brings every touched job's state in line with its members' (docs/JOBS.md):
+  // starting, running, succeeded; back to pending when its gang was evicted
+  // whole; and on a failed or lost member, the failure policy (restart the
+  // job, or fail it and stop the others). Each job in one transaction.
+  void ReconcileJobsLocked() HF_REQUIRES(mu_);
+  // Loads jobs not ended from the store into jobs_ (RebuildLocked).
+  Status LoadJobsLocked(const store::ReadTx& tx) HF_REQUIRES(mu_);
+  // The launch environment of a placed member (NodeAssignment::launch_env).
+  std::map<std::string, std::string> LaunchEnvLocked(const Task& task) const HF_REQUIRES(mu_);
   // Moves every unschedulable task back to the active queue.
   void RetryAllLocked() HF_REQUIRES(mu_);
   void Publish(const std::string& type, nlohmann::json data);
@@ -311,6 +362,9 @@ class Scheduler {
   // Every pending, scheduled or running task.
   std::unordered_map<TaskKey, Task> tasks_ HF_GUARDED_BY(mu_);
   framework::SchedulingQueue queue_ HF_GUARDED_BY(mu_);  // the pending tasks
+  std::unordered_map<uint64_t, JobRuntime> jobs_ HF_GUARDED_BY(mu_);  // jobs not ended
+  std::set<uint64_t> touched_jobs_ HF_GUARDED_BY(mu_);  // for ReconcileJobsLocked
+  std::unordered_map<std::string, std::string> node_address_ HF_GUARDED_BY(mu_);
   // Cancelled after Submit's commit, before it queued them.
   std::set<TaskKey> cancelled_early_ HF_GUARDED_BY(mu_);
   bool retry_all_ HF_GUARDED_BY(mu_) = false;  // something changed that may let waiting tasks fit

@@ -57,7 +57,21 @@ std::string PrimaryPoint(uint32_t points) {
 
 }  // namespace
 
-Result<Task> ParseTaskSubmission(const json& j) { return TaskFromJson(j, ""); }
+namespace {
+
+// A task's "job" is the server's to set (POST /api/v1/jobs makes members).
+Result<Task> SubmittedTask(const json& j, const std::string& prefix) {
+  if (j.is_object() && j.contains("job")) {
+    return InvalidArgument(json_fields::Field(prefix, "job") +
+                           " is set by the server for a job's members: submit a job with POST "
+                           "/api/v1/jobs");
+  }
+  return TaskFromJson(j, prefix);
+}
+
+}  // namespace
+
+Result<Task> ParseTaskSubmission(const json& j) { return SubmittedTask(j, ""); }
 
 Result<std::vector<Task>> ParseTaskBatch(const json& j) {
   if (!j.is_object()) {
@@ -77,7 +91,7 @@ Result<std::vector<Task>> ParseTaskBatch(const json& j) {
   std::vector<Task> out;
   out.reserve(it->size());
   for (size_t i = 0; i < it->size(); ++i) {
-    Result<Task> t = TaskFromJson((*it)[i], Index("tasks", i));
+    Result<Task> t = SubmittedTask((*it)[i], Index("tasks", i));
     if (!t.ok()) return t.status();
     out.push_back(std::move(t).value());
   }

@@ -137,6 +137,7 @@ class ControlPlane {
   std::unique_ptr<api::PolicyApi> policy_api_;
   std::unique_ptr<api::NodesApi> nodes_api_;
   std::unique_ptr<api::TasksApi> tasks_api_;
+  std::unique_ptr<api::JobsApi> jobs_api_;
   std::unique_ptr<api::TokensApi> tokens_api_;
   std::unique_ptr<api::AgentsApi> agents_api_;
   std::unique_ptr<api::LogsApi> logs_api_;

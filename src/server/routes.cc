@@ -18,6 +18,7 @@ void ControlPlane::AddRoutes() {
                                                  options_.file_root);
   nodes_api_ = std::make_unique<api::NodesApi>(*scheduler_, *store_);
   tasks_api_ = std::make_unique<api::TasksApi>(*scheduler_, *store_);
+  jobs_api_ = std::make_unique<api::JobsApi>(*scheduler_, *store_);
   tokens_api_ = std::make_unique<api::TokensApi>(*store_, *auth_, clock_);
   agents_api_ = std::make_unique<api::AgentsApi>(
       *scheduler_, *inference_,
@@ -29,6 +30,7 @@ void ControlPlane::AddRoutes() {
   api::PolicyApi* policy = policy_api_.get();
   api::NodesApi* nodes = nodes_api_.get();
   api::TasksApi* tasks = tasks_api_.get();
+  api::JobsApi* jobs = jobs_api_.get();
   api::TokensApi* tokens = tokens_api_.get();
   api::AgentsApi* agents = agents_api_.get();
   api::LogsApi* logs = logs_api_.get();
@@ -105,6 +107,18 @@ void ControlPlane::AddRoutes() {
         on(tasks, &api::TasksApi::Cancel));
   t.Add("GET", "/api/v1/tasks/{id}/logs", A::kRead, "a task's output from `offset` (text)",
         on(logs, &api::LogsApi::Read));
+
+  t.Add("POST", "/api/v1/jobs", A::kWriteTasks,
+        "submit a job: its members are placed as a gang, all or none", on(jobs, &api::JobsApi::Submit),
+        "Job");
+  t.Add("GET", "/api/v1/jobs", A::kRead, "list jobs with their members; filter state, pages",
+        on(jobs, &api::JobsApi::List));
+  t.Add("GET", "/api/v1/jobs/{id}", A::kRead, "one job with its members and events",
+        on(jobs, &api::JobsApi::Get));
+  t.Add("POST", "/api/v1/jobs/{id}/cancel", A::kWriteTasks, "cancel a job and every member",
+        on(jobs, &api::JobsApi::Cancel));
+  t.Add("DELETE", "/api/v1/jobs/{id}", A::kWriteTasks, "cancel a job and every member",
+        on(jobs, &api::JobsApi::Cancel));
 
   t.Add("POST", "/api/v1/tokens", A::kManageTokens, "create a token (the secret is shown once)",
         on(tokens, &api::TokensApi::Create), "TokenRequest");

@@ -180,6 +180,32 @@ CREATE TABLE health (
 );
 )sql";
 
+// Jobs (docs/JOBS.md): a job's spec and state, its events, and which tasks
+// are its members.
+constexpr char kV8Jobs[] = R"sql(
+CREATE TABLE jobs (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  name TEXT NOT NULL,
+  spec TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('pending', 'starting', 'running', 'restarting',
+                                       'succeeded', 'failed', 'cancelled', 'timed_out')),
+  reason TEXT NOT NULL DEFAULT '',
+  restarts INTEGER NOT NULL DEFAULT 0 CHECK (restarts >= 0),
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+CREATE TABLE job_events (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+  time INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  message TEXT NOT NULL
+);
+CREATE INDEX job_events_by_job ON job_events(job_id, id);
+ALTER TABLE tasks ADD COLUMN job_id INTEGER REFERENCES jobs(id);
+CREATE INDEX tasks_by_job ON tasks(job_id, id);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "nodes, gpus, tasks, events, allocations, gpu grants with capacity triggers", kV1Core},
     {2, "plugin and scheduler config", kV2Config},
@@ -188,6 +214,7 @@ constexpr Migration kMigrations[] = {
     {5, "filter plugins carry no weight", kV5FilterWeights},
     {6, "agent tokens are bound to a node", kV6TokenNode},
     {7, "a row for readiness checks", kV7Health},
+    {8, "jobs, their events and members", kV8Jobs},
 };
 
 Status EnsureVersionTable(Db& db) {

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/job.h"
 #include "core/model.h"
 #include "core/mutex.h"
 #include "core/status.h"
@@ -78,6 +79,7 @@ struct TaskFilter {
   std::optional<std::string> node;
   std::optional<std::string> group;
   std::optional<int32_t> priority;
+  std::optional<uint64_t> job;  // the members of this job
   TaskKey after = 0;
   int limit = 100;
 };
@@ -87,6 +89,23 @@ struct TaskEvent {
   TaskKey task = 0;
   int64_t time_ms = 0;
   std::string kind;  // e.g. "submitted", "scheduled", "preempted"
+  std::string message;
+};
+
+// A job as stored (docs/JOBS.md).
+struct JobRecord {
+  uint64_t id = 0;
+  JobSpec spec;
+  JobState state = JobState::kPending;
+  std::string reason;  // why it waits, or how it ended
+  int32_t restarts = 0;
+  int64_t created_at_ms = 0;
+  int64_t updated_at_ms = 0;
+};
+
+struct JobEvent {
+  int64_t time_ms = 0;
+  std::string kind;  // e.g. "submitted", "placed", "restarting", "failed"
   std::string message;
 };
 
@@ -149,6 +168,12 @@ class ReadTx {
   // Oldest first. NotFound when the task does not exist.
   Result<std::vector<TaskEvent>> ListTaskEvents(TaskKey id) const;
 
+  Result<JobRecord> GetJob(uint64_t id) const;
+  // By id, ids above `after`, at most `limit` (0 = all).
+  Result<std::vector<JobRecord>> ListJobs(uint64_t after = 0, int limit = 0) const;
+  // Oldest first. NotFound when the job does not exist.
+  Result<std::vector<JobEvent>> ListJobEvents(uint64_t id) const;
+
   Result<StoredAllocation> GetAllocation(TaskKey id) const;
   // Every allocation (or only those on `node` when it is not empty), by task.
   Result<std::vector<StoredAllocation>> ListAllocations(const std::string& node = "") const;
@@ -196,8 +221,16 @@ class Tx : public ReadTx {
   // Sets one GPU's memory capacity (the node must exist: FailedPrecondition).
   Status PutGpuCapacity(const std::string& node, int32_t gpu_index, int64_t memory_mib);
 
+  // Stores a new job in state pending and returns its id (its members are
+  // InsertTask's, with task.job.id set to it).
+  Result<uint64_t> InsertJob(const JobSpec& spec);
+  // NotFound when missing.
+  Status UpdateJob(uint64_t id, JobState state, const std::string& reason, int32_t restarts);
+  Status AppendJobEvent(uint64_t id, const std::string& kind, const std::string& message);
+
   // Stores a new task in state pending and returns its key (task.key is
-  // ignored). InvalidArgument for an empty name or invalid requests.
+  // ignored); a job's member is linked to task.job.id. InvalidArgument for
+  // an empty name or invalid requests.
   Result<TaskKey> InsertTask(const Task& task);
   // NotFound when missing. `reason` replaces pending_reason (pass "" to clear).
   Status UpdateTaskState(TaskKey id, TaskState state, const std::string& reason);

@@ -241,6 +241,7 @@ Result<std::vector<TaskRecord>> ReadTx::ListTasks(const TaskFilter& f) const {
   if (f.node) sql += " AND a.node = ?3";
   if (f.group) sql += " AND t.grp = ?4";
   if (f.priority) sql += " AND t.priority = ?5";
+  if (f.job) sql += " AND t.job_id = ?7";
   sql += " ORDER BY t.id LIMIT ?6";
   HF_ASSIGN_STMT(stmt, db_->Prepare(sql));
   stmt.Bind(1, static_cast<int64_t>(f.after));
@@ -248,6 +249,7 @@ Result<std::vector<TaskRecord>> ReadTx::ListTasks(const TaskFilter& f) const {
   if (f.node) stmt.Bind(3, *f.node);
   if (f.group) stmt.Bind(4, *f.group);
   if (f.priority) stmt.Bind(5, int64_t{*f.priority});
+  if (f.job) stmt.Bind(7, static_cast<int64_t>(*f.job));
   // A negative LIMIT is SQLite's "no limit".
   stmt.Bind(6, int64_t{f.limit > 0 ? f.limit : -1});
   std::vector<TaskRecord> out;
@@ -267,8 +269,13 @@ Result<TaskKey> Tx::InsertTask(const Task& task) {
   HF_RETURN_IF_ERROR(task.requests.Validate());
   HF_ASSIGN_STMT(
       stmt, db_->Prepare(
-                "INSERT INTO tasks (name, grp, priority, kind, state, spec, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, 'pending', ?, ?7, ?7)"));
+                "INSERT INTO tasks (name, grp, priority, kind, state, spec, created_at, updated_at,"
+                " job_id) VALUES (?, ?, ?, ?, 'pending', ?, ?7, ?7, ?8)"));
+  if (task.job.id != 0) {
+    stmt.Bind(8, static_cast<int64_t>(task.job.id));
+  } else {
+    stmt.BindNull(8);
+  }
   HF_RETURN_IF_ERROR(stmt.Bind(1, task.name)
                          .Bind(2, task.group)
                          .Bind(3, int64_t{task.priority})
@@ -331,6 +338,98 @@ Result<std::vector<TaskEvent>> ReadTx::ListTaskEvents(TaskKey id) const {
                    .message = stmt.Text(3)});
   }
   return out;
+}
+
+// ---- Jobs ------------------------------------------------------------------
+
+namespace {
+
+// Columns: id, spec, state, reason, restarts, created_at, updated_at.
+constexpr char kJobColumns[] =
+    "SELECT id, spec, state, reason, restarts, created_at, updated_at FROM jobs";
+
+Result<JobRecord> ReadJob(const Stmt& s) {
+  JobRecord r;
+  r.id = static_cast<uint64_t>(s.Int(0));
+  const std::string what = "job " + std::to_string(r.id);
+  HF_ASSIGN_OR_RETURN(json j, ParseStored(s.Text(1), "spec of " + what));
+  Result<JobSpec> spec = JobSpecFromJson(j);
+  if (!spec.ok()) return Internal("corrupt spec of " + what + ": " + spec.status().message());
+  std::optional<JobState> state = ParseJobState(s.Text(2));
+  if (!state) return Internal("corrupt state of " + what + ": " + s.Text(2));
+  r.spec = std::move(spec).value();
+  r.state = *state;
+  r.reason = s.Text(3);
+  r.restarts = static_cast<int32_t>(s.Int(4));
+  r.created_at_ms = s.Int(5);
+  r.updated_at_ms = s.Int(6);
+  return r;
+}
+
+}  // namespace
+
+Result<JobRecord> ReadTx::GetJob(uint64_t id) const {
+  HF_ASSIGN_STMT(stmt, db_->Prepare(std::string(kJobColumns) + " WHERE id = ?"));
+  stmt.Bind(1, static_cast<int64_t>(id));
+  HF_ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row) return NotFound("job " + std::to_string(id) + " not found");
+  return ReadJob(stmt);
+}
+
+Result<std::vector<JobRecord>> ReadTx::ListJobs(uint64_t after, int limit) const {
+  HF_ASSIGN_STMT(stmt, db_->Prepare(std::string(kJobColumns) + " WHERE id > ? ORDER BY id LIMIT ?"));
+  stmt.Bind(1, static_cast<int64_t>(after)).Bind(2, int64_t{limit > 0 ? limit : -1});
+  std::vector<JobRecord> out;
+  for (;;) {
+    HF_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) break;
+    HF_ASSIGN_OR_RETURN(JobRecord r, ReadJob(stmt));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Result<std::vector<JobEvent>> ReadTx::ListJobEvents(uint64_t id) const {
+  HF_ASSIGN_OR_RETURN(bool exists,
+                      Exists(db_, "SELECT 1 FROM jobs WHERE id = ?", static_cast<int64_t>(id)));
+  if (!exists) return NotFound("job " + std::to_string(id) + " not found");
+  HF_ASSIGN_STMT(stmt, db_->Prepare("SELECT time, kind, message FROM job_events WHERE job_id = ?"
+                                    " ORDER BY id"));
+  stmt.Bind(1, static_cast<int64_t>(id));
+  std::vector<JobEvent> out;
+  for (;;) {
+    HF_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) break;
+    out.push_back({stmt.Int(0), stmt.Text(1), stmt.Text(2)});
+  }
+  return out;
+}
+
+Result<uint64_t> Tx::InsertJob(const JobSpec& spec) {
+  HF_ASSIGN_STMT(stmt, db_->Prepare("INSERT INTO jobs (name, spec, state, created_at, updated_at)"
+                                    " VALUES (?, ?, 'pending', ?3, ?3)"));
+  HF_RETURN_IF_ERROR(
+      stmt.Bind(1, spec.name).Bind(2, JobSpecToJson(spec).dump()).Bind(3, now_ms_).Run());
+  return static_cast<uint64_t>(db_->LastInsertRowId());
+}
+
+Status Tx::UpdateJob(uint64_t id, JobState state, const std::string& reason, int32_t restarts) {
+  HF_ASSIGN_STMT(stmt, db_->Prepare("UPDATE jobs SET state = ?, reason = ?, restarts = ?,"
+                                    " updated_at = ? WHERE id = ?"));
+  HF_RETURN_IF_ERROR(stmt.Bind(1, JobStateName(state))
+                         .Bind(2, reason)
+                         .Bind(3, int64_t{restarts})
+                         .Bind(4, now_ms_)
+                         .Bind(5, static_cast<int64_t>(id))
+                         .Run());
+  if (db_->Changes() == 0) return NotFound("job " + std::to_string(id) + " not found");
+  return Status::Ok();
+}
+
+Status Tx::AppendJobEvent(uint64_t id, const std::string& kind, const std::string& message) {
+  HF_ASSIGN_STMT(stmt, db_->Prepare(
+                           "INSERT INTO job_events (job_id, time, kind, message) VALUES (?, ?, ?, ?)"));
+  return stmt.Bind(1, static_cast<int64_t>(id)).Bind(2, now_ms_).Bind(3, kind).Bind(4, message).Run();
 }
 
 // ---- Allocations ----------------------------------------------------------

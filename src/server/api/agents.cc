@@ -104,7 +104,16 @@ json AssignmentJson(const NodeAssignment& a, const std::string& node, bool with_
             {"cpu_milli", a.alloc.cpu_milli},
             {"memory_mib", a.alloc.memory_mib},
             {"gpus", std::move(gpus)},
-            {"rdma_device", a.alloc.rdma_device}}}};
+            {"rdma_device", a.alloc.rdma_device}}},
+          {"launch", a.launch_env.empty() ? json(nullptr) : json{{"env", a.launch_env}}}};
+}
+
+// An IPv4 or IPv6 address, for `field`.
+Result<std::string> ParseAddress(const json& h, const std::string& field) {
+  boost::system::error_code ec;
+  if (h.is_string()) boost::asio::ip::make_address(h.get<std::string>(), ec);
+  if (!h.is_string() || ec) return InvalidArgument(field + " must be an IPv4 or IPv6 address");
+  return h.get<std::string>();
 }
 
 }  // namespace
@@ -112,16 +121,25 @@ json AssignmentJson(const NodeAssignment& a, const std::string& node, bool with_
 Response AgentsApi::Register(const Request& req, const Caller& caller) {
   Result<json> body = ParseJsonBody(req.body);
   if (!body.ok()) return StatusError(body.status());
-  Status s = json_fields::CheckKeys(*body, "", {"node"});
+  Status s = json_fields::CheckKeys(*body, "", {"node", "address"});
   if (!s.ok()) return StatusError(s);
   if (!body->contains("node"))
     return StatusError(InvalidArgument("node (the inventory) is required"));
+  // Where the node's tasks are reached (a job's MASTER_ADDR): the address
+  // the agent advertises, or the one it called from.
+  std::string address = req.remote_address;
+  if (body->contains("address")) {
+    Result<std::string> a = ParseAddress((*body)["address"], "address");
+    if (!a.ok()) return StatusError(a.status());
+    address = *a;
+  }
   Result<NodeSpec> spec = ParseNodeSpec((*body)["node"]);
   if (!spec.ok()) return StatusError(json_fields::Prefixed(spec.status(), "node"));
   s = ActsFor(caller, spec->name);
   if (!s.ok()) return StatusError(s);
   Result<bool> created = scheduler_.PutNode(*spec, caller.name);
   if (!created.ok()) return StatusError(created.status());
+  scheduler_.SetNodeAddress(spec->name, address);
   // A registration is a sign of life: a NotReady node comes back.
   s = scheduler_.Heartbeat(spec->name, std::nullopt);
   if (!s.ok()) return StatusError(s);
@@ -258,13 +276,9 @@ Response AgentsApi::Report(const Request& req, const Caller& caller) {
   }
   std::string host = req.remote_address;
   if (body->contains("host")) {
-    const json& h = (*body)["host"];
-    boost::system::error_code ec;
-    if (h.is_string()) boost::asio::ip::make_address(h.get<std::string>(), ec);
-    if (!h.is_string() || ec) {
-      return StatusError(InvalidArgument("host must be an IPv4 or IPv6 address"));
-    }
-    host = h.get<std::string>();
+    Result<std::string> h = ParseAddress((*body)["host"], "host");
+    if (!h.ok()) return StatusError(h.status());
+    host = *h;
   }
   if (exit.state == TaskState::kRunning) exit.host = host;
   if (exit.state == TaskState::kSucceeded && exit.exit_code.value_or(0) != 0) {

@@ -165,6 +165,26 @@ class TasksApi {
   const store::Store& store_;
 };
 
+// Jobs (docs/JOBS.md): submit (every member stored with it, all or none),
+// list, get with members and events, cancel (every member stops).
+class JobsApi {
+ public:
+  JobsApi(scheduler::Scheduler& scheduler, const store::Store& store)
+      : scheduler_(scheduler), store_(store) {}
+
+  Response Submit(const Request& req, const Caller& caller);
+  Response List(const Request& req, const Caller& caller) const;
+  Response Get(const Request& req, const Caller& caller) const;
+  Response Cancel(const Request& req, const Caller& caller);
+
+ private:
+  // The job as GET answers it, with `status`.
+  Response Show(uint64_t id, int status) const;
+
+  scheduler::Scheduler& scheduler_;
+  const store::Store& store_;
+};
+
 // API tokens: create (the secret is shown once), list (no secrets), revoke.
 // Every change re-reads the authenticator's tokens before it answers.
 class TokensApi {

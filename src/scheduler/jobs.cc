@@ -1,0 +1,368 @@
+// Jobs: submission, gang placement, the reconcile of a job's state with its
+// members', failure policy and cancellation (docs/JOBS.md).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <set>
+
+#include "scheduler/scheduler.h"
+
+namespace hf::scheduler {
+
+using nlohmann::json;
+
+Result<store::JobRecord> Scheduler::SubmitJob(const JobSpec& spec, const std::string& actor) {
+  store::JobRecord job;
+  std::vector<store::TaskRecord> members;
+  HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
+    members.clear();
+    HF_ASSIGN_OR_RETURN(const uint64_t id, tx.InsertJob(spec));
+    HF_RETURN_IF_ERROR(tx.AppendJobEvent(id, "submitted",
+                                         "by " + actor + ": " + std::to_string(spec.replicas()) +
+                                             " members, gang of " +
+                                             std::to_string(spec.gang_size())));
+    for (const Task& t : spec.Members(id)) {
+      HF_ASSIGN_OR_RETURN(TaskKey k, tx.InsertTask(t));
+      HF_RETURN_IF_ERROR(tx.AppendTaskEvent(
+          k, "submitted",
+          "by " + actor + " (job " + spec.name + ", rank " + std::to_string(t.job.rank) + ")"));
+      HF_ASSIGN_OR_RETURN(store::TaskRecord r, tx.GetTask(k));
+      members.push_back(std::move(r));
+    }
+    HF_ASSIGN_OR_RETURN(job, tx.GetJob(id));
+    return Status::Ok();
+  }));
+  {
+    MutexLock lock(mu_);
+    // A rebuild in between (node change, failed commit) may have loaded it.
+    if (!jobs_.count(job.id)) {
+      JobRuntime rt{job.spec, {}, JobState::kPending, 0, 0};
+      for (const store::TaskRecord& r : members) {
+        rt.members.push_back(r.task.key);
+        if (tasks_.count(r.task.key)) continue;
+        tasks_[r.task.key] = r.task;
+        EnqueueLocked(r.task, "");
+      }
+      jobs_.emplace(job.id, std::move(rt));
+    }
+  }
+  cv_.notify_all();
+  Publish("job", {{"action", "submitted"}, {"id", job.id}, {"name", job.spec.name}});
+  return job;
+}
+
+void Scheduler::SetNodeAddress(const std::string& node, const std::string& address) {
+  MutexLock lock(mu_);
+  node_address_[node] = address;
+}
+
+void Scheduler::TouchJobLocked(TaskKey key) {
+  auto it = tasks_.find(key);
+  if (it != tasks_.end() && it->second.job.id != 0) touched_jobs_.insert(it->second.job.id);
+}
+
+Status Scheduler::LoadJobsLocked(const store::ReadTx& tx) {
+  jobs_.clear();
+  HF_ASSIGN_OR_RETURN(std::vector<store::JobRecord> all, tx.ListJobs());
+  for (store::JobRecord& j : all) {
+    if (IsFinal(j.state)) continue;
+    JobRuntime rt{std::move(j.spec), {}, j.state, j.restarts, 0};
+    store::TaskFilter f;
+    f.job = j.id;
+    f.limit = 0;
+    HF_ASSIGN_OR_RETURN(std::vector<store::TaskRecord> members, tx.ListTasks(f));
+    for (const store::TaskRecord& m : members) rt.members.push_back(m.task.key);
+    AssignMasterPortLocked(jobs_.emplace(j.id, std::move(rt)).first->second);
+    // A crash between a member's change and its job's: looked at again.
+    touched_jobs_.insert(j.id);
+  }
+  return Status::Ok();
+}
+
+void Scheduler::ScheduleGangLocked(const Task& first, const framework::ScheduleOptions& opt,
+                                   std::vector<std::pair<TaskKey, framework::Decision>>& out) {
+  auto it = jobs_.find(first.job.id);
+  if (it == jobs_.end()) {
+    out.emplace_back(first.key, fw_->Schedule(first, cluster_, cycle_, opt));
+    return;
+  }
+  std::vector<const Task*> waiting;
+  size_t placed = 0;
+  for (TaskKey m : it->second.members) {
+    if (m == first.key || queue_.Claim(m)) {
+      waiting.push_back(&tasks_.at(m));
+    } else if (cluster_.FindPlaced(m)) {
+      ++placed;
+    }
+  }
+  const size_t gang = static_cast<size_t>(first.job.min_available);
+  const size_t need = placed >= gang ? 0 : gang - placed;
+  framework::GangDecision g = fw_->ScheduleGang(waiting, need, cluster_, cycle_, opt);
+  if (g.scheduled) AssignMasterPortLocked(it->second);
+  for (size_t i = 0; i < waiting.size(); ++i)
+    out.emplace_back(waiting[i]->key, std::move(g.members[i]));
+}
+
+void Scheduler::AssignMasterPortLocked(JobRuntime& job) {
+  const auto master_node = [&](const JobRuntime& j) HF_REQUIRES(mu_) -> NodeId {
+    for (TaskKey m : j.members) {
+      if (const PlacedTask* p = cluster_.FindPlaced(m)) return p->alloc.node;
+    }
+    return kNoNode;
+  };
+  const NodeId node = master_node(job);
+  if (node == kNoNode) return;
+  std::set<uint16_t> taken;
+  for (const auto& [id, other] : jobs_) {
+    if (&other != &job && other.master_port != 0 && master_node(other) == node) {
+      taken.insert(other.master_port);
+    }
+  }
+  uint16_t port = kMasterPortBase;
+  while (taken.count(port)) ++port;
+  job.master_port = port;
+}
+
+std::map<std::string, std::string> Scheduler::LaunchEnvLocked(const Task& task) const {
+  std::map<std::string, std::string> env;
+  auto it = jobs_.find(task.job.id);
+  if (it == jobs_.end()) return env;
+  const JobRuntime& job = it->second;
+  std::vector<std::string> hosts;
+  std::map<std::string, int> node_rank;  // by node, in order of first rank
+  std::string master;
+  for (TaskKey m : job.members) {
+    const PlacedTask* p = cluster_.FindPlaced(m);
+    std::string host;
+    if (p) {
+      const std::string& node = cluster_.spec(p->alloc.node).name;
+      auto a = node_address_.find(node);
+      host = a != node_address_.end() ? a->second : node;
+      node_rank.emplace(node, static_cast<int>(node_rank.size()));
+    }
+    if (hosts.empty()) master = host;
+    hosts.push_back(host);
+  }
+  std::string joined;
+  for (const std::string& h : hosts) joined += (joined.empty() ? "" : ",") + h;
+  const PlacedTask* self = cluster_.FindPlaced(task.key);
+  env["HETEROFLOW_JOB"] = task.job.name;
+  env["HETEROFLOW_JOB_ID"] = std::to_string(task.job.id);
+  env["HETEROFLOW_ROLE"] = task.job.role;
+  env["HETEROFLOW_HOSTS"] = joined;
+  env["WORLD_SIZE"] = std::to_string(task.job.world_size);
+  env["RANK"] = std::to_string(task.job.rank);
+  env["NODE_RANK"] =
+      self ? std::to_string(node_rank[cluster_.spec(self->alloc.node).name]) : std::string("0");
+  env["MASTER_ADDR"] = master;
+  env["MASTER_PORT"] = std::to_string(job.master_port ? job.master_port : kMasterPortBase);
+  return env;
+}
+
+Result<store::JobRecord> Scheduler::CancelJob(uint64_t id, const std::string& actor) {
+  store::JobRecord job;
+  std::vector<TaskKey> stopped;
+  {
+    MutexLock lock(mu_);
+    HF_RETURN_IF_ERROR(store_->Read([&](const store::ReadTx& tx) -> Status {
+      HF_ASSIGN_OR_RETURN(job, tx.GetJob(id));
+      return Status::Ok();
+    }));
+    if (job.state == JobState::kCancelled) return job;
+    if (IsFinal(job.state)) {
+      return FailedPrecondition("job " + std::to_string(id) + " already " +
+                                JobStateName(job.state));
+    }
+    const std::string why = "job cancelled by " + actor;
+    HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
+      stopped.clear();
+      store::TaskFilter f;
+      f.job = id;
+      f.limit = 0;
+      HF_ASSIGN_OR_RETURN(std::vector<store::TaskRecord> members, tx.ListTasks(f));
+      for (const store::TaskRecord& m : members) {
+        if (m.state == TaskState::kSucceeded || m.state == TaskState::kFailed ||
+            m.state == TaskState::kCancelled) {
+          continue;
+        }
+        HF_RETURN_IF_ERROR(tx.DeleteAllocation(m.task.key));
+        HF_RETURN_IF_ERROR(tx.UpdateTaskState(m.task.key, TaskState::kCancelled, ""));
+        HF_RETURN_IF_ERROR(tx.AppendTaskEvent(m.task.key, "cancelled", why));
+        stopped.push_back(m.task.key);
+      }
+      HF_RETURN_IF_ERROR(tx.UpdateJob(id, JobState::kCancelled, why, job.restarts));
+      HF_RETURN_IF_ERROR(tx.AppendJobEvent(id, "cancelled", "by " + actor));
+      HF_ASSIGN_OR_RETURN(job, tx.GetJob(id));
+      return Status::Ok();
+    }));
+    for (TaskKey key : stopped) {
+      if (const PlacedTask* p = cluster_.FindPlaced(key)) {
+        BumpNodeLocked(cluster_.spec(p->alloc.node).name);
+        HF_CHECK(cluster_.Release(key).ok());
+        retry_all_ = true;
+      }
+      if (!tasks_.count(key)) cancelled_early_.insert(key);
+      queue_.Remove(key);
+      tasks_.erase(key);
+    }
+    jobs_.erase(id);
+  }
+  cv_.notify_all();
+  for (TaskKey key : stopped)
+    Publish("task", {{"action", "cancelled"}, {"id", key}, {"by", actor}});
+  Publish("job", {{"action", "cancelled"}, {"id", id}, {"name", job.spec.name}, {"by", actor}});
+  return job;
+}
+
+void Scheduler::ReconcileJobsLocked() {
+  std::set<uint64_t> touched;
+  touched.swap(touched_jobs_);
+  for (uint64_t id : touched) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) continue;
+    JobRuntime& job = it->second;
+    const int32_t world = job.spec.replicas();
+    const int32_t gang = job.spec.gang_size();
+    // What to do, worked out inside the write from the members as stored.
+    enum class Act { kNone, kState, kRestart, kFail };
+    Act act = Act::kNone;
+    JobState next = job.state;
+    std::string why, event_kind;
+    std::vector<store::TaskRecord> members;
+    Status s = store_->Write([&](store::Tx& tx) -> Status {
+      act = Act::kNone;
+      store::TaskFilter f;
+      f.job = id;
+      f.limit = 0;
+      HF_ASSIGN_OR_RETURN(members, tx.ListTasks(f));
+      int32_t pending = 0, scheduled = 0, running = 0, succeeded = 0;
+      const store::TaskRecord* failed = nullptr;
+      for (const store::TaskRecord& m : members) {
+        switch (m.state) {
+          case TaskState::kPending:
+            ++pending;
+            break;
+          case TaskState::kScheduled:
+            ++scheduled;
+            break;
+          case TaskState::kRunning:
+            ++running;
+            break;
+          case TaskState::kSucceeded:
+            ++succeeded;
+            break;
+          case TaskState::kFailed:
+          case TaskState::kCancelled:
+            if (!failed) failed = &m;
+            break;
+        }
+      }
+      const bool started = job.state == JobState::kStarting || job.state == JobState::kRunning;
+      if (failed) {
+        why = "member " + failed->task.name + " " + TaskStateName(failed->state);
+      } else if (started && pending > 0 && pending < world && scheduled + running < gang) {
+        // Part of the gang lost its placement (its node was lost): the rest
+        // cannot go on alone.
+        for (const store::TaskRecord& m : members) {
+          if (m.state == TaskState::kPending) {
+            why = "member " + m.task.name + " lost its placement (" + m.pending_reason + ")";
+            break;
+          }
+        }
+      }
+      if (!why.empty()) {
+        act = job.spec.on_member_failure == OnMemberFailure::kRestartJob &&
+                      job.restarts < job.spec.max_restarts
+                  ? Act::kRestart
+                  : Act::kFail;
+      } else if (succeeded == world) {
+        act = Act::kState, next = JobState::kSucceeded, event_kind = "succeeded";
+        why = "every member exited 0";
+      } else if (started && pending == world) {
+        act = Act::kState, next = JobState::kPending, event_kind = "evicted";
+        why = members.empty() ? "" : members.front().pending_reason;
+      } else if (running >= gang && scheduled == 0 && job.state != JobState::kRunning) {
+        act = Act::kState, next = JobState::kRunning, event_kind = "running";
+        why = "";
+      } else if (scheduled + running >= gang &&
+                 (job.state == JobState::kPending || job.state == JobState::kRestarting)) {
+        act = Act::kState, next = JobState::kStarting, event_kind = "placed";
+        why = "";
+      } else if (pending > 0 && scheduled + running == 0 &&
+                 (job.state == JobState::kPending || job.state == JobState::kRestarting)) {
+        // The gang waits: its reason, as its members have it.
+        const std::string& reason = members.front().pending_reason;
+        HF_ASSIGN_OR_RETURN(store::JobRecord stored, tx.GetJob(id));
+        if (stored.reason != reason) {
+          HF_RETURN_IF_ERROR(tx.UpdateJob(id, job.state, reason, job.restarts));
+        }
+        return Status::Ok();
+      }
+      if (act == Act::kNone) return Status::Ok();
+      if (act == Act::kState) {
+        HF_RETURN_IF_ERROR(tx.UpdateJob(id, next, why, job.restarts));
+        std::string detail = why;
+        if (next == JobState::kStarting) {
+          std::set<std::string> nodes;
+          for (const store::TaskRecord& m : members) {
+            if (!m.node.empty()) nodes.insert(m.node);
+          }
+          detail = std::to_string(scheduled + running) + " members placed on " +
+                   std::to_string(nodes.size()) + " node(s)";
+        } else if (next == JobState::kRunning) {
+          detail = "every member of the gang runs";
+        }
+        return tx.AppendJobEvent(id, event_kind, detail);
+      }
+      // A member failed or was lost: the failure policy, over every member.
+      const bool restart = act == Act::kRestart;
+      const int32_t restarts = job.restarts + (restart ? 1 : 0);
+      const std::string note = restart ? "restarting job (" + std::to_string(restarts) + " of " +
+                                             std::to_string(job.spec.max_restarts) + "): " + why
+                                       : "job failed: " + why;
+      for (const store::TaskRecord& m : members) {
+        const bool live = m.state == TaskState::kPending || m.state == TaskState::kScheduled ||
+                          m.state == TaskState::kRunning;
+        if (!restart && !live) continue;
+        HF_RETURN_IF_ERROR(tx.DeleteAllocation(m.task.key));
+        HF_RETURN_IF_ERROR(tx.UpdateTaskState(
+            m.task.key, restart ? TaskState::kPending : TaskState::kCancelled, note));
+        HF_RETURN_IF_ERROR(
+            tx.AppendTaskEvent(m.task.key, restart ? "restarting" : "stopped", note));
+      }
+      next = restart ? JobState::kRestarting : JobState::kFailed;
+      HF_RETURN_IF_ERROR(tx.UpdateJob(id, next, why, restarts));
+      return tx.AppendJobEvent(id, restart ? "restarting" : "failed", note);
+    });
+    if (!s.ok()) {
+      spdlog::error("scheduler: job {}: {}", id, s.ToString());
+      touched_jobs_.insert(id);  // tried again at the next pass
+      continue;
+    }
+    if (act == Act::kNone) continue;
+    if (act == Act::kRestart || act == Act::kFail) {
+      for (const store::TaskRecord& m : members) {
+        const TaskKey key = m.task.key;
+        if (const PlacedTask* p = cluster_.FindPlaced(key)) {
+          BumpNodeLocked(cluster_.spec(p->alloc.node).name);
+          HF_CHECK(cluster_.Release(key).ok());
+        }
+        queue_.Remove(key);
+        if (act == Act::kRestart) {
+          tasks_[key] = m.task;
+          EnqueueLocked(m.task, "restarting job: " + why);
+        } else {
+          tasks_.erase(key);
+        }
+      }
+      retry_all_ = true;
+      if (act == Act::kRestart) ++job.restarts;
+    }
+    job.state = next;
+    Publish("job",
+            {{"action", JobStateName(next)}, {"id", id}, {"name", job.spec.name}, {"detail", why}});
+    if (IsFinal(next)) jobs_.erase(it);
+  }
+}
+
+}  // namespace hf::scheduler
