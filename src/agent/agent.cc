@@ -390,12 +390,41 @@ void Agent::ReaperLoop() {
     std::vector<std::pair<uint64_t, json>> ended;  // body null: not reported
     {
       MutexLock lock(mu_);
+      // A task past its time limit is stopped as a victim is (SIGTERM, the
+      // grace period, SIGKILL) and reported failed, timed out.
+      const auto now = std::chrono::steady_clock::now();
+      for (auto it = deadlines_.begin(); it != deadlines_.end();) {
+        if (now < it->second.first || !supervisor_.Has(it->first)) {
+          ++it;
+          continue;
+        }
+        Log("task " + std::to_string(it->first) + " reached its time limit of " +
+            std::to_string(it->second.second) + " s; stopping it");
+        supervisor_.Stop(it->first, opt_.grace_period);
+        timed_out_[it->first] = it->second.second;
+        it = deadlines_.erase(it);
+      }
       for (const ExitInfo& e : supervisor_.Reap()) {
         // Both tests run: a stopped task must leave unreported_, or a later
         // copy of it here would never be stopped.
         const bool unreported = unreported_.erase(e.id) > 0;
         ports_.erase(e.id);
         held_.erase(e.id);
+        deadlines_.erase(e.id);
+        if (auto t = timed_out_.find(e.id); t != timed_out_.end() && !unreported) {
+          const std::string how = "time limit of " + std::to_string(t->second) + " s reached";
+          timed_out_.erase(t);
+          json body = {{"node", node}, {"id", e.id}, {"state", "failed"}, {"timed_out", true},
+                       {"message", how}};
+          if (e.signal != 0) body["signal"] = e.signal;
+          Log("task " + std::to_string(e.id) + " ended: " + how);
+          finished_[e.id] = body;
+          taken_.erase(e.id);
+          final_pending_.insert(e.id);
+          ended.emplace_back(e.id, std::move(body));
+          continue;
+        }
+        timed_out_.erase(e.id);
         if (e.stopped || unreported) {
           Log("task " + std::to_string(e.id) + " stopped");
           ended.emplace_back(e.id, json());
@@ -807,6 +836,10 @@ void Agent::Launch(const Assignment& a) {
   }
   if (port) ports_[a.id] = *port;
   held_[a.id] = a.allocation;
+  if (a.task.time_limit_s > 0) {
+    deadlines_[a.id] = {std::chrono::steady_clock::now() + seconds(a.task.time_limit_s),
+                        a.task.time_limit_s};
+  }
   Log("task " + std::to_string(a.id) + " (" + a.task.name + ") started, pid " +
       std::to_string(*pid) + (port ? ", port " + std::to_string(*port) : ""));
   {

@@ -178,6 +178,11 @@ class Agent {
   std::set<uint64_t> final_pending_ HF_GUARDED_BY(mu_);
   // The ports given to the live service tasks here.
   std::map<uint64_t, uint16_t> ports_ HF_GUARDED_BY(mu_);
+  // Tasks with a time limit: when it runs out (steady clock), and its
+  // length; those stopped for it are reported failed with timed_out.
+  std::map<uint64_t, std::pair<std::chrono::steady_clock::time_point, int64_t>> deadlines_
+      HF_GUARDED_BY(mu_);
+  std::map<uint64_t, int64_t> timed_out_ HF_GUARDED_BY(mu_);
   // Log shipping, per task: bytes of the local file consumed, bytes the
   // server holds. Reaper thread only.
   struct LogShip {

@@ -226,6 +226,7 @@ void Scheduler::ReconcileJobsLocked() {
     // What to do, worked out inside the write from the members as stored.
     enum class Act { kNone, kState, kRestart, kFail };
     Act act = Act::kNone;
+    bool timed_out = false;
     JobState next = job.state;
     std::string why, event_kind;
     std::vector<store::TaskRecord> members;
@@ -270,8 +271,11 @@ void Scheduler::ReconcileJobsLocked() {
           }
         }
       }
+      // A member stopped at the time limit: the job's time is up.
+      timed_out = failed != nullptr && failed->pending_reason.rfind(kTimedOutReason, 0) == 0;
+      if (timed_out) why = "member " + failed->task.name + " " + failed->pending_reason;
       if (!why.empty()) {
-        act = job.spec.on_member_failure == OnMemberFailure::kRestartJob &&
+        act = !timed_out && job.spec.on_member_failure == OnMemberFailure::kRestartJob &&
                       job.restarts < job.spec.max_restarts
                   ? Act::kRestart
                   : Act::kFail;
@@ -319,7 +323,7 @@ void Scheduler::ReconcileJobsLocked() {
       const int32_t restarts = job.restarts + (restart ? 1 : 0);
       const std::string note = restart ? "restarting job (" + std::to_string(restarts) + " of " +
                                              std::to_string(job.spec.max_restarts) + "): " + why
-                                       : "job failed: " + why;
+                                       : std::string(timed_out ? "job timed out: " : "job failed: ") + why;
       for (const store::TaskRecord& m : members) {
         const bool live = m.state == TaskState::kPending || m.state == TaskState::kScheduled ||
                           m.state == TaskState::kRunning;
@@ -330,9 +334,9 @@ void Scheduler::ReconcileJobsLocked() {
         HF_RETURN_IF_ERROR(
             tx.AppendTaskEvent(m.task.key, restart ? "restarting" : "stopped", note));
       }
-      next = restart ? JobState::kRestarting : JobState::kFailed;
+      next = restart ? JobState::kRestarting : timed_out ? JobState::kTimedOut : JobState::kFailed;
       HF_RETURN_IF_ERROR(tx.UpdateJob(id, next, why, restarts));
-      return tx.AppendJobEvent(id, restart ? "restarting" : "failed", note);
+      return tx.AppendJobEvent(id, JobStateName(next), note);
     });
     if (!s.ok()) {
       spdlog::error("scheduler: job {}: {}", id, s.ToString());

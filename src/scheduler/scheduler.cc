@@ -734,10 +734,12 @@ Result<store::TaskRecord> Scheduler::ReportTask(const std::string& node, TaskKey
                                          : "";
       if (!exit.message.empty()) how += (how.empty() ? "" : ": ") + exit.message;
       if (how.empty()) how = "ended";
+      const std::string reason = exit.timed_out ? kTimedOutReason + exit.message : "";
       HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
         HF_RETURN_IF_ERROR(tx.DeleteAllocation(id));
-        HF_RETURN_IF_ERROR(tx.UpdateTaskState(id, exit.state, ""));
-        return tx.AppendTaskEvent(id, TaskStateName(exit.state), how + " on node " + node);
+        HF_RETURN_IF_ERROR(tx.UpdateTaskState(id, exit.state, reason));
+        return tx.AppendTaskEvent(id, exit.timed_out ? "timed_out" : TaskStateName(exit.state),
+                                  how + " on node " + node);
       }));
       HF_CHECK(cluster_.Release(id).ok());
       tasks_.erase(id);

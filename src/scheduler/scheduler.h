@@ -114,7 +114,14 @@ struct TaskExit {
   // kFailed: its supervisor stopped it because the agent could not renew the
   // node's lease (fencing). A task with requeue_on_node_loss is queued again.
   bool fenced = false;
+  // kFailed: its agent stopped it at its time limit. It ends failed with a
+  // "timed_out" event and the reason kTimedOutReason + message; a job it
+  // is a member of ends timed_out.
+  bool timed_out = false;
 };
+
+// The start of a timed-out task's reason.
+inline constexpr char kTimedOutReason[] = "timed out: ";
 
 // What the preview needs, copied under the lock.
 struct ClusterSnapshot {

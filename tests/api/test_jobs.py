@@ -18,6 +18,8 @@ Checked:
   - preemption: a high-priority 2-member job preempts a whole low-priority
     gang, never one rank, and its processes start after the victims'
     processes exited;
+  - time limit: a job with time_limit_s 3 ends timed_out within 3 s plus
+    the grace period; a task on its own with a limit ends failed, timed out;
   - cancel: cancelling a job stops every member; a member is not cancelled
     on its own;
   - bad input: min_available above the replicas, zero replicas, a role
@@ -257,6 +259,33 @@ def main(binary, tmp):
         expect(srv.call("POST", API + "/jobs/%d/cancel" % low), 200)
         no_processes()
 
+    def time_limit():
+        j = submit({"name": "limited", "time_limit_s": 3,
+                    "roles": [role("worker", 2, 1, ["sh", "-c", "sleep 60"])]})["id"]
+        state(j, "running", 20)
+        t0 = time.monotonic()
+        got = state(j, "timed_out", 3 + GRACE_S + 5)
+        took = time.monotonic() - t0
+        if took > 3 + GRACE_S + 1:
+            fail("timed out %.1f s after it ran (limit 3 s, grace %d s)" % (took, GRACE_S))
+        if "time limit of 3 s reached" not in got["reason"]:
+            fail("the job's reason: %r" % got["reason"])
+        kinds = [e["kind"] for m in got["members"]
+                 for e in expect(srv.get(API + "/tasks/%d" % m["id"]), 200)["events"]]
+        if "timed_out" not in kinds:
+            fail("no member has a timed_out event: %s" % kinds)
+        no_processes()
+        # A task on its own ends failed, with the same event.
+        t = expect(srv.call("POST", API + "/tasks", {
+            "name": "limited-task", "time_limit_s": 1, "command": ["sh", "-c", "sleep 60"],
+            "requests": {"cpu_milli": 100, "memory_mib": 64}}), 201)["id"]
+        done = wait_until(lambda: expect(srv.get(API + "/tasks/%d" % t), 200)["state"] == "failed" and
+                          expect(srv.get(API + "/tasks/%d" % t), 200), 1 + GRACE_S + 10, "the task timed out")
+        if not done["pending_reason"].startswith("timed out: time limit of 1 s reached"):
+            fail("the task's reason: %r" % done["pending_reason"])
+        if "timed_out" not in [e["kind"] for e in done["events"]]:
+            fail("the task's events: %s" % [e["kind"] for e in done["events"]])
+
     def cancel():
         j = submit({"name": "cancelled", "roles": [role("worker", 2, 1, ["sh", "-c", "sleep 60"])]})
         got = state(j["id"], "running", 20)
@@ -296,6 +325,7 @@ def main(binary, tmp):
     c.run("fail_job: a failed rank fails the job and stops the rest", fail_job)
     c.run("restart_job: every member restarts once, then succeeds", restart_job)
     c.run("preemption: a gang is evicted whole, the preemptor starts after", preemption)
+    c.run("time limit: the job ends timed_out within the limit and the grace", time_limit)
     c.run("cancel: the job stops every member", cancel)
     c.run("bad input: 400 naming the field; an oversized gang waits", bad_input)
     c.finish()

@@ -212,7 +212,8 @@ Response AgentsApi::Report(const Request& req, const Caller& caller) {
   if (!body.ok()) return StatusError(body.status());
   Status s = json_fields::CheckKeys(
       *body, "",
-      {"node", "id", "state", "exit_code", "signal", "message", "port", "host", "fenced"});
+      {"node", "id", "state", "exit_code", "signal", "message", "port", "host", "fenced",
+       "timed_out"});
   if (!s.ok()) return StatusError(s);
   Result<std::string> node = ParseNodeField(*body);
   if (!node.ok()) return StatusError(node.status());
@@ -253,6 +254,15 @@ Response AgentsApi::Report(const Request& req, const Caller& caller) {
     exit.fenced = (*body)["fenced"].get<bool>();
     if (exit.fenced && exit.state != TaskState::kFailed) {
       return StatusError(InvalidArgument("only a failed task can have been fenced"));
+    }
+  }
+  if (body->contains("timed_out")) {
+    if (!(*body)["timed_out"].is_boolean()) {
+      return StatusError(InvalidArgument("timed_out must be a boolean"));
+    }
+    exit.timed_out = (*body)["timed_out"].get<bool>();
+    if (exit.timed_out && exit.state != TaskState::kFailed) {
+      return StatusError(InvalidArgument("only a failed task can have timed out"));
     }
   }
   if (body->contains("message")) {
