@@ -324,3 +324,110 @@ TEST(FrameworkTest, NoGpuIsEverAllocatedTwice) {
 
 }  // namespace
 }  // namespace hf::framework
+
+namespace hf::framework {
+namespace {
+
+using hf::testing::MakeTask;
+using hf::testing::Node;
+
+// Tasks `first`.. of a job: 4 GPUs each, in job `job`'s group.
+std::vector<Task> GangMembers(TaskKey first, int n, uint64_t job, int32_t priority = 0) {
+  std::vector<Task> out;
+  for (int i = 0; i < n; ++i) {
+    Task t = MakeTask(first + i, 1000, 1000, 4);
+    t.name = "m-" + std::to_string(i);
+    t.group = "j." + std::to_string(job);
+    t.priority = priority;
+    t.job = {job, "j", "w", i, n, n};
+    out.push_back(t);
+  }
+  return out;
+}
+
+std::vector<const Task*> Pointers(const std::vector<Task>& tasks) {
+  std::vector<const Task*> out;
+  for (const Task& t : tasks) out.push_back(&t);
+  return out;
+}
+
+TEST(GangTest, AllOrNothingLeavesTheClusterAsItWas) {
+  auto fw = Make(kVisionPolicy);
+  ClusterState c;
+  ASSERT_TRUE(c.AddNode(Node("n0", 64000, 256000, 4)).ok());
+  ASSERT_TRUE(c.AddNode(Node("n1", 64000, 256000, 4)).ok());
+  CycleState state;
+  const std::vector<Task> three = GangMembers(1, 3, 7);
+  GangDecision g = fw->ScheduleGang(Pointers(three), 3, c, state);
+  EXPECT_FALSE(g.scheduled);
+  EXPECT_EQ(c.placed_count(), 0u);
+  EXPECT_EQ(g.reason.rfind("gang 2/3 placeable: m-2: 0/2 nodes available", 0), 0u) << g.reason;
+  ASSERT_EQ(g.members.size(), 3u);
+  for (const Decision& d : g.members) {
+    EXPECT_FALSE(d.scheduled);
+    EXPECT_EQ(d.reason, g.reason);
+  }
+  // Two fit, one per node, in one call.
+  const std::vector<Task> two = GangMembers(10, 2, 8);
+  g = fw->ScheduleGang(Pointers(two), 2, c, state);
+  ASSERT_TRUE(g.scheduled) << g.reason;
+  EXPECT_EQ(c.placed_count(), 2u);
+  EXPECT_NE(g.members[0].alloc.node, g.members[1].alloc.node);
+  // Fewer than all may be enough (min_available): 1 of 2 needed, none fits.
+  const std::vector<Task> more = GangMembers(20, 2, 9);
+  g = fw->ScheduleGang(Pointers(more), 1, c, state);
+  EXPECT_FALSE(g.scheduled);
+  EXPECT_EQ(g.reason.rfind("gang 0/1 placeable", 0), 0u) << g.reason;
+  EXPECT_EQ(c.placed_count(), 2u);
+}
+
+TEST(GangTest, AFailedGangPutsItsVictimsBack) {
+  auto fw = Make(kVisionPolicy);  // preempt: scheduled tasks of lower priority
+  ClusterState c;
+  const NodeId n0 = *c.AddNode(Node("n0", 64000, 256000, 4));
+  ASSERT_TRUE(c.AddNode(Node("n1", 64000, 256000, 4)).ok());
+  Task low = MakeTask(100, 1000, 1000, 4);
+  ASSERT_TRUE(c.Bind(low, hf::testing::AllocFor(low, n0, {{0, 1000, 0}, {1, 1000, 0}, {2, 1000, 0},
+                                                         {3, 1000, 0}}))
+                  .ok());
+  const PlacedTask before = *c.FindPlaced(100);
+  CycleState state;
+  // Three members of priority 10: one fits beside `low`, one displaces it,
+  // the third fits nowhere: nothing changes.
+  const std::vector<Task> three = GangMembers(1, 3, 7, 10);
+  GangDecision g = fw->ScheduleGang(Pointers(three), 3, c, state);
+  EXPECT_FALSE(g.scheduled);
+  ASSERT_NE(c.FindPlaced(100), nullptr);
+  EXPECT_EQ(c.FindPlaced(100)->alloc.gpus, before.alloc.gpus);
+  EXPECT_EQ(c.placed_count(), 1u);
+  for (const Decision& d : g.members) EXPECT_TRUE(d.victims.empty());
+  // Two members: the second displaces `low`, and says so.
+  const std::vector<Task> two = GangMembers(10, 2, 8, 10);
+  g = fw->ScheduleGang(Pointers(two), 2, c, state);
+  ASSERT_TRUE(g.scheduled) << g.reason;
+  EXPECT_EQ(c.FindPlaced(100), nullptr);
+  EXPECT_EQ(g.members[0].victims.size() + g.members[1].victims.size(), 1u);
+}
+
+TEST(GangTest, AVictimsJobMatesAreEvictedWithIt) {
+  auto fw = Make(kVisionPolicy);
+  ClusterState c;
+  ASSERT_TRUE(c.AddNode(Node("n0", 64000, 256000, 4)).ok());
+  ASSERT_TRUE(c.AddNode(Node("n1", 64000, 256000, 4)).ok());
+  CycleState state;
+  const std::vector<Task> low = GangMembers(1, 2, 5, 0);
+  ASSERT_TRUE(fw->ScheduleGang(Pointers(low), 2, c, state).scheduled);
+  // One task that needs one node: both ranks of the running gang go.
+  Task high = MakeTask(50, 1000, 1000, 4);
+  high.priority = 100;
+  Decision d = fw->Schedule(high, c, state);
+  ASSERT_TRUE(d.scheduled) << d.reason;
+  std::vector<TaskKey> victims = d.victims;
+  std::sort(victims.begin(), victims.end());
+  EXPECT_EQ(victims, (std::vector<TaskKey>{1, 2}));
+  EXPECT_EQ(c.placed_count(), 1u);
+  EXPECT_EQ(d.evicted.size(), 2u);
+}
+
+}  // namespace
+}  // namespace hf::framework

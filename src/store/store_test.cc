@@ -884,3 +884,71 @@ TEST(StoreSpecJsonTest, WrongTypesNameTheField) {
 
 }  // namespace
 }  // namespace hf::store
+
+namespace hf::store {
+namespace {
+
+using StoreJobTest = StoreFixture;
+
+TEST_F(StoreJobTest, JobsKeepSpecStateEventsAndMembersAcrossReopen) {
+  Result<JobSpec> spec = JobSpecFromJson(
+      {{"name", "train"},
+       {"roles", {{{"name", "w"}, {"replicas", 3}, {"requests", {{"gpu", 1}}}}}},
+       {"restart", {{"on_member_failure", "restart_job"}, {"max_restarts", 2}}}});
+  ASSERT_TRUE(spec.ok());
+  uint64_t id = 0;
+  std::vector<TaskKey> members;
+  {
+    auto s = OpenStore();
+    ASSERT_TRUE(s->Write([&](Tx& tx) -> Status {
+                   HF_ASSIGN_OR_RETURN(id, tx.InsertJob(*spec));
+                   for (const Task& t : spec->Members(id)) {
+                     HF_ASSIGN_OR_RETURN(TaskKey k, tx.InsertTask(t));
+                     members.push_back(k);
+                   }
+                   // A task of no job, between them.
+                   Task alone;
+                   alone.name = "alone";
+                   HF_RETURN_IF_ERROR(tx.InsertTask(alone).status());
+                   HF_RETURN_IF_ERROR(tx.AppendJobEvent(id, "submitted", "by alice"));
+                   HF_RETURN_IF_ERROR(tx.UpdateJob(id, JobState::kRestarting, "member x failed", 1));
+                   return tx.AppendJobEvent(id, "restarting", "1 of 2");
+                 }).ok());
+    EXPECT_EQ(s->Write([](Tx& tx) { return tx.UpdateJob(99, JobState::kFailed, "", 0); }).code(),
+              StatusCode::kNotFound);
+  }
+  auto s = OpenStore();
+  ASSERT_TRUE(s->Read([&](const ReadTx& tx) -> Status {
+                 HF_ASSIGN_OR_RETURN(JobRecord j, tx.GetJob(id));
+                 EXPECT_EQ(j.spec.name, "train");
+                 EXPECT_EQ(j.spec.replicas(), 3);
+                 EXPECT_EQ(j.spec.max_restarts, 2);
+                 EXPECT_EQ(j.state, JobState::kRestarting);
+                 EXPECT_EQ(j.reason, "member x failed");
+                 EXPECT_EQ(j.restarts, 1);
+                 HF_ASSIGN_OR_RETURN(std::vector<JobEvent> ev, tx.ListJobEvents(id));
+                 EXPECT_EQ(ev.size(), 2u);
+                 EXPECT_EQ(ev[1].kind, "restarting");
+                 TaskFilter f;
+                 f.job = id;
+                 f.limit = 0;
+                 HF_ASSIGN_OR_RETURN(std::vector<TaskRecord> got, tx.ListTasks(f));
+                 EXPECT_EQ(got.size(), 3u);
+                 for (size_t i = 0; i < got.size(); ++i) {
+                   EXPECT_EQ(got[i].task.key, members[i]);
+                   EXPECT_EQ(got[i].task.job.rank, static_cast<int32_t>(i));
+                   EXPECT_EQ(got[i].task.job.id, id);
+                 }
+                 HF_ASSIGN_OR_RETURN(std::vector<JobRecord> all, tx.ListJobs());
+                 EXPECT_EQ(all.size(), 1u);
+                 EXPECT_EQ(tx.GetJob(id + 1).status().code(), StatusCode::kNotFound);
+                 EXPECT_EQ(tx.ListJobEvents(id + 1).status().code(), StatusCode::kNotFound);
+                 return Status::Ok();
+               }).ok());
+  // The database refuses a state it does not know.
+  std::string err;
+  EXPECT_NE(RawExec("UPDATE jobs SET state = 'done'", &err), SQLITE_OK);
+}
+
+}  // namespace
+}  // namespace hf::store
