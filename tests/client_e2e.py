@@ -254,6 +254,39 @@ def run_checks(binary, url, tmp):
     out, _ = c.run(["delete", "task", train_id] + auth, 0)
     expect_in("task/%s cancelled" % train_id, out, "delete task")
 
+    # Jobs: apply -f, get, describe, delete (docs/JOBS.md).
+    job_file = os.path.join(tmp, "job.yaml")
+    with open(job_file, "w") as f:
+        f.write("kind: job\nname: big-train\nroles:\n  - name: worker\n    replicas: 3\n"
+                "    command: [python, train.py]\n    requests: {gpu: 8}\n")
+    out, _ = c.run(["apply", "-f", job_file, "--dry-run"], 0)
+    expect_in("job big-train checked (dry run)", out, "apply a job, dry run")
+    out, _ = c.run(["apply", "-f", job_file] + auth, 0)
+    m = re.search(r"^job/(\d+) created \(big-train, 3 members\)$", out, re.M)
+    if not m:
+        fail("apply a job:\n" + out)
+    job_id = m.group(1)
+    for _ in range(50):  # the reason comes with the scheduler's next cycle
+        out, _ = c.run(["get", "jobs"] + auth, 0)
+        if "placeable" in out:
+            break
+        time.sleep(0.1)
+    if not re.search(r"^%s\s+big-train\s+pending\s+0/3\s+3\s.*gang [0-2]/3 placeable: big-train-"
+                     % job_id, out, re.M):
+        fail("a gang larger than the cluster waits with its reason; jobs table:\n" + out)
+    out, _ = c.run(["describe", "job", job_id] + auth, 0)
+    for needle in ("Name:", "big-train", "Gang:", "3 of 3 members, all or none", "Members:",
+                   "big-train-worker-2", "Events:", "submitted"):
+        expect_in(needle, out, "describe job")
+    _, err = c.run(["apply", "-f", "-"] + auth, 2,
+                   stdin="kind: job\nname: j\nroles: [{name: w, replicas: 0}]\n")
+    expect_in("roles[0].replicas must be >= 1", err, "a bad job is refused before sending")
+    out, _ = c.run(["delete", "job", job_id] + auth, 0)
+    expect_in("job/%s cancelled" % job_id, out, "delete job")
+    out, _ = c.run(["get", "job", job_id, "-o", "json"] + auth, 0)
+    if json.loads(out)["state"] != "cancelled":
+        fail("job after delete: " + out)
+
     out, _ = c.run(["get", "tokens"] + auth, 0)
     if not re.search(r"^1\s+admin\s+admin\s+true\s", out, re.M):
         fail("tokens table:\n" + out)

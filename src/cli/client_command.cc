@@ -1,6 +1,7 @@
 #include "cli/client_command.h"
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -8,7 +9,6 @@
 #include <iterator>
 #include <optional>
 #include <sstream>
-#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
@@ -83,6 +83,7 @@ void Print(const ApiSession& session, const json& value, TableFn table) {
 std::string Resource(const std::string& s) {
   if (s == "node" || s == "nodes" || s == "no") return "nodes";
   if (s == "task" || s == "tasks") return "tasks";
+  if (s == "job" || s == "jobs") return "jobs";
   if (s == "plugin" || s == "plugins") return "plugins";
   if (s == "token" || s == "tokens") return "tokens";
   if (s == "model" || s == "models" || s == "mo") return "models";
@@ -107,16 +108,16 @@ std::string Singular(const std::string& resource) {
 // `get` ----------------------------------------------------------------------
 
 int RunGet(int argc, char** argv) {
-  CLI::App app{"List or show nodes, tasks, plugins, tokens, models or endpoints.",
+  CLI::App app{"List or show nodes, tasks, jobs, plugins, tokens, models or endpoints.",
                "heteroflow get"};
   GlobalFlags g;
   std::string resource_arg, name;
   TaskFilters f;
   app.add_option("resource", resource_arg,
-                 "nodes (no), tasks, plugins, tokens, models (mo) or endpoints (ep)")
+                 "nodes (no), tasks, jobs, plugins, tokens, models (mo) or endpoints (ep)")
       ->required();
   app.add_option("name", name,
-                 "one node name, task id, plugin name, token id, model or endpoint name");
+                 "one node name, task or job id, plugin name, token id, model or endpoint name");
   app.add_option("--state", f.state, "tasks: pending|scheduled|running|succeeded|failed|cancelled");
   app.add_option("--node", f.node, "tasks: on this node");
   app.add_option("--group", f.group, "tasks: of this group");
@@ -130,7 +131,7 @@ int RunGet(int argc, char** argv) {
   const std::string resource = Resource(resource_arg);
   if (resource.empty()) {
     return UsageError("get", "unknown resource \"" + resource_arg +
-                                 "\" (nodes, tasks, plugins, tokens, models or endpoints)");
+                                 "\" (nodes, tasks, jobs, plugins, tokens, models or endpoints)");
   }
   const bool filtered =
       !f.state.empty() || !f.node.empty() || !f.group.empty() || f.priority || f.limit || f.after;
@@ -139,14 +140,14 @@ int RunGet(int argc, char** argv) {
                       "--state, --node, --group, --priority, --limit and --after "
                       "filter the task list only");
   }
-  if (resource == "tasks" && !name.empty() && !IsTaskId(name)) {
-    return UsageError("get", "a task id is a number, not \"" + name + "\"");
+  if ((resource == "tasks" || resource == "jobs") && !name.empty() && !IsTaskId(name)) {
+    return UsageError("get", "a " + Singular(resource) + " id is a number, not \"" + name + "\"");
   }
   Result<ApiSession> session = ApiSession::Open(g);
   if (!session.ok()) return UsageError("get", session.status().message());
   const int64_t now = Now();
 
-  if (resource == "nodes" || resource == "tasks" || IsInference(resource)) {
+  if (resource == "nodes" || resource == "tasks" || resource == "jobs" || IsInference(resource)) {
     const std::string target =
         name.empty() ? (resource == "tasks" ? TaskListTarget(f) : CollectionPath(resource))
                      : CollectionPath(resource) + "/" + UrlEncode(name);
@@ -159,6 +160,7 @@ int RunGet(int argc, char** argv) {
       if (resource == "nodes") return NodesTable(list);
       if (resource == "models") return ModelsTable(list, now);
       if (resource == "endpoints") return EndpointsTable(list);
+      if (resource == "jobs") return JobsTable(list, now);
       return TasksTable(list, now);
     });
     if (resource == "tasks" && name.empty() && session->format() == OutputFormat::kTable &&
@@ -202,23 +204,24 @@ int RunGet(int argc, char** argv) {
 
 int RunDescribe(int argc, char** argv) {
   CLI::App app{
-      "Show one task (state, node, allocation, pending reason, events), node, model "
-      "deployment (status, replicas, autoscaling) or endpoint.",
+      "Show one task (state, node, allocation, pending reason, events), job (state, "
+      "members, events), node, model deployment (status, replicas, autoscaling) or endpoint.",
       "heteroflow describe"};
   GlobalFlags g;
   std::string resource_arg, name;
-  app.add_option("resource", resource_arg, "task, node, model or endpoint")->required();
-  app.add_option("name", name, "the task's id or the node's, model's or endpoint's name")
+  app.add_option("resource", resource_arg, "task, job, node, model or endpoint")->required();
+  app.add_option("name", name, "the task's or job's id, or the node's, model's or endpoint's name")
       ->required();
   AddGlobalFlags(app, g);
   if (std::optional<int> rc = Parse(app, argc, argv)) return *rc;
   const std::string resource = Resource(resource_arg);
-  if (resource != "tasks" && resource != "nodes" && !IsInference(resource)) {
-    return UsageError("describe",
-                      "can describe a task, node, model or endpoint, not \"" + resource_arg + "\"");
+  if (resource != "tasks" && resource != "jobs" && resource != "nodes" && !IsInference(resource)) {
+    return UsageError("describe", "can describe a task, job, node, model or endpoint, not \"" +
+                                      resource_arg + "\"");
   }
-  if (resource == "tasks" && !IsTaskId(name)) {
-    return UsageError("describe", "a task id is a number, not \"" + name + "\"");
+  if ((resource == "tasks" || resource == "jobs") && !IsTaskId(name)) {
+    return UsageError("describe",
+                      "a " + Singular(resource) + " id is a number, not \"" + name + "\"");
   }
   Result<ApiSession> session = ApiSession::Open(g);
   if (!session.ok()) return UsageError("describe", session.status().message());
@@ -227,6 +230,7 @@ int RunDescribe(int argc, char** argv) {
   if (!answer) return kApiError;
   Print(*session, *answer, [&] {
     if (resource == "tasks") return DescribeTask(*answer, Now());
+    if (resource == "jobs") return DescribeJob(*answer, Now());
     if (resource == "models") return DescribeModel(*answer, Now());
     if (resource == "endpoints") return DescribeEndpoint(*answer, Now());
     return DescribeNode(*answer);
@@ -291,7 +295,9 @@ constexpr char kApplyHelp[] =
     "/api/v1/inference/models) or, when one of that name exists, replaced (PUT).\n"
     "An object with kind: endpoint is an endpoint (POST /api/v1/inference/endpoints;\n"
     "one that exists with the same model and public is left unchanged). A new\n"
-    "endpoint's key secret is printed once. Models, then endpoints, come after tasks.";
+    "endpoint's key secret is printed once. Models, then endpoints, come after tasks.\n"
+    "An object with kind: job is a job (POST /api/v1/jobs, docs/JOBS.md): its members\n"
+    "are placed as a gang. Jobs come after tasks.";
 
 int RunApply(int argc, char** argv) {
   CLI::App app{kApplyHelp, "heteroflow apply"};
@@ -334,10 +340,14 @@ int RunApply(int argc, char** argv) {
       for (const json& e : manifest->endpoints) {
         std::printf("endpoint/%s checked (dry run)\n", e["name"].get<std::string>().c_str());
       }
+      for (const json& j : manifest->jobs) {
+        std::printf("job %s checked (dry run)\n", j["name"].get<std::string>().c_str());
+      }
     } else {
       json out = {{"nodes", manifest->nodes}, {"tasks", manifest->tasks}};
       if (!manifest->models.empty()) out["models"] = manifest->models;
       if (!manifest->endpoints.empty()) out["endpoints"] = manifest->endpoints;
+      if (!manifest->jobs.empty()) out["jobs"] = manifest->jobs;
       std::fputs(Serialize(out, *format).c_str(), stdout);
     }
     return kOk;
@@ -349,6 +359,7 @@ int RunApply(int argc, char** argv) {
   json applied = {{"nodes", json::array()}, {"tasks", json::array()}};
   if (!manifest->models.empty()) applied["models"] = json::array();
   if (!manifest->endpoints.empty()) applied["endpoints"] = json::array();
+  if (!manifest->jobs.empty()) applied["jobs"] = json::array();
   // A failure stops here; what was printed before it was applied.
   auto finish = [&](int rc) {
     if (!table) std::fputs(Serialize(applied, session->format()).c_str(), stdout);
@@ -382,6 +393,15 @@ int RunApply(int argc, char** argv) {
       }
       applied["tasks"].push_back(t);
     }
+  }
+  for (const json& job : manifest->jobs) {
+    std::optional<json> answer = session->Call("POST", "/api/v1/jobs", &job);
+    if (!answer) return finish(kApiError);
+    if (table) {
+      std::printf("job/%s created (%s, %s members)\n", Text(*answer, "id").c_str(),
+                  Text(*answer, "name").c_str(), Text(*answer, "replicas").c_str());
+    }
+    applied["jobs"].push_back(std::move(*answer));
   }
   for (const json& model : manifest->models) {
     const std::string name = model["name"].get<std::string>();
@@ -444,44 +464,45 @@ int RunApply(int argc, char** argv) {
 
 int RunDelete(int argc, char** argv) {
   CLI::App app{
-      "Cancel a task, delete a node (it must have no tasks), revoke a token, or "
+      "Cancel a task or a job, delete a node (it must have no tasks), revoke a token, or "
       "delete a model deployment (no endpoint may route to it) or an endpoint.",
       "heteroflow delete"};
   GlobalFlags g;
   std::string resource_arg, name;
-  app.add_option("resource", resource_arg, "task, node, token, model or endpoint")->required();
+  app.add_option("resource", resource_arg, "task, job, node, token, model or endpoint")->required();
   app.add_option("name", name,
-                 "the task's or token's id, or the node's, model's or endpoint's name")
+                 "the task's, job's or token's id, or the node's, model's or endpoint's name")
       ->required();
   AddGlobalFlags(app, g);
   if (std::optional<int> rc = Parse(app, argc, argv)) return *rc;
   const std::string resource = Resource(resource_arg);
-  if (resource != "tasks" && resource != "nodes" && resource != "tokens" &&
+  if (resource != "tasks" && resource != "jobs" && resource != "nodes" && resource != "tokens" &&
       !IsInference(resource)) {
-    return UsageError("delete", "can delete a task, node, token, model or endpoint, not \"" +
+    return UsageError("delete", "can delete a task, job, node, token, model or endpoint, not \"" +
                                     resource_arg + "\"");
   }
-  if (resource == "tasks" && !IsTaskId(name)) {
-    return UsageError("delete", "a task id is a number, not \"" + name + "\"");
+  if ((resource == "tasks" || resource == "jobs") && !IsTaskId(name)) {
+    return UsageError("delete",
+                      "a " + Singular(resource) + " id is a number, not \"" + name + "\"");
   }
   Result<ApiSession> session = ApiSession::Open(g);
   if (!session.ok()) return UsageError("delete", session.status().message());
   std::optional<json> answer =
       session->Call("DELETE", CollectionPath(resource) + "/" + UrlEncode(name));
   if (!answer) return kApiError;
-  const char* done = resource == "tasks"    ? "cancelled"
-                     : resource == "tokens" ? "revoked"
-                                            : "deleted";
+  const char* done = resource == "tasks" || resource == "jobs" ? "cancelled"
+                     : resource == "tokens"                    ? "revoked"
+                                                               : "deleted";
   Print(*session, *answer, [&] { return Singular(resource) + "/" + name + " " + done + "\n"; });
   return kOk;
 }
 
 int RunNodeAction(const std::string& verb, int argc, char** argv) {
-  const char* what = verb == "cordon"
-                         ? "Mark a node Draining: it keeps its tasks, takes no new ones."
-                     : verb == "uncordon" ? "Mark a node Ready again."
-                                          : "Drain a node: no new tasks; its preemptible tasks are "
-                                            "evicted and queued again, the others run to their end.";
+  const char* what =
+      verb == "cordon"     ? "Mark a node Draining: it keeps its tasks, takes no new ones."
+      : verb == "uncordon" ? "Mark a node Ready again."
+                           : "Drain a node: no new tasks; its preemptible tasks are "
+                             "evicted and queued again, the others run to their end.";
   CLI::App app{what, "heteroflow " + verb};
   GlobalFlags g;
   std::string name;
@@ -498,7 +519,8 @@ int RunNodeAction(const std::string& verb, int argc, char** argv) {
     std::string line = "node/" + name + " " + done;
     if (verb == "drain") {
       line += " (" + std::to_string(answer->value("evicted", json::array()).size()) +
-              " task(s) evicted, " + std::to_string(answer->value("waiting_for", json::array()).size()) +
+              " task(s) evicted, " +
+              std::to_string(answer->value("waiting_for", json::array()).size()) +
               " left to finish)";
     }
     return line + "\n";
@@ -579,8 +601,7 @@ int RunConfig(int argc, char** argv) {
 
 bool IsClientVerb(std::string_view v) {
   return v == "get" || v == "describe" || v == "logs" || v == "apply" || v == "delete" ||
-         v == "cordon" ||
-         v == "uncordon" || v == "drain" || v == "plugins" || v == "config";
+         v == "cordon" || v == "uncordon" || v == "drain" || v == "plugins" || v == "config";
 }
 
 int RunClientCommand(int argc, char** argv) {

@@ -276,6 +276,45 @@ std::string DescribeTask(const json& t, int64_t now_s) {
   return f.Render() + "Events:\n" + Indented(FormatTable(rows));
 }
 
+std::string DescribeJob(const json& j, int64_t now_s) {
+  Fields f;
+  f.Add("Name", Text(j, "name"));
+  f.Add("ID", Text(j, "id"));
+  f.Add("State", Text(j, "state"));
+  f.Add("Reason", Text(j, "reason"));
+  f.Add("Queue", Text(j, "queue"));
+  f.Add("Priority", Text(j, "priority"));
+  f.Add("Gang", Text(j, "min_available") + " of " + Text(j, "replicas") + " members, all or none");
+  f.Add("Restarts", Text(j, "restarts"));
+  const json& spec = Child(j, "spec");
+  const json& restart = Child(spec, "restart");
+  if (restart.is_object()) {
+    f.Add("On Failure", Text(restart, "on_member_failure") + " (at most " +
+                            Text(restart, "max_restarts") + " restarts)");
+  }
+  f.Add("Time Limit",
+        Text(spec, "time_limit_s") == kNone ? kNone : Text(spec, "time_limit_s") + " s");
+  f.Add("Created", TimeWithAge(j, "created_at", now_s));
+  f.Add("Updated", TimeWithAge(j, "updated_at", now_s));
+  std::string out = f.Render();
+  std::vector<std::vector<std::string>> members = {
+      {"RANK", "ROLE", "TASK", "NAME", "STATE", "NODE", "REASON"}};
+  const json& list = Child(j, "members");
+  for (const json& m : list.is_array() ? list : json::array()) {
+    members.push_back({Text(m, "rank"), Text(m, "role"), Text(m, "id"), Text(m, "name"),
+                       Text(m, "state"), Text(m, "node"),
+                       Text(m, "pending_reason") == kNone ? "" : Text(m, "pending_reason")});
+  }
+  out += "Members:\n" + Indented(FormatTable(members));
+  std::vector<std::vector<std::string>> rows = {{"AGE", "KIND", "MESSAGE"}};
+  const json& events = Child(j, "events");
+  for (const json& e : events.is_array() ? events : json::array()) {
+    const std::string age = AgeOf(e, "time", now_s);
+    rows.push_back({age.empty() ? Text(e, "time") : age, Text(e, "kind"), Text(e, "message")});
+  }
+  return out + "Events:\n" + Indented(FormatTable(rows));
+}
+
 std::string DescribeNode(const json& n) {
   Fields f;
   f.Add("Name", Text(n, "name"));

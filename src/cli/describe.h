@@ -19,6 +19,9 @@ namespace hf::cli {
 std::string DescribeTask(const nlohmann::json& task, int64_t now_s);
 // GET /api/v1/nodes/{name}'s answer.
 std::string DescribeNode(const nlohmann::json& node);
+// A job: state, reason, gang, failure policy, its members (rank, role, task,
+// state, node, reason) and its events.
+std::string DescribeJob(const nlohmann::json& job, int64_t now_s);
 
 // GET /api/v1/inference/models/{name}'s answer: spec, status and reason,
 // autoscaling and its last decision, then one row per replica (task, node,

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <string>
 
+#include "core/job.h"
 #include "core/json_fields.h"
 #include "core/model_json.h"
 #include "core/yaml_json.h"
@@ -52,6 +53,18 @@ Status AddObject(json obj, Expect expect, const std::string& where, const std::s
         }
       }
       (kind == "model" ? out.models : out.endpoints).push_back(std::move(obj));
+      return Status::Ok();
+    }
+    if (kind == "job") {
+      if (expect != Expect::kAny) {
+        return fail(label + " has kind job inside a " + std::string(is_node ? "nodes:" : "tasks:") +
+                    " list");
+      }
+      obj.erase(it);
+      // Checked with the server's parser, as tasks are.
+      Result<JobSpec> job = JobSpecFromJson(obj);
+      if (!job.ok()) return fail(json_fields::Prefixed(job.status(), path).message());
+      out.jobs.push_back(std::move(obj));
       return Status::Ok();
     }
     if (kind == "node" || kind == "task") {
@@ -164,8 +177,8 @@ Result<std::vector<YamlDoc>> LoadYamlDocuments(std::string_view text, const std:
   return docs;
 }
 
-Status AddYamlObject(const YAML::Node& n, Expect expect, const std::string& source,
-                     int first_line, const std::string& path, Manifest& out) {
+Status AddYamlObject(const YAML::Node& n, Expect expect, const std::string& source, int first_line,
+                     const std::string& path, Manifest& out) {
   Result<json> value = YamlToJson(n, "", first_line);
   if (!value.ok()) return InvalidArgument(source + ": " + value.status().message());
   return AddObject(std::move(*value), expect, Line(source, n, first_line), path, out);
@@ -186,7 +199,8 @@ Status AddYamlDocument(const YAML::Node& doc, int first_line, const std::string&
     for (const auto& kv : doc) keys.push_back(kv.first.Scalar());
     if (!IsWrapper(keys)) return AddYamlObject(doc, Expect::kAny, source, first_line, "", out);
     if (keys.size() == 2 && keys[0] == keys[1]) {
-      return InvalidArgument(Line(source, doc, first_line) + ": key \"" + keys[0] + "\" given twice");
+      return InvalidArgument(Line(source, doc, first_line) + ": key \"" + keys[0] +
+                             "\" given twice");
     }
     for (const char* list : {"nodes", "tasks"}) {
       const YAML::Node items = doc[list];
@@ -225,8 +239,9 @@ Result<Manifest> ParseManifest(std::string_view text, const std::string& source)
       HF_RETURN_IF_ERROR(AddYamlDocument(doc.root, doc.first_line, source, out));
     }
   }
-  if (out.tasks.empty() && out.nodes.empty() && out.models.empty() && out.endpoints.empty()) {
-    return InvalidArgument(source + ": no tasks, nodes, models or endpoints in the file");
+  if (out.tasks.empty() && out.nodes.empty() && out.models.empty() && out.endpoints.empty() &&
+      out.jobs.empty()) {
+    return InvalidArgument(source + ": no tasks, jobs, nodes, models or endpoints in the file");
   }
   return out;
 }

@@ -19,6 +19,8 @@
 //     deployment or an endpoint (docs/INFERENCE.md), `kind` dropped. Only
 //     its `name` (and an endpoint's `model`) is checked here; the server
 //     checks the rest strictly. They may not appear inside `tasks:`/`nodes:`.
+//   - An object whose `kind` is `job` (any case) is a job (docs/JOBS.md),
+//     `kind` dropped, checked with the server's parser.
 //   - Every task and node is checked locally with the same strict parsers
 //     the server uses (core/model_json.h), so a bad file is refused before
 //     anything is sent, with the file, line (YAML) and field named.
@@ -37,10 +39,11 @@
 namespace hf::cli {
 
 struct Manifest {
-  std::vector<nlohmann::json> nodes;  // node inventories, in file order
-  std::vector<nlohmann::json> tasks;  // task submissions, in file order
+  std::vector<nlohmann::json> nodes;      // node inventories, in file order
+  std::vector<nlohmann::json> tasks;      // task submissions, in file order
   std::vector<nlohmann::json> models;     // model deployments, in file order
   std::vector<nlohmann::json> endpoints;  // inference endpoints, in file order
+  std::vector<nlohmann::json> jobs;       // jobs (docs/JOBS.md), in file order
 };
 
 // Parses the text of one file; `source` names it in messages ("tasks.yaml",

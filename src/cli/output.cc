@@ -214,6 +214,22 @@ std::string TasksTable(const json& tasks, int64_t now_s) {
   return FormatTable(rows);
 }
 
+std::string JobsTable(const json& jobs, int64_t now_s) {
+  std::vector<std::vector<std::string>> rows = {
+      {"ID", "NAME", "STATE", "RUNNING", "GANG", "PRIORITY", "RESTARTS", "AGE", "REASON"}};
+  for (const json& j : ListOrEmpty(jobs)) {
+    const json* by_state = Get(j, "members_by_state");
+    const std::string running =
+        std::to_string(by_state && by_state->is_object() ? by_state->value("running", 0) : 0) +
+        "/" + Text(j, "replicas");
+    rows.push_back({Text(j, "id"), Text(j, "name"), Text(j, "state"), running,
+                    Text(j, "min_available"), Text(j, "priority"), Text(j, "restarts"),
+                    AgeOf(j, "created_at", now_s),
+                    Text(j, "reason") == kNone ? "" : Text(j, "reason")});
+  }
+  return FormatTable(rows);
+}
+
 std::string NodesTable(const json& nodes) {
   std::vector<std::vector<std::string>> rows = {
       {"NAME", "CONDITION", "GPUS", "MODEL", "CPU", "MEM", "RACK"}};

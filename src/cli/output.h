@@ -41,6 +41,8 @@ std::string TasksTable(const nlohmann::json& tasks, int64_t now_s);
 // NAME CONDITION GPUS MODEL CPU MEM RACK; GPUS is allocated/total GPUs,
 // CPU and MEM are allocated/total cores and GiB.
 std::string NodesTable(const nlohmann::json& nodes);
+// ID NAME STATE RUNNING (running/replicas) GANG PRIORITY RESTARTS AGE REASON.
+std::string JobsTable(const nlohmann::json& jobs, int64_t now_s);
 // NAME TYPE ENABLED WEIGHT STATUS MODE.
 std::string PluginsTable(const nlohmann::json& plugins);
 // ID NAME ROLE ACTIVE AGE EXPIRES (never a secret: the list has none).
