@@ -100,7 +100,7 @@ TEST(ManifestTest, ErrorsNameTheFileLineAndField) {
   };
   const Row rows[] = {
       {"", {"f.yaml", "empty"}},
-      {"---\n", {"no tasks, nodes, models or endpoints"}},
+      {"---\n", {"no tasks, jobs, nodes, models or endpoints"}},
       {"tasks:\n  - name: a\n  - name: b\n    requests: {gpu: x}\n",
        {"f.yaml:3", "tasks[1].requests.gpu"}},
       {"name: a\nrequests: {gpus: 1}\n", {"f.yaml:1", "requests.gpus"}},
