@@ -28,6 +28,9 @@ namespace {
 struct Figures {
   size_t nodes = 0, decisions = 0, placed = 0, preemptions = 0;
   double per_second = 0, p50_us = 0, p99_us = 0, max_us = 0;
+  // --gang N: N-member gangs (4 GPUs a member) decided on the filled cluster.
+  size_t gangs = 0, gangs_placed = 0;
+  double gang_p50_ms = 0, gang_p99_ms = 0, gang_max_ms = 0;
 };
 
 double Percentile(std::vector<double> v, double q) {
@@ -37,7 +40,8 @@ double Percentile(std::vector<double> v, double q) {
   return v[k];
 }
 
-Figures RunOne(const hf::sim::Workload& openb, size_t node_count, double fill, uint64_t seed) {
+Figures RunOne(const hf::sim::Workload& openb, size_t node_count, double fill, uint64_t seed,
+               int gang) {
   using hf::NodeId;
   hf::ClusterState cluster;
   int64_t gpu_capacity = 0;
@@ -121,6 +125,40 @@ Figures RunOne(const hf::sim::Workload& openb, size_t node_count, double fill, u
   f.p50_us = Percentile(lat_us, 0.50);
   f.p99_us = Percentile(lat_us, 0.99);
   f.max_us = *std::max_element(lat_us.begin(), lat_us.end());
+  if (gang <= 0) return f;
+  // Gangs on the filled cluster: each decided in one ScheduleGang call, then
+  // released, so that every gang sees the same cluster.
+  std::vector<double> gang_ms;
+  hf::framework::CycleState state;
+  for (int g = 0; g < 50; ++g) {
+    std::vector<hf::Task> members;
+    for (int r = 0; r < gang; ++r) {
+      hf::Task t;
+      t.key = tasks.size() + size_t(g) * size_t(gang) + size_t(r);
+      t.name = "gang-" + std::to_string(g) + "-" + std::to_string(r);
+      t.group = "gang." + std::to_string(g);
+      t.priority = 0;
+      t.requests.gpu = 4;
+      t.requests.cpu_milli = 8000;
+      t.requests.memory_mib = 32768;
+      t.job = {uint64_t(1000 + g), "gang", "worker", r, gang, gang};
+      members.push_back(std::move(t));
+    }
+    std::vector<const hf::Task*> ptrs;
+    for (const hf::Task& t : members) ptrs.push_back(&t);
+    const auto start = std::chrono::steady_clock::now();
+    hf::framework::GangDecision d = (*fw)->ScheduleGang(ptrs, size_t(gang), cluster, state, opts);
+    gang_ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    f.gangs_placed += d.scheduled;
+    if (d.scheduled) {
+      for (const hf::Task& t : members) HF_CHECK(cluster.Release(t.key).ok());
+    }
+  }
+  f.gangs = gang_ms.size();
+  f.gang_p50_ms = Percentile(gang_ms, 0.50);
+  f.gang_p99_ms = Percentile(gang_ms, 0.99);
+  f.gang_max_ms = *std::max_element(gang_ms.begin(), gang_ms.end());
   return f;
 }
 
@@ -131,14 +169,17 @@ int main(int argc, char** argv) {
   double fill = 0.9;
   uint64_t seed = 42;
   std::vector<size_t> sizes = {1000, 5000, 10000};
+  int gang = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--trace-dir") trace = argv[i + 1];
     else if (flag == "--nodes") sizes = {size_t(std::strtoull(argv[i + 1], nullptr, 10))};
     else if (flag == "--fill") fill = std::atof(argv[i + 1]);
     else if (flag == "--seed") seed = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (flag == "--gang") gang = std::atoi(argv[i + 1]);
     else {
-      std::fprintf(stderr, "usage: hf_bench [--trace-dir DIR] [--fill X] [--seed N] [--nodes N]\n");
+      std::fprintf(stderr,
+                   "usage: hf_bench [--trace-dir DIR] [--fill X] [--seed N] [--nodes N] [--gang N]\n");
       return 2;
     }
   }
@@ -154,9 +195,14 @@ int main(int argc, char** argv) {
   std::printf("%8s %10s %9s %12s %9s %9s %9s %7s\n", "nodes", "decisions", "placed", "decisions/s",
               "p50_us", "p99_us", "max_us", "evicted");
   for (size_t n : sizes) {
-    Figures f = RunOne(*openb, n, fill, seed);
+    Figures f = RunOne(*openb, n, fill, seed, gang);
     std::printf("%8zu %10zu %9zu %12.0f %9.1f %9.1f %9.1f %7zu\n", f.nodes, f.decisions, f.placed,
                 f.per_second, f.p50_us, f.p99_us, f.max_us, f.preemptions);
+    if (gang > 0) {
+      std::printf("%8s %zu gangs of %d members (4 GPUs each): %zu placed; per gang decision "
+                  "p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+                  "", f.gangs, gang, f.gangs_placed, f.gang_p50_ms, f.gang_p99_ms, f.gang_max_ms);
+    }
     std::fflush(stdout);
   }
   return 0;
