@@ -152,6 +152,17 @@ std::string DecisionText(const json& d, int64_t now_s) {
   return out;
 }
 
+// "Events:" and a table of AGE, KIND, MESSAGE (oldest first, as the API
+// gives them).
+std::string EventsSection(const json& events, int64_t now_s) {
+  std::vector<std::vector<std::string>> rows = {{"AGE", "KIND", "MESSAGE"}};
+  for (const json& e : events.is_array() ? events : json::array()) {
+    const std::string age = AgeOf(e, "time", now_s);
+    rows.push_back({age.empty() ? Text(e, "time") : age, Text(e, "kind"), Text(e, "message")});
+  }
+  return "Events:\n" + Indented(FormatTable(rows));
+}
+
 }  // namespace
 
 std::string DescribeModel(const json& m, int64_t now_s) {
@@ -268,12 +279,7 @@ std::string DescribeTask(const json& t, int64_t now_s) {
     f.Add("Events", kNone);
     return f.Render();
   }
-  std::vector<std::vector<std::string>> rows = {{"AGE", "KIND", "MESSAGE"}};
-  for (const json& e : events) {
-    const std::string age = AgeOf(e, "time", now_s);
-    rows.push_back({age.empty() ? Text(e, "time") : age, Text(e, "kind"), Text(e, "message")});
-  }
-  return f.Render() + "Events:\n" + Indented(FormatTable(rows));
+  return f.Render() + EventsSection(events, now_s);
 }
 
 std::string DescribeJob(const json& j, int64_t now_s) {
@@ -306,13 +312,7 @@ std::string DescribeJob(const json& j, int64_t now_s) {
                        Text(m, "pending_reason") == kNone ? "" : Text(m, "pending_reason")});
   }
   out += "Members:\n" + Indented(FormatTable(members));
-  std::vector<std::vector<std::string>> rows = {{"AGE", "KIND", "MESSAGE"}};
-  const json& events = Child(j, "events");
-  for (const json& e : events.is_array() ? events : json::array()) {
-    const std::string age = AgeOf(e, "time", now_s);
-    rows.push_back({age.empty() ? Text(e, "time") : age, Text(e, "kind"), Text(e, "message")});
-  }
-  return out + "Events:\n" + Indented(FormatTable(rows));
+  return out + EventsSection(Child(j, "events"), now_s);
 }
 
 std::string DescribeNode(const json& n) {

@@ -464,6 +464,7 @@ const PAGES = [
   ['inference', '/inference', '[data-testid="inference-gpu-chart"]'],
   ['nodes', '/nodes', '[data-testid="node-row-a100-1"]'],
   ['tasks', '/tasks', '[data-testid^="task-row-"]'],
+  ['jobs', '/jobs', '[data-testid^="job-row-"]'],
   ['task-detail', null, '[data-testid="task-events"]'],
 ];
 
@@ -483,6 +484,48 @@ export async function checkTaskWaiting(t) {
     const text = await events.innerText();
     assert(text.includes(`waiting for task ${evicted[0].id} to exit`), `task-events do not name the evicted trial ${evicted[0].id}: ${text.slice(0, 400)}`);
   });
+}
+
+// Jobs: a gang too large for the cluster waits whole and says why; the page
+// shows its members and events, in English and Chinese, and cancels it.
+export async function checkJobs(t) {
+  const job = await t.api.expect('POST', `${API}/jobs`, {
+    name: 'browser-gang',
+    roles: [{ name: 'worker', replicas: 3, command: ['sleep', '60'], requests: { gpu: 64 } }],
+  }, [201]);
+  try {
+    await waitUntil(async () => (await t.api.get(`${API}/jobs/${job.id}`)).reason.startsWith('gang 0/3 placeable'),
+      8000, 'the job to say why its gang waits');
+    await withPage(t, { lang: 'en' }, async (page) => {
+      await login(page, t.base, t.adminToken);
+      await open(page, t.base, '/jobs');
+      assert((await titleText(page)) === 'Jobs', `English title of /jobs is "${await titleText(page)}"`);
+      const reason = tid(page, `job-reason-${job.id}`).first();
+      await reason.waitFor({ state: 'visible' });
+      const text = (await reason.innerText()).trim();
+      assert(text.startsWith('gang 0/3 placeable: browser-gang-worker-0'), `job-reason reads "${text}"`);
+      await tid(page, `job-row-${job.id}`).first().click();
+      await tid(page, `job-detail-${job.id}`).first().waitFor({ state: 'visible' });
+      for (const rank of [0, 1, 2]) {
+        await tid(page, `job-member-${rank}`).first().waitFor({ state: 'visible' });
+      }
+      const events = (await tid(page, 'job-events').first().innerText()).trim();
+      assert(events.includes('submitted'), `job-events: ${events.slice(0, 300)}`);
+      await tid(page, 'lang-toggle').first().click();
+      await waitUntil(async () => (await titleText(page)) === '作业', 3000, 'the Jobs title to read 作业');
+      const row = (await tid(page, `job-row-${job.id}`).first().innerText()).trim();
+      assert(row.includes('等待中'), `the job's row in Chinese: ${row}`);
+      await tid(page, 'lang-toggle').first().click();
+      await waitUntil(async () => (await titleText(page)) === 'Jobs', 3000, 'the title to read Jobs again');
+      await tid(page, `job-cancel-${job.id}`).first().click();
+      await waitUntil(async () => (await t.api.get(`${API}/jobs/${job.id}`)).state === 'cancelled', 5000,
+        'the cancel button to cancel the job');
+      await waitUntil(async () => (await tid(page, `job-row-${job.id}`).first().innerText()).includes('cancelled'),
+        5000, 'the row to show the job cancelled');
+    });
+  } finally {
+    await t.api.call('POST', `${API}/jobs/${job.id}/cancel`);
+  }
 }
 
 // 8. Screenshots of every page in both languages, each checked for layout.
@@ -524,7 +567,7 @@ export async function checkScreenshots(t) {
         }
       }
       if (lang === 'zh') {
-        const want = { overview: '概览', plugins: '插件管理', config: '调度器配置', inference: '推理控制面板', nodes: '节点', tasks: '任务' };
+        const want = { overview: '概览', plugins: '插件管理', config: '调度器配置', inference: '推理控制面板', nodes: '节点', tasks: '任务', jobs: '作业' };
         for (const [k, v] of Object.entries(want)) {
           if (titles[k] !== undefined && titles[k] !== v) problems.push(`zh ${k}: page-title "${titles[k]}", want "${v}" (locale zh-CN)`);
         }

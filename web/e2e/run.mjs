@@ -24,7 +24,7 @@ import { cleanupAll, makeTempDir, onCleanup, startServer } from './harness.mjs';
 import { seedCluster } from './seed.mjs';
 import { CheckFailure, notes } from './browser.mjs';
 import {
-  checkChinese, checkConfig, checkExclusive, checkLogin, checkPreview, checkScreenshots, checkTaskWaiting,
+  checkChinese, checkConfig, checkExclusive, checkJobs, checkLogin, checkPreview, checkScreenshots, checkTaskWaiting,
   checkToggle, checkViewer,
 } from './checks.mjs';
 import { checkInference } from './inference.mjs';
@@ -41,6 +41,7 @@ const CHECKS = [
   ['chinese', checkChinese],
   ['viewer-readonly', checkViewer],
   ['task-waiting', checkTaskWaiting],
+  ['jobs', checkJobs],
   ['inference', checkInference],
   ['screenshots', checkScreenshots],
 ];

@@ -17,6 +17,7 @@ export const routes = [
       { path: 'inference', name: 'inference', component: () => import('./pages/Inference.vue'), meta: { title: 'nav.inference' } },
       { path: 'nodes', name: 'nodes', component: () => import('./pages/Nodes.vue'), meta: { title: 'nav.nodes' } },
       { path: 'tasks', name: 'tasks', component: () => import('./pages/Tasks.vue'), meta: { title: 'nav.tasks' } },
+      { path: 'jobs', name: 'jobs', component: () => import('./pages/Jobs.vue'), meta: { title: 'nav.jobs' } },
       { path: 'tasks/:id', name: 'task', component: () => import('./pages/TaskDetail.vue'), meta: { title: 'nav.tasks' } },
       { path: ':pathMatch(.*)*', name: 'notfound', component: () => import('./pages/NotFound.vue') },
     ],
