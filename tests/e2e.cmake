@@ -38,6 +38,16 @@ if(TARGET heteroflow)
                 $<TARGET_FILE:heteroflow> --workload ${example} --method replay --
                 --method replay --eq pods_total=18 --eq pods_scheduled=16 --eq pods_failed=2
                 --eq preemptions=4 --eq dropped_pending=1)
+    # Gangs against the deadlock of members placed one by one (docs/JOBS.md).
+    set(gangs ${CMAKE_SOURCE_DIR}/examples/sim/gang-deadlock.yaml)
+    hf_e2e_test(sim_example_gangs bash ${HF_TESTS_DIR}/sim_json.sh ${py}
+                $<TARGET_FILE:heteroflow> --workload ${gangs} --method replay --
+                --method replay --eq jobs=2 --eq jobs_completed=2 --eq jobs_partial_at_end=0
+                --eq gpu_seconds_held_by_partial_gangs=0 --eq pods_scheduled=4)
+    hf_e2e_test(sim_example_no_gang_deadlock bash ${HF_TESTS_DIR}/sim_json.sh ${py}
+                $<TARGET_FILE:heteroflow> --workload ${gangs} --method replay --no-gang --
+                --method replay --eq jobs=2 --eq jobs_completed=0 --eq jobs_partial_at_end=2
+                --min gpu_seconds_held_by_partial_gangs=9.9 --eq pods_scheduled=2)
     hf_e2e_test(sim_example_small_cluster_fgd bash ${HF_TESTS_DIR}/sim_json.sh ${py}
                 $<TARGET_FILE:heteroflow> --workload ${example} --method fgd --seed 7 --
                 --method fgd --eq nodes=6 --eq gpus_total=32)

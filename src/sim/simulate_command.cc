@@ -95,6 +95,10 @@ nlohmann::json ToJson(const SimReport& r, double elapsed_seconds) {
     j["dropped_pending"] = r.dropped_pending;
     j["gpu_alloc_ratio_time_avg"] = r.gpu_alloc_ratio_time_avg;
     j["trace_span_seconds"] = double(r.trace_span_ms) / 1000.0;
+    j["jobs"] = r.jobs_total;
+    j["jobs_completed"] = r.jobs_completed;
+    j["jobs_partial_at_end"] = r.jobs_partial_at_end;
+    j["gpu_seconds_held_by_partial_gangs"] = r.gpu_seconds_held_by_partial_gangs;
   }
   json curve = json::array();
   for (const CurvePoint& p : r.curve)
@@ -143,6 +147,13 @@ void PrintSummary(const SimReport& r, double elapsed_seconds, const std::string&
     std::printf(
         "replay: %.2f%% GPU allocation averaged over %.0f s of trace, %zu dropped while pending\n",
         100 * r.gpu_alloc_ratio_time_avg, double(r.trace_span_ms) / 1000.0, r.dropped_pending);
+    if (r.jobs_total > 0) {
+      std::printf(
+          "jobs: %zu, %zu completed, %zu holding part of their gang at the end; %.1f "
+          "GPU-seconds held by partial gangs\n",
+          r.jobs_total, r.jobs_completed, r.jobs_partial_at_end,
+          r.gpu_seconds_held_by_partial_gangs);
+    }
   }
   std::printf("scheduler: %zu decisions, p50 %.1f us, p99 %.1f us, %.0f decisions/s\n", r.decisions,
               r.latency_p50_us, r.latency_p99_us,
@@ -191,6 +202,10 @@ int RunSimulateCommand(int argc, char** argv) {
                  "YAML with a plugins:/scheduler: block (replaces a workload's own)");
   app.add_option("--output-placements", placements_path, "write pod,node,gpus CSV here");
   app.add_flag("--json", json, "print one JSON object instead of a summary");
+  bool no_gang = false;
+  app.add_flag("--no-gang", no_gang,
+               "replay: place a job's members one by one, as a scheduler without gangs does "
+               "(to see the deadlocks and idle GPUs gangs avoid)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -207,6 +222,7 @@ int RunSimulateCommand(int argc, char** argv) {
   options.method = *ParseMethod(method_name);
   options.tune = tune;
   options.seed = seed;
+  options.gang = !no_gang;
   Result<Workload> workload = workload_path.empty() ? LoadOpenbWorkload(nodes_path, pods_path)
                                                     : LoadYamlWorkload(workload_path);
   if (!workload.ok()) return Fail(workload.status().message());

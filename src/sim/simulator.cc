@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <numeric>
+#include <queue>
 #include <random>
 #include <set>
+#include <span>
 #include <unordered_set>
 
 #include "core/clock.h"
@@ -80,7 +83,8 @@ class Engine {
       if (!id.ok()) return InvalidArgument(w.nodes_source + ": " + id.status().message());
       if (n.usage) {
         Status s = cluster_.ReportUsage(*id, *n.usage);
-        if (!s.ok()) return InvalidArgument(w.nodes_source + ": node " + n.spec.name + ": " + s.message());
+        if (!s.ok())
+          return InvalidArgument(w.nodes_source + ": node " + n.spec.name + ": " + s.message());
       }
       capacity_ += cluster_.total_gpu_milli(*id);
     }
@@ -99,6 +103,18 @@ class Engine {
     opts.bind_state = TaskState::kRunning;
     const auto start = std::chrono::steady_clock::now();
     framework::Decision d = fw_->Schedule(t, cluster_, opts);
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+    latencies_ns_.push_back(ns);
+    return d;
+  }
+
+  framework::GangDecision DecideGang(std::span<const Task* const> members, size_t need) {
+    framework::ScheduleOptions opts;
+    opts.bind_state = TaskState::kRunning;
+    const auto start = std::chrono::steady_clock::now();
+    framework::GangDecision d = fw_->ScheduleGang(members, need, cluster_, state_, opts);
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::steady_clock::now() - start)
                         .count();
@@ -164,6 +180,7 @@ class Engine {
   ClusterState cluster_;
   ManualClock clock_;
   std::unique_ptr<framework::Framework> fw_;
+  framework::CycleState state_;
   int64_t capacity_ = 0;
   int64_t allocated_ = 0;
   int64_t arrived_ = 0;
@@ -324,16 +341,36 @@ Result<SimReport> RunReplay(const Workload& w, const SimOptions& options) {
   std::set<uint32_t, decltype(before)> pending(before);
   std::unordered_set<std::string> failed_shapes;
 
-  const auto try_place = [&](uint32_t i, int64_t now) {
-    const Task& t = tasks[i];
-    std::string shape = Shape(t);
-    if (failed_shapes.count(shape)) return;
-    framework::Decision d = e.Decide(t);
-    if (!d.scheduled) {
-      failed_shapes.insert(std::move(shape));
-      e.Observe(r);
-      return;
-    }
+  // Jobs: their members (rank order), what they hold, and whether they run.
+  struct JobRun {
+    std::vector<uint32_t> members;
+    size_t need = 0;  // min_available
+    int64_t run_ms = 0;
+    size_t placed = 0;
+    int64_t held = 0;
+    bool running = false;
+    bool done = false;
+    uint64_t epoch = 0;  // a run's end is stale once its epoch moved on
+  };
+  std::map<uint64_t, JobRun> jobs;
+  for (uint32_t i = 0; i < n; ++i) {
+    const JobMember& m = tasks[i].job;
+    if (m.id == 0) continue;
+    JobRun& j = jobs[m.id];
+    j.members.push_back(i);
+    j.need = size_t(m.min_available);
+    j.run_ms = w.tasks[i].job_run_ms.value_or(0);
+  }
+  r.jobs_total = jobs.size();
+  struct End {
+    int64_t t;
+    uint64_t job, epoch;
+    bool operator>(const End& o) const { return t != o.t ? t > o.t : job > o.job; }
+  };
+  std::priority_queue<End, std::vector<End>, std::greater<End>> ends;
+  std::unordered_set<uint64_t> failed_jobs;  // tried this pass, and did not fit
+
+  const auto commit = [&](uint32_t i, const framework::Decision& d, int64_t now) {
     pending.erase(i);
     state[i] = kRunning;
     ever_placed[i] = 1;
@@ -342,6 +379,15 @@ Result<SimReport> RunReplay(const Workload& w, const SimOptions& options) {
     p.placed_ms = now;
     p.released_ms.reset();
     e.Hold(HeldMilli(d.alloc));
+    if (const uint64_t id = tasks[i].job.id; id != 0) {
+      JobRun& j = jobs[id];
+      ++j.placed;
+      j.held += HeldMilli(d.alloc);
+      if (j.placed == j.members.size() && !j.running) {
+        j.running = true;
+        ends.push({now + j.run_ms, id, ++j.epoch});
+      }
+    }
     for (TaskKey v : d.victims) {
       PodPlacement& vp = r.placements[v];
       int64_t milli = 0;
@@ -351,21 +397,96 @@ Result<SimReport> RunReplay(const Workload& w, const SimOptions& options) {
       state[v] = kPending;
       pending.insert(uint32_t(v));
       ++r.preemptions;
+      if (const uint64_t id = tasks[v].job.id; id != 0) {
+        JobRun& j = jobs[id];
+        --j.placed;
+        j.held -= milli;
+        if (j.running) ++j.epoch;  // its run stops; it runs again once whole
+        j.running = false;
+      }
       failed_shapes.clear();  // an eviction can free more than the preemptor took
+      failed_jobs.clear();
     }
-    e.Observe(r);
   };
 
-  double area = 0;  // integral of allocated milli over trace time
+  const auto try_place = [&](uint32_t i, int64_t now) {
+    const Task& t = tasks[i];
+    if (t.job.id != 0 && options.gang) {
+      // The gang: tried once enough members have arrived, all in one decision.
+      JobRun& j = jobs[t.job.id];
+      if (failed_jobs.count(t.job.id)) return;
+      std::vector<uint32_t> waiting;
+      for (uint32_t m : j.members) {
+        if (state[m] == kPending) waiting.push_back(m);
+      }
+      if (waiting.size() + j.placed < j.need) return;
+      std::vector<const Task*> ptrs;
+      for (uint32_t m : waiting) ptrs.push_back(&tasks[m]);
+      framework::GangDecision g = e.DecideGang(ptrs, j.need > j.placed ? j.need - j.placed : 0);
+      if (!g.scheduled) failed_jobs.insert(t.job.id);
+      for (size_t k = 0; k < waiting.size(); ++k) {
+        if (g.members[k].scheduled) commit(waiting[k], g.members[k], now);
+      }
+      e.Observe(r);
+      return;
+    }
+    std::string shape = Shape(t);
+    if (failed_shapes.count(shape)) return;
+    framework::Decision d = e.Decide(t);
+    if (!d.scheduled) {
+      failed_shapes.insert(std::move(shape));
+      e.Observe(r);
+      return;
+    }
+    commit(i, d, now);
+    e.Observe(r);
+  };
+  // GPU milli held by members of jobs whose gang is not whole.
+  const auto partial_held = [&] {
+    int64_t held = 0;
+    for (const auto& [id, j] : jobs) {
+      if (!j.running && !j.done && j.placed > 0) held += j.held;
+    }
+    return held;
+  };
+
+  double area = 0;          // integral of allocated milli over trace time
+  double partial_area = 0;  // of milli held by members of partial gangs
   int64_t last_t = events.empty() ? 0 : events.front().t;
   std::vector<uint32_t> arrivals, snapshot;
-  for (size_t b = 0; b < events.size();) {
-    const int64_t now = events[b].t;
+  for (size_t b = 0; b < events.size() || !ends.empty();) {
+    const int64_t now = b < events.size() && (ends.empty() || events[b].t <= ends.top().t)
+                            ? events[b].t
+                            : ends.top().t;
     area += double(e.allocated()) * double(now - last_t);
+    partial_area += double(partial_held()) * double(now - last_t);
     last_t = now;
     e.clock().Set(now);
     bool freed = false;
     arrivals.clear();
+    // Jobs whose run ends now: every member leaves.
+    while (!ends.empty() && ends.top().t == now) {
+      const End end = ends.top();
+      ends.pop();
+      JobRun& j = jobs[end.job];
+      if (end.epoch != j.epoch || !j.running) continue;
+      for (uint32_t m : j.members) {
+        if (state[m] != kRunning) continue;
+        HF_CHECK(e.cluster().Release(m).ok());
+        PodPlacement& p = r.placements[m];
+        int64_t milli = 0;
+        for (const GpuGrant& g : p.gpus) milli += g.milli;
+        e.Hold(-milli);
+        p.released_ms = now;
+        state[m] = kGone;
+      }
+      j.running = false;
+      j.done = true;
+      j.placed = 0;
+      j.held = 0;
+      ++r.jobs_completed;
+      freed = true;
+    }
     for (; b < events.size() && events[b].t == now; ++b) {
       const uint32_t i = events[b].task;
       if (events[b].kind == kDelete) {
@@ -392,6 +513,7 @@ Result<SimReport> RunReplay(const Workload& w, const SimOptions& options) {
       }
     }
     failed_shapes.clear();
+    failed_jobs.clear();
     if (freed) {
       snapshot.assign(pending.begin(), pending.end());
     } else {
@@ -403,7 +525,9 @@ Result<SimReport> RunReplay(const Workload& w, const SimOptions& options) {
       if (state[i] == kPending) try_place(i, now);
     }
   }
-  r.trace_span_ms = events.empty() ? 0 : events.back().t - events.front().t;
+  r.gpu_seconds_held_by_partial_gangs = partial_area / 1e6;  // milli x ms -> GPU-seconds
+  for (const auto& [id, j] : jobs) r.jobs_partial_at_end += !j.running && !j.done && j.placed > 0;
+  r.trace_span_ms = events.empty() ? 0 : std::max(last_t, events.back().t) - events.front().t;
   r.gpu_alloc_ratio_time_avg = r.trace_span_ms > 0 ? area / double(r.trace_span_ms) /
                                                          double(std::max<int64_t>(e.capacity(), 1))
                                                    : e.Ratio(e.allocated());

@@ -28,6 +28,10 @@
 //   return to pending. A task whose delete time comes while it is pending is
 //   dropped. Node order is the workload's order. Every task needs a create
 //   time (openb multigpu* files have none: InvalidArgument).
+//   A job's members (YAML jobs:) are tried as a gang once enough of them
+//   have arrived (Framework::ScheduleGang), or one by one with gang off;
+//   a job runs once all its members are placed, and its members leave
+//   together its duration later. A member evicted stops its job's run.
 //
 // Both methods record the allocation curve: after each scheduling decision,
 // "arrived" = GPU demand of the tasks seen so far (placed or not) / capacity,
@@ -61,6 +65,10 @@ struct SimOptions {
   uint64_t seed = 42;
   // Applied over the framework's defaults (framework::Framework::Create).
   framework::Policy policy;
+  // replay: a job's members are placed as a gang, min_available of them in
+  // one decision or none (docs/JOBS.md); false places them one by one, as a
+  // scheduler without gangs does (--no-gang), to show what that costs.
+  bool gang = true;
 };
 
 // A task's final (fgd) or last (replay) placement. `node` is empty for a task
@@ -115,6 +123,16 @@ struct SimReport {
   double latency_p50_us = 0;
   double latency_p99_us = 0;
   double latency_max_us = 0;
+
+  // replay, jobs (docs/JOBS.md): jobs in the workload; those whose every
+  // member ran and left; those left holding part of their gang at the end
+  // (a deadlock, without gangs); and GPU-seconds held by members of jobs
+  // whose gang was not whole (placed members waiting for the rest): 0 with
+  // gangs.
+  size_t jobs_total = 0;
+  size_t jobs_completed = 0;
+  size_t jobs_partial_at_end = 0;
+  double gpu_seconds_held_by_partial_gangs = 0;
 
   std::vector<framework::PluginInfo> plugins;
   // fgd: one per sampled task in schedule order; replay: one per task in

@@ -25,6 +25,10 @@ struct SimTask {
   std::optional<int64_t> delete_ms;
   // "FILE:LINE" of the row or entry that declared the task, for messages.
   std::string origin;
+  // A job's member (task.job set): how long its job runs once its whole
+  // gang runs; the member then leaves with the others. Members have no
+  // delete time of their own.
+  std::optional<int64_t> job_run_ms;
 };
 
 // A node and the usage measurement it starts with (YAML workloads only; the

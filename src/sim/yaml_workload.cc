@@ -8,7 +8,9 @@
 #include <limits>
 #include <set>
 
+#include "core/job.h"
 #include "core/text.h"
+#include "core/yaml_json.h"
 
 namespace hf::sim {
 namespace {
@@ -68,8 +70,8 @@ class Reader {
       return Error(n, field + " must be a number");
     }
     if (v < min || v > max) {
-      return Error(
-          n, field + " must be in " + FormatNumber(min) + ".." + FormatNumber(max) + ", got " + FormatNumber(v));
+      return Error(n, field + " must be in " + FormatNumber(min) + ".." + FormatNumber(max) +
+                          ", got " + FormatNumber(v));
     }
     out = v;
     return Status::Ok();
@@ -325,6 +327,7 @@ Result<Workload> ParseYamlWorkload(const std::string& text, const std::string& s
   if (!root || root.IsNull())
     return InvalidArgument(source + ":1: empty workload; expected nodes: and tasks:");
   bool has_policy = false;
+  YAML::Node jobs;
   HF_RETURN_IF_ERROR(r.ForEach(
       root, "workload", [&](const std::string& k, const YAML::Node& v, bool& known) -> Status {
         if (k == "plugins" || k == "scheduler") {
@@ -357,10 +360,57 @@ Result<Workload> ParseYamlWorkload(const std::string& text, const std::string& s
           }
           return Status::Ok();
         }
+        if (k == "jobs") {
+          if (!v.IsSequence()) return r.Error(v, "jobs must be a list");
+          jobs = v;
+          return Status::Ok();
+        }
         known = false;
         return Status::Ok();
       }));
   if (w.nodes.empty()) return InvalidArgument(source + ": no nodes");
+  // Jobs after tasks, whatever the order in the file: members' keys follow
+  // the tasks'.
+  std::set<std::string> names;
+  for (const SimTask& t : w.tasks) names.insert(t.task.name);
+  for (size_t i = 0; jobs && i < jobs.size(); ++i) {
+    const YAML::Node& entry = jobs[i];
+    const std::string at = source + ":" + std::to_string(entry.Mark().line + 1);
+    const std::string field = "jobs[" + std::to_string(i) + "]";
+    Result<nlohmann::json> j = YamlToJson(entry);
+    if (!j.ok()) return InvalidArgument(at + ": " + field + ": " + j.status().message());
+    if (!j->is_object()) return InvalidArgument(at + ": " + field + " must be a mapping");
+    const auto seconds = [&](const char* key, bool required, int64_t& out_ms) -> Status {
+      auto it = j->find(key);
+      if (it == j->end()) {
+        return required ? InvalidArgument(at + ": " + field + "." + key + " is required")
+                        : Status::Ok();
+      }
+      if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0) {
+        return InvalidArgument(at + ": " + field + "." + key + " must be a number of seconds >= 0");
+      }
+      out_ms = static_cast<int64_t>(std::llround(it->get<double>() * 1000));
+      j->erase(it);
+      return Status::Ok();
+    };
+    int64_t create_ms = 0, stagger_ms = 0, run_ms = 0;
+    HF_RETURN_IF_ERROR(seconds("create_time", false, create_ms));
+    HF_RETURN_IF_ERROR(seconds("stagger", false, stagger_ms));
+    HF_RETURN_IF_ERROR(seconds("duration", true, run_ms));
+    Result<JobSpec> spec = JobSpecFromJson(*j);
+    if (!spec.ok()) return InvalidArgument(at + ": " + field + ": " + spec.status().message());
+    for (Task& t : spec->Members(i + 1)) {
+      if (!names.insert(t.name).second)
+        return InvalidArgument(at + ": duplicate task name " + t.name);
+      SimTask st;
+      t.key = TaskKey(w.tasks.size());
+      st.create_ms = create_ms + stagger_ms * t.job.rank;
+      st.job_run_ms = run_ms;
+      st.origin = at;
+      st.task = std::move(t);
+      w.tasks.push_back(std::move(st));
+    }
+  }
   if (has_policy) {
     auto policy = framework::ParsePolicyYaml(text, source);
     if (!policy.ok()) return policy.status();

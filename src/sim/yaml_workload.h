@@ -32,7 +32,18 @@
 //       env: {EPOCHS: "3"}
 //       create_time: 0                  # seconds; default 0 (present from the start)
 //       delete_time: 3600               # seconds; default: never leaves
+//   jobs:                   # docs/JOBS.md's job spec, plus times
+//     - name: train-a
+//       roles: [{name: worker, replicas: 2, requests: {gpu: 4}}]
+//       min_available: 2                # default: every replica
+//       priority: 0
+//       create_time: 0                  # seconds: rank 0 arrives then
+//       stagger: 1                      # seconds between members' arrivals (default 0)
+//       duration: 600                   # seconds the job runs once its whole gang runs
+//                                       # (required); then every member leaves
 //
+// A job's members are tasks named NAME-ROLE-INDEX after the tasks: list,
+// with the job's id (its position in jobs:, from 1), role and rank.
 // A GPU's index defaults to its position in the list; locality ids default to
 // -1 (unknown). Task keys are positions in the tasks list. Unknown keys, wrong
 // types, out-of-range values (SPEC §2 validation), duplicate node or task

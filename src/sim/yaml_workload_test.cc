@@ -168,7 +168,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadYaml{"syntax", "nodes: [\n", "w.yaml:2:"},
         BadYaml{"empty", "", "w.yaml:1: empty workload"},
         BadYaml{"not_a_mapping", "- a\n", "w.yaml:1: workload must be a mapping"},
-        BadYaml{"unknown_top_key", kNode + "jobs: []\n", "w.yaml:4: unknown key workload.jobs"},
+        BadYaml{"unknown_top_key", kNode + "pods: []\n", "w.yaml:4: unknown key workload.pods"},
         BadYaml{"no_nodes", "tasks: []\n", "w.yaml: no nodes"},
         BadYaml{"unknown_node_key", kNode + "    colour: red\n",
                 "w.yaml:4: unknown key nodes[0].colour"},
@@ -208,6 +208,60 @@ INSTANTIATE_TEST_SUITE_P(
         BadYaml{"policy_type", kNode + "plugins:\n  binpack: {enabled: sometimes}\n",
                 "w.yaml:5: plugins.binpack.enabled must be true or false"}),
     [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace hf::sim
+
+namespace hf::sim {
+namespace {
+
+constexpr const char* kJobs = R"(nodes:
+  - {name: n1, cpu_milli: 8000, memory_mib: 8192, gpus: [{model: A100}, {model: A100}]}
+tasks:
+  - {name: solo, requests: {gpu: 1}}
+jobs:
+  - {name: train, create_time: 2, stagger: 0.5, duration: 60, priority: 3,
+     roles: [{name: ps, replicas: 1}, {name: worker, replicas: 2, requests: {gpu: 1}}]}
+)";
+
+TEST(YamlWorkloadTest, JobsBecomeMembersAfterTheTasks) {
+  Result<Workload> w = ParseYamlWorkload(kJobs, "jobs.yaml");
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_EQ(w->tasks.size(), 4u);
+  EXPECT_EQ(w->tasks[0].task.job.id, 0u);
+  for (size_t i = 1; i < 4; ++i) {
+    const SimTask& m = w->tasks[i];
+    EXPECT_EQ(m.task.key, i);
+    EXPECT_EQ(m.task.job.id, 1u);
+    EXPECT_EQ(m.task.job.rank, int32_t(i - 1));
+    EXPECT_EQ(m.task.job.min_available, 3);
+    EXPECT_EQ(m.task.priority, 3);
+    EXPECT_EQ(m.create_ms, 2000 + 500 * int64_t(i - 1));
+    EXPECT_EQ(m.job_run_ms, 60000);
+    EXPECT_FALSE(m.delete_ms);
+  }
+  EXPECT_EQ(w->tasks[3].task.name, "train-worker-1");
+}
+
+TEST(YamlWorkloadTest, BadJobsNameTheEntry) {
+  const std::string nodes = "nodes:\n  - {name: n1, cpu_milli: 1000, memory_mib: 1024}\n";
+  struct Row {
+    const char* jobs;
+    const char* want;
+  } rows[] = {
+      {"jobs:\n  - {name: j, roles: [{name: w}]}\n", "jobs.yaml:4: jobs[0].duration is required"},
+      {"jobs:\n  - {name: j, duration: -1, roles: [{name: w}]}\n", "jobs[0].duration must be"},
+      {"jobs:\n  - {name: j, duration: 1, roles: [{name: w, replicas: 0}]}\n",
+       "jobs[0]: roles[0].replicas must be >= 1"},
+      {"jobs:\n  - {name: j, duration: 1, roles: [{name: w}]}\n  - {name: j, duration: 1, roles: [{name: w}]}\n",
+       "duplicate task name j-w-0"},
+  };
+  for (const Row& r : rows) {
+    Result<Workload> w = ParseYamlWorkload(nodes + r.jobs, "jobs.yaml");
+    ASSERT_FALSE(w.ok()) << r.jobs;
+    EXPECT_NE(w.status().message().find(r.want), std::string::npos) << w.status().message();
+  }
+}
 
 }  // namespace
 }  // namespace hf::sim
