@@ -34,16 +34,21 @@ Result<store::JobRecord> Scheduler::SubmitJob(const JobSpec& spec, const std::st
   }));
   {
     MutexLock lock(mu_);
-    // A rebuild in between (node change, failed commit) may have loaded it.
-    if (!jobs_.count(job.id)) {
-      JobRuntime rt{job.spec, {}, JobState::kPending, 0, 0};
+    // A rebuild in between (node change, failed commit) may have loaded the
+    // job or some members; a CancelJob in between cancelled them all.
+    bool cancelled = false;
+    for (const store::TaskRecord& r : members) cancelled |= cancelled_early_.erase(r.task.key) > 0;
+    if (!cancelled) {
+      if (!jobs_.count(job.id)) {
+        JobRuntime rt{job.spec, {}, JobState::kPending, 0, 0};
+        for (const store::TaskRecord& r : members) rt.members.push_back(r.task.key);
+        jobs_.emplace(job.id, std::move(rt));
+      }
       for (const store::TaskRecord& r : members) {
-        rt.members.push_back(r.task.key);
         if (tasks_.count(r.task.key)) continue;
         tasks_[r.task.key] = r.task;
         EnqueueLocked(r.task, "");
       }
-      jobs_.emplace(job.id, std::move(rt));
     }
   }
   cv_.notify_all();
@@ -98,7 +103,8 @@ void Scheduler::ScheduleGangLocked(const Task& first, const framework::ScheduleO
   const size_t gang = static_cast<size_t>(first.job.min_available);
   const size_t need = placed >= gang ? 0 : gang - placed;
   framework::GangDecision g = fw_->ScheduleGang(waiting, need, cluster_, cycle_, opt);
-  if (g.scheduled) AssignMasterPortLocked(it->second);
+  // Chosen once per placement of the gang (a late member gets the same).
+  if (g.scheduled && it->second.master_port == 0) AssignMasterPortLocked(it->second);
   for (size_t i = 0; i < waiting.size(); ++i)
     out.emplace_back(waiting[i]->key, std::move(g.members[i]));
 }
@@ -259,9 +265,10 @@ void Scheduler::ReconcileJobsLocked() {
         }
       }
       const bool started = job.state == JobState::kStarting || job.state == JobState::kRunning;
+      const int32_t placed = scheduled + running;
       if (failed) {
         why = "member " + failed->task.name + " " + TaskStateName(failed->state);
-      } else if (started && pending > 0 && pending < world && scheduled + running < gang) {
+      } else if (started && pending > 0 && placed > 0 && placed + succeeded < gang) {
         // Part of the gang lost its placement (its node was lost): the rest
         // cannot go on alone.
         for (const store::TaskRecord& m : members) {
@@ -282,7 +289,8 @@ void Scheduler::ReconcileJobsLocked() {
       } else if (succeeded == world) {
         act = Act::kState, next = JobState::kSucceeded, event_kind = "succeeded";
         why = "every member exited 0";
-      } else if (started && pending == world) {
+      } else if (started && pending > 0 && placed == 0) {
+        // Evicted whole (preempted, drained): placed again as a gang.
         act = Act::kState, next = JobState::kPending, event_kind = "evicted";
         why = members.empty() ? "" : members.front().pending_reason;
       } else if (running >= gang && scheduled == 0 && job.state != JobState::kRunning) {
@@ -340,32 +348,61 @@ void Scheduler::ReconcileJobsLocked() {
     });
     if (!s.ok()) {
       spdlog::error("scheduler: job {}: {}", id, s.ToString());
-      touched_jobs_.insert(id);  // tried again at the next pass
+      jobs_to_retry_.insert(id);  // tried again a second later (Loop)
       continue;
     }
     if (act == Act::kNone) continue;
     if (act == Act::kRestart || act == Act::kFail) {
+      job.stopping.clear();
       for (const store::TaskRecord& m : members) {
         const TaskKey key = m.task.key;
         if (const PlacedTask* p = cluster_.FindPlaced(key)) {
-          BumpNodeLocked(cluster_.spec(p->alloc.node).name);
+          const std::string& node = cluster_.spec(p->alloc.node).name;
+          // Its agent reports what it runs: the old copy is waited for.
+          if (last_heartbeat_.count(node)) job.stopping[key] = node;
+          BumpNodeLocked(node);
           HF_CHECK(cluster_.Release(key).ok());
         }
         queue_.Remove(key);
         if (act == Act::kRestart) {
           tasks_[key] = m.task;
-          EnqueueLocked(m.task, "restarting job: " + why);
         } else {
           tasks_.erase(key);
         }
       }
+      if (act == Act::kRestart && job.stopping.empty()) {
+        for (const store::TaskRecord& m : members) EnqueueLocked(m.task, "restarting job: " + why);
+      }
+      if (act == Act::kFail) job.stopping.clear();
       retry_all_ = true;
       if (act == Act::kRestart) ++job.restarts;
+      job.master_port = 0;
     }
+    if (next == JobState::kPending) job.master_port = 0;
     job.state = next;
     Publish("job",
             {{"action", JobStateName(next)}, {"id", id}, {"name", job.spec.name}, {"detail", why}});
     if (IsFinal(next)) jobs_.erase(it);
+  }
+}
+
+void Scheduler::MembersStoppedLocked(const std::string& node,
+                                     const std::vector<uint64_t>* running) {
+  for (auto& [id, job] : jobs_) {
+    if (job.stopping.empty()) continue;
+    for (auto it = job.stopping.begin(); it != job.stopping.end();) {
+      const bool gone =
+          it->second == node &&
+          (!running || std::find(running->begin(), running->end(), it->first) == running->end());
+      it = gone ? job.stopping.erase(it) : std::next(it);
+    }
+    if (!job.stopping.empty()) continue;
+    // Every old copy stopped: the gang is placed again.
+    for (TaskKey m : job.members) {
+      auto t = tasks_.find(m);
+      if (t != tasks_.end() && !cluster_.FindPlaced(m)) EnqueueLocked(t->second, "restarting job");
+    }
+    retry_all_ = true;
   }
 }
 

@@ -156,7 +156,14 @@ void Scheduler::Loop() {
       RetryAllLocked();
     }
     if (!last_heartbeat_.empty()) CheckHeartbeatsLocked();
-    if (!touched_jobs_.empty()) ReconcileJobsLocked();
+    if (!jobs_to_retry_.empty() && Clock::now() >= jobs_retry_at_) {
+      touched_jobs_.insert(jobs_to_retry_.begin(), jobs_to_retry_.end());
+      jobs_to_retry_.clear();
+    }
+    if (!touched_jobs_.empty()) {
+      ReconcileJobsLocked();
+      if (!jobs_to_retry_.empty()) jobs_retry_at_ = Clock::now() + std::chrono::seconds(1);
+    }
     if (queue_.active_empty()) {
       idle_cv_.notify_all();
       // Watching agents' heartbeats wants a tick of its own.
@@ -416,6 +423,7 @@ Status Scheduler::DeleteNode(const std::string& name, const std::string& actor) 
     const NodeId n = cluster_.FindNode(name);
     if (n != kNoNode) HF_CHECK(cluster_.RemoveNode(n).ok());
     BumpNodeLocked(name);
+    MembersStoppedLocked(name, nullptr);
   }
   Publish("node", {{"action", "deleted"}, {"name", name}, {"by", actor}});
   return Status::Ok();
@@ -458,6 +466,15 @@ Result<Scheduler::DrainOutcome> Scheduler::Drain(const std::string& name, const 
     for (TaskKey key : cluster_.TasksOn(n)) {
       (tasks_.at(key).preemptible ? out.evicted : out.waiting).push_back(key);
     }
+    // A job's member leaves with its whole gang, wherever the others run.
+    for (size_t i = 0, n0 = out.evicted.size(); i < n0; ++i) {
+      const PlacedTask* p = cluster_.FindPlaced(out.evicted[i]);
+      for (TaskKey mate : cluster_.PlacedMembers(p->job, p->group)) {
+        if (std::find(out.evicted.begin(), out.evicted.end(), mate) == out.evicted.end()) {
+          out.evicted.push_back(mate);
+        }
+      }
+    }
     std::sort(out.evicted.begin(), out.evicted.end());
     std::sort(out.waiting.begin(), out.waiting.end());
     HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
@@ -471,6 +488,7 @@ Result<Scheduler::DrainOutcome> Scheduler::Drain(const std::string& name, const 
     }));
     cluster_.SetCondition(n, NodeCondition::kDraining);
     for (TaskKey key : out.evicted) {
+      if (const PlacedTask* p = cluster_.FindPlaced(key)) BumpNodeLocked(cluster_.spec(p->alloc.node).name);
       HF_CHECK(cluster_.Release(key).ok());
       EnqueueLocked(tasks_.at(key), why);
       TouchJobLocked(key);
@@ -567,6 +585,7 @@ Status Scheduler::Heartbeat(const std::string& node, const std::optional<NodeUsa
       NodeUsage u = *usage;
       u.reported_at_ms = clock_->NowMs();
       HF_RETURN_IF_ERROR(cluster_.ReportUsage(n, u));
+      if (usage->running_tasks) MembersStoppedLocked(node, &*usage->running_tasks);
       // Measured load changed: waiting tasks may now pass the thresholds. At
       // most one retry a second for this, however many agents report.
       usage_changed_ = true;
@@ -798,6 +817,7 @@ void Scheduler::CheckHeartbeatsLocked() {
     if (requeue_held_ && !marking) continue;
     // A copy that may still run there is stopped by its supervisor by now.
     const bool fenced = silent >= fence_deadline_;
+    if (fenced) MembersStoppedLocked(node, nullptr);  // its copies are stopped by now
     std::vector<TaskKey> failing, requeuing;
     for (TaskKey key : requeue_held_ ? std::vector<TaskKey>() : cluster_.TasksOn(n)) {
       if (!tasks_.at(key).requeue_on_node_loss) {

@@ -303,6 +303,10 @@ class Scheduler {
     JobState state = JobState::kPending;
     int32_t restarts = 0;
     uint16_t master_port = 0;  // 0 until the gang is placed
+    // After a restart: members whose old copy may still run, by node. The
+    // gang is queued again only once every one has left its node's
+    // heartbeat (running_tasks), so a fresh copy never meets an old one.
+    std::map<TaskKey, std::string> stopping;
   };
 
   struct Watch {
@@ -339,6 +343,11 @@ class Scheduler {
   // whole; and on a failed or lost member, the failure policy (restart the
   // job, or fail it and stop the others). Each job in one transaction.
   void ReconcileJobsLocked() HF_REQUIRES(mu_);
+  // A node's agent reported the tasks it runs: restarted members no longer
+  // among them have stopped; a job whose old copies all stopped is queued.
+  // `running` null: the node is gone (fenced or deleted).
+  void MembersStoppedLocked(const std::string& node, const std::vector<uint64_t>* running)
+      HF_REQUIRES(mu_);
   // Loads jobs not ended from the store into jobs_ (RebuildLocked).
   Status LoadJobsLocked(const store::ReadTx& tx) HF_REQUIRES(mu_);
   // The launch environment of a placed member (NodeAssignment::launch_env).
@@ -371,6 +380,10 @@ class Scheduler {
   framework::SchedulingQueue queue_ HF_GUARDED_BY(mu_);  // the pending tasks
   std::unordered_map<uint64_t, JobRuntime> jobs_ HF_GUARDED_BY(mu_);  // jobs not ended
   std::set<uint64_t> touched_jobs_ HF_GUARDED_BY(mu_);  // for ReconcileJobsLocked
+  // Jobs whose reconcile failed (the store refused): touched again a second
+  // later, not at once, so that the loop does not spin holding the mutex.
+  std::set<uint64_t> jobs_to_retry_ HF_GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point jobs_retry_at_ HF_GUARDED_BY(mu_);
   std::unordered_map<std::string, std::string> node_address_ HF_GUARDED_BY(mu_);
   // Cancelled after Submit's commit, before it queued them.
   std::set<TaskKey> cancelled_early_ HF_GUARDED_BY(mu_);

@@ -20,6 +20,8 @@ Checked:
     processes exited;
   - time limit: a job with time_limit_s 3 ends timed_out within 3 s plus
     the grace period; a task on its own with a limit ends failed, timed out;
+  - drain: draining one member's node evicts the whole gang, and it runs
+    again once the node is back;
   - cancel: cancelling a job stops every member; a member is not cancelled
     on its own;
   - bad input: min_available above the replicas, zero replicas, a role
@@ -130,13 +132,15 @@ def main(binary, tmp):
                           "job %d %s (it is %s)" % (j, want, job(j)["state"]))
 
     def output(task_id):
+        """The task's output on every node it ran on."""
+        text = ""
         for w in works.values():
             try:
                 with open(os.path.join(w, "tasks", str(task_id), "output.log")) as f:
-                    return f.read()
+                    text += f.read()
             except OSError:
                 continue
-        return ""
+        return text
 
     def stamp(task_id, word):
         m = re.search(word + r" at (\d+\.\d+)", output(task_id))
@@ -219,7 +223,8 @@ def main(binary, tmp):
 
     def restart_job():
         marker = os.path.join(tmp, "failed-once")
-        cmd = ["sh", "-c", 'if [ "$RANK" = 1 ] && [ ! -e %s ]; then touch %s; sleep 1; exit 1; fi; '
+        cmd = ["sh", "-c", 'echo "rank $RANK start"; '
+               'if [ "$RANK" = 1 ] && [ ! -e %s ]; then touch %s; sleep 1; exit 1; fi; '
                'sleep 2' % (marker, marker)]
         j = submit({"name": "restarts", "roles": [role("worker", 2, 1, cmd)],
                     "restart": {"on_member_failure": "restart_job", "max_restarts": 1}})["id"]
@@ -229,6 +234,12 @@ def main(binary, tmp):
         kinds = [e["kind"] for e in got["events"]]
         if kinds.count("restarting") != 1:
             fail("job events: %s" % kinds)
+        # Every member ran twice: the one that failed, and the one that was
+        # still running, stopped and started afresh (never two copies at once).
+        for m in got["members"]:
+            starts = output(m["id"]).count("rank %d start" % m["rank"])
+            if starts != 2:
+                fail("rank %d started %d time(s), want 2:\n%s" % (m["rank"], starts, output(m["id"])))
         for m in got["members"]:
             t = expect(srv.get(API + "/tasks/%d" % m["id"]), 200)
             if "restarting" not in [e["kind"] for e in t["events"]]:
@@ -286,6 +297,26 @@ def main(binary, tmp):
         if "timed_out" not in [e["kind"] for e in done["events"]]:
             fail("the task's events: %s" % [e["kind"] for e in done["events"]])
 
+    def drain():
+        j = submit({"name": "drained", "roles": [role("worker", 2, 3, ["sh", "-c", "sleep 60"])]})["id"]
+        got = state(j, "running", 20)
+        nodes = {m["node"] for m in got["members"]}
+        if nodes != set(NODES):
+            fail("the members run on %s" % sorted(nodes))
+        r = expect(srv.call("POST", API + "/nodes/%s/drain" % NODES[0]), 200)
+        ids = sorted(m["id"] for m in got["members"])
+        if sorted(r["evicted"]) != ids:
+            fail("drain evicted %s, want the whole gang %s" % (r["evicted"], ids))
+        got = state(j, "pending", 10)
+        for m in got["members"]:
+            kinds = [e["kind"] for e in expect(srv.get(API + "/tasks/%d" % m["id"]), 200)["events"]]
+            if "evicted" not in kinds:
+                fail("member %s was not evicted: %s" % (m["name"], kinds))
+        expect(srv.call("POST", API + "/nodes/%s/uncordon" % NODES[0]), 200)
+        state(j, "running", 20)
+        expect(srv.call("POST", API + "/jobs/%d/cancel" % j), 200)
+        no_processes()
+
     def cancel():
         j = submit({"name": "cancelled", "roles": [role("worker", 2, 1, ["sh", "-c", "sleep 60"])]})
         got = state(j["id"], "running", 20)
@@ -326,6 +357,7 @@ def main(binary, tmp):
     c.run("restart_job: every member restarts once, then succeeds", restart_job)
     c.run("preemption: a gang is evicted whole, the preemptor starts after", preemption)
     c.run("time limit: the job ends timed_out within the limit and the grace", time_limit)
+    c.run("drain: a member's whole gang is evicted with it", drain)
     c.run("cancel: the job stops every member", cancel)
     c.run("bad input: 400 naming the field; an oversized gang waits", bad_input)
     c.finish()
