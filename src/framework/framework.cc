@@ -480,15 +480,22 @@ bool Framework::CommitPreemption(const Task& task, ClusterState& cluster,
     evicted.push_back(*p);
     HF_CHECK(cluster.Release(v).ok());
   }
-  // A gang goes whole: the victims' job mates leave with them.
-  for (size_t i = 0; i < evicted.size(); ++i) {
+  // A gang goes whole: the victims' job mates leave with them, or, when a
+  // mate may not be preempted, nobody does.
+  bool whole = true;
+  for (size_t i = 0; i < evicted.size() && whole; ++i) {
     if (evicted[i].job == 0) continue;
     for (TaskKey mate : cluster.PlacedMembers(evicted[i].job, evicted[i].group)) {
-      evicted.push_back(*cluster.FindPlaced(mate));
+      const PlacedTask* p = cluster.FindPlaced(mate);
+      if (!p->preemptible) {
+        whole = false;
+        break;
+      }
+      evicted.push_back(*p);
       HF_CHECK(cluster.Release(mate).ok());
     }
   }
-  if (BindAndCommit(task, cluster, plan.node, state, options, d)) {
+  if (whole && BindAndCommit(task, cluster, plan.node, state, options, d)) {
     for (const auto& e : evicted) d.victims.push_back(e.key);
     d.evicted = std::move(evicted);
     return true;

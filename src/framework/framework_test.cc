@@ -429,5 +429,25 @@ TEST(GangTest, AVictimsJobMatesAreEvictedWithIt) {
   EXPECT_EQ(d.evicted.size(), 2u);
 }
 
+TEST(GangTest, AGangWithAMemberThatMayNotBePreemptedIsNotEvicted) {
+  auto fw = Make(kVisionPolicy);
+  ClusterState c;
+  ASSERT_TRUE(c.AddNode(Node("n0", 64000, 256000, 4)).ok());
+  ASSERT_TRUE(c.AddNode(Node("n1", 64000, 256000, 4)).ok());
+  CycleState state;
+  std::vector<Task> low = GangMembers(1, 2, 5, 0);
+  low[1].preemptible = false;  // rank 1 must not be stopped
+  ASSERT_TRUE(fw->ScheduleGang(Pointers(low), 2, c, state).scheduled);
+  Task high = MakeTask(50, 1000, 1000, 4);
+  high.priority = 100;
+  Decision d = fw->Schedule(high, c, state);
+  // Rank 0 alone could go, but not without rank 1: nothing is evicted.
+  EXPECT_FALSE(d.scheduled);
+  EXPECT_TRUE(d.victims.empty());
+  EXPECT_EQ(c.placed_count(), 2u);
+  EXPECT_NE(c.FindPlaced(1), nullptr);
+  EXPECT_NE(c.FindPlaced(2), nullptr);
+}
+
 }  // namespace
 }  // namespace hf::framework
