@@ -66,11 +66,13 @@ int64_t GpuDemand(const Task& t) {
   return t.requests.gpu > 0 ? int64_t{t.requests.gpu} * t.requests.gpu_milli : 0;
 }
 
-int64_t HeldMilli(const Allocation& a) {
+// GPU milli the grants hold.
+int64_t HeldMilli(const std::vector<GpuGrant>& gpus) {
   int64_t m = 0;
-  for (const GpuGrant& g : a.gpus) m += g.milli;
+  for (const GpuGrant& g : gpus) m += g.milli;
   return m;
 }
+int64_t HeldMilli(const Allocation& a) { return HeldMilli(a.gpus); }
 
 // What both methods share: the cluster, the framework, the clock, and the
 // bookkeeping behind the report's ratios and latencies.
@@ -248,8 +250,7 @@ Result<SimReport> RunFgd(const Workload& w, const SimOptions& options) {
       // victims are gone for good, as nothing is retried in this method.
       for (TaskKey v : d.victims) {
         PodPlacement& p = r.placements[position[v]];
-        int64_t milli = 0;
-        for (const GpuGrant& g : p.gpus) milli += g.milli;
+        const int64_t milli = HeldMilli(p.gpus);
         e.Hold(-milli);
         p.node.clear();
         p.gpus.clear();
@@ -390,8 +391,7 @@ Result<SimReport> RunReplay(const Workload& w, const SimOptions& options) {
     }
     for (TaskKey v : d.victims) {
       PodPlacement& vp = r.placements[v];
-      int64_t milli = 0;
-      for (const GpuGrant& g : vp.gpus) milli += g.milli;
+      const int64_t milli = HeldMilli(vp.gpus);
       e.Hold(-milli);
       vp.released_ms = now;
       state[v] = kPending;
@@ -474,8 +474,7 @@ Result<SimReport> RunReplay(const Workload& w, const SimOptions& options) {
         if (state[m] != kRunning) continue;
         HF_CHECK(e.cluster().Release(m).ok());
         PodPlacement& p = r.placements[m];
-        int64_t milli = 0;
-        for (const GpuGrant& g : p.gpus) milli += g.milli;
+        const int64_t milli = HeldMilli(p.gpus);
         e.Hold(-milli);
         p.released_ms = now;
         state[m] = kGone;
@@ -493,8 +492,7 @@ Result<SimReport> RunReplay(const Workload& w, const SimOptions& options) {
         if (state[i] == kRunning) {
           HF_CHECK(e.cluster().Release(i).ok());
           PodPlacement& p = r.placements[i];
-          int64_t milli = 0;
-          for (const GpuGrant& g : p.gpus) milli += g.milli;
+          const int64_t milli = HeldMilli(p.gpus);
           e.Hold(-milli);
           p.released_ms = now;
           freed = true;
