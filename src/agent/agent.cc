@@ -677,6 +677,7 @@ void Agent::Reconcile(const AssignmentList& list) {
     if (assigned.count(it->first) == 0) waiting_reported_.erase(it->first);
     it = assigned.count(it->first) == 0 ? waiting_.erase(it) : std::next(it);
   }
+
   for (const Assignment& a : list.tasks) {
     if (supervisor_.Has(a.id) && unreported_.count(a.id) != 0) {
       // Being stopped (it was unassigned, or preempted) and assigned here
@@ -714,6 +715,14 @@ void Agent::Reconcile(const AssignmentList& list) {
     }
     StartOrWait(a);
   }
+  // Members still held are reported ready again with every list: a server
+  // that restarted, or lost the report, learns it (it ignores a repeat).
+  for (const auto& [id, why] : waiting_reported_) {
+    if (why != kReadyMessage || waiting_.count(id) == 0) continue;
+    const bool queued = std::any_of(outbox_.begin(), outbox_.end(),
+                                    [&, id = id](const Report& r) { return r.id == id; });
+    if (!queued) outbox_.push_back(Report{id, WaitingReport(id, why)});
+  }
   for (auto it = finished_.begin(); it != finished_.end();) {
     if (assigned.count(it->first) != 0) {
       ++it;
@@ -736,22 +745,21 @@ void Agent::StartOrWait(const Assignment& a) {
                     unreported_.count(id) != 0});
   }
   const Blockers blockers = StartBlockers(opt_.inventory.spec, a.id, a.allocation, live);
-  if (blockers.empty()) {
+  if (blockers.empty() && !a.hold) {
     waiting_.erase(a.id);
     waiting_reported_.erase(a.id);
     Launch(a);
     return;
   }
+  // Held (a job's member whose gang has not been released) or blocked.
   waiting_[a.id] = a;
-  const std::string why = WaitingMessage(blockers);
+  const bool ready = blockers.empty();
+  const std::string why = ready ? std::string(kReadyMessage) : WaitingMessage(blockers);
   std::string& reported = waiting_reported_[a.id];
   if (reported == why) return;
   reported = why;
   Log("task " + std::to_string(a.id) + " (" + a.task.name + ") is " + why);
-  outbox_.push_back(Report{a.id, json{{"node", opt_.inventory.spec.name},
-                                      {"id", a.id},
-                                      {"state", "waiting"},
-                                      {"message", why}}});
+  outbox_.push_back(Report{a.id, WaitingReport(a.id, why)});
   reports_waiting_ = true;
   cv_.notify_all();
 }
@@ -858,6 +866,13 @@ json Agent::RunningReport(uint64_t id) const {
     if (!opt_.advertise_address.empty()) body["host"] = opt_.advertise_address;
   }
   return body;
+}
+
+json Agent::WaitingReport(uint64_t id, const std::string& why) const {
+  return {{"node", opt_.inventory.spec.name},
+          {"id", id},
+          {"state", why == kReadyMessage ? "ready" : "waiting"},
+          {"message", why}};
 }
 
 }  // namespace hf::agent

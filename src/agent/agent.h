@@ -115,8 +115,9 @@ class Agent {
   // The server answered a request sent at `sent_at` (MonotonicMs).
   void RenewLease(int64_t sent_at);
   void Reconcile(const AssignmentList& list) HF_EXCLUDES(mu_);
-  // Starts `a` now, or, while stopping processes hold what it was given,
-  // keeps it in waiting_ and reports why (once per change). Caller holds mu_.
+  // Starts `a` now, or keeps it in waiting_ and reports why (once per
+  // change): "waiting" while stopping processes hold what it was given,
+  // "ready" (kReadyMessage) when only its hold keeps it. Caller holds mu_.
   void StartOrWait(const Assignment& a) HF_REQUIRES(mu_);
   // StartOrWait for every waiting task but those in `later` (after
   // processes ended). Caller holds mu_.
@@ -127,6 +128,10 @@ class Agent {
   // The "running" report of task `id`, with its port (and host) when it has
   // one. Caller holds mu_.
   nlohmann::json RunningReport(uint64_t id) const HF_REQUIRES(mu_);
+  // The report of a task not started: "ready" when `why` is kReadyMessage,
+  // else "waiting" with `why`.
+  nlohmann::json WaitingReport(uint64_t id, const std::string& why) const;
+  static constexpr char kReadyMessage[] = "ready: starts when every member of its gang is ready";
   void FlushReports(const http::HttpClient& client) HF_EXCLUDES(mu_);
   // Sleeps up to `d`; false when a stop was requested meanwhile.
   bool SleepFor(std::chrono::milliseconds d) HF_EXCLUDES(mu_);

@@ -81,6 +81,10 @@ Result<Assignment> ParseOne(const json& e) {
       if (!v.is_string()) return InvalidArgument("launch.env." + k + " must be a string");
       out.launch_env[k] = v.get<std::string>();
     }
+    if (auto h = l->find("hold"); h != l->end() && !h->is_null()) {
+      if (!h->is_boolean()) return InvalidArgument("launch.hold must be a boolean");
+      out.hold = h->get<bool>();
+    }
   }
   return out;
 }

@@ -25,6 +25,10 @@ struct Assignment {
   // A job member's launch environment (docs/JOBS.md): RANK, WORLD_SIZE,
   // MASTER_ADDR, ...; empty for other tasks.
   std::map<std::string, std::string> launch_env;
+  // A job member that must not start yet (launch.hold): its gang starts
+  // together. The agent keeps it, reports it "ready" once nothing on this
+  // node is in its way, and starts it when a later list clears the hold.
+  bool hold = false;
 };
 
 struct AssignmentList {

@@ -124,5 +124,32 @@ TEST(AssignmentsTest, ParsesTheProtocolsAnswer) {
   EXPECT_FALSE(ParseAssignments(json::parse(R"({"version": 1})")).ok());
 }
 
+TEST(AssignmentsTest, ReadsAJobMembersLaunchAndHold) {
+  const auto parse = [](const std::string& launch) {
+    return ParseAssignments(json::parse(R"({"version": 2, "tasks": [
+      {"id": 5, "state": "scheduled", "task": {"name": "w", "command": ["true"]},
+       "allocation": {"cpu_milli": 0, "memory_mib": 0, "gpus": []},
+       "launch": )" + launch + "}]}"));
+  };
+  Result<AssignmentList> held = parse(R"({"env": {"RANK": "1"}, "hold": true})");
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  ASSERT_EQ(held->tasks.size(), 1u);
+  EXPECT_TRUE(held->tasks[0].hold);
+  EXPECT_EQ(held->tasks[0].launch_env.at("RANK"), "1");
+  Result<AssignmentList> released = parse(R"({"env": {"RANK": "1"}, "hold": false})");
+  ASSERT_TRUE(released.ok());
+  EXPECT_FALSE(released->tasks.at(0).hold);
+  // A server that does not know the barrier sends no hold: start at once.
+  Result<AssignmentList> older = parse(R"({"env": {"RANK": "1"}})");
+  ASSERT_TRUE(older.ok());
+  EXPECT_FALSE(older->tasks.at(0).hold);
+  // A hold that is not a boolean is not guessed at: the entry is bad.
+  Result<AssignmentList> bad = parse(R"({"env": {}, "hold": "yes"})");
+  ASSERT_TRUE(bad.ok());
+  EXPECT_TRUE(bad->tasks.empty());
+  ASSERT_EQ(bad->bad.count(5), 1u);
+  EXPECT_NE(bad->bad.at(5).find("launch.hold"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace hf::agent

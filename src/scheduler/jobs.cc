@@ -67,11 +67,17 @@ void Scheduler::TouchJobLocked(TaskKey key) {
 }
 
 Status Scheduler::LoadJobsLocked(const store::ReadTx& tx) {
-  jobs_.clear();
+  // An in-process rebuild keeps what agents said about the start barrier.
+  std::unordered_map<uint64_t, JobRuntime> old;
+  old.swap(jobs_);
   HF_ASSIGN_OR_RETURN(std::vector<store::JobRecord> all, tx.ListJobs());
   for (store::JobRecord& j : all) {
     if (IsFinal(j.state)) continue;
     JobRuntime rt{std::move(j.spec), {}, j.state, j.restarts, 0};
+    if (auto o = old.find(j.id); o != old.end()) {
+      rt.ready = std::move(o->second.ready);
+      rt.released = o->second.released;
+    }
     store::TaskFilter f;
     f.job = j.id;
     f.limit = 0;
@@ -105,6 +111,11 @@ void Scheduler::ScheduleGangLocked(const Task& first, const framework::ScheduleO
   framework::GangDecision g = fw_->ScheduleGang(waiting, need, cluster_, cycle_, opt);
   // Chosen once per placement of the gang (a late member gets the same).
   if (g.scheduled && it->second.master_port == 0) AssignMasterPortLocked(it->second);
+  if (g.scheduled && need > 0) {
+    // A new placement of the gang: its members start together (the barrier).
+    it->second.ready.clear();
+    it->second.released = false;
+  }
   for (size_t i = 0; i < waiting.size(); ++i)
     out.emplace_back(waiting[i]->key, std::move(g.members[i]));
 }
@@ -127,6 +138,31 @@ void Scheduler::AssignMasterPortLocked(JobRuntime& job) {
   uint16_t port = kMasterPortBase;
   while (taken.count(port)) ++port;
   job.master_port = port;
+}
+
+Status Scheduler::MemberReadyLocked(const Task& task) {
+  auto it = jobs_.find(task.job.id);
+  if (it == jobs_.end()) return Status::Ok();
+  JobRuntime& job = it->second;
+  if (job.released || !job.ready.insert(task.key).second) return Status::Ok();
+  size_t placed = 0;
+  std::vector<std::string> nodes;
+  for (TaskKey m : job.members) {
+    const PlacedTask* p = cluster_.FindPlaced(m);
+    if (!p) continue;
+    ++placed;
+    if (p->state != TaskState::kRunning && !job.ready.count(m)) return Status::Ok();
+    nodes.push_back(cluster_.spec(p->alloc.node).name);
+  }
+  if (placed < static_cast<size_t>(task.job.min_available)) return Status::Ok();
+  HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
+    return tx.AppendJobEvent(task.job.id, "released",
+                             "every placed member's agent is ready: " + std::to_string(placed) +
+                                 " members start together");
+  }));
+  job.released = true;
+  for (const std::string& n : nodes) BumpNodeLocked(n);
+  return Status::Ok();
 }
 
 std::map<std::string, std::string> Scheduler::LaunchEnvLocked(const Task& task) const {

@@ -620,8 +620,13 @@ Result<Scheduler::AssignmentList> Scheduler::AssignmentsLocked(const std::string
   for (TaskKey key : cluster_.TasksOn(n)) {
     const PlacedTask* p = cluster_.FindPlaced(key);
     const Task& task = tasks_.at(key);
-    out.push_back({task, p->state, p->alloc, task.job.id != 0 ? LaunchEnvLocked(task)
-                                                               : std::map<std::string, std::string>()});
+    NodeAssignment a{task, p->state, p->alloc, {}, false};
+    if (task.job.id != 0) {
+      a.launch_env = LaunchEnvLocked(task);
+      auto job = jobs_.find(task.job.id);
+      a.hold = p->state == TaskState::kScheduled && job != jobs_.end() && !job->second.released;
+    }
+    out.push_back(std::move(a));
   }
   std::sort(out.begin(), out.end(),
             [](const NodeAssignment& a, const NodeAssignment& b) { return a.task.key < b.task.key; });
@@ -707,6 +712,8 @@ Result<store::TaskRecord> Scheduler::ReportTask(const std::string& node, TaskKey
     TouchJobLocked(id);
     if (exit.state == TaskState::kScheduled) {
       // Only a task not started yet waits; the reason is stored when new.
+      // A job's member held ready by its agent ("ready") is part of its
+      // gang's start barrier.
       std::string reason;
       if (p->state == TaskState::kScheduled) {
         HF_RETURN_IF_ERROR(store_->Read([&](const store::ReadTx& tx) -> Status {
@@ -718,9 +725,15 @@ Result<store::TaskRecord> Scheduler::ReportTask(const std::string& node, TaskKey
       if (p->state == TaskState::kScheduled && reason != exit.message) {
         HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
           HF_RETURN_IF_ERROR(tx.UpdateTaskState(id, TaskState::kScheduled, exit.message));
-          return tx.AppendTaskEvent(id, "waiting", exit.message);
+          return tx.AppendTaskEvent(id, exit.ready ? "ready" : "waiting", exit.message);
         }));
-        event = {{"action", "waiting"}, {"id", id}, {"node", node}, {"detail", exit.message}};
+        event = {{"action", exit.ready ? "ready" : "waiting"},
+                 {"id", id},
+                 {"node", node},
+                 {"detail", exit.message}};
+      }
+      if (p->state == TaskState::kScheduled && exit.ready) {
+        HF_RETURN_IF_ERROR(MemberReadyLocked(tasks_.at(id)));
       }
     } else if (exit.state == TaskState::kRunning) {
       if (p->state != TaskState::kRunning) {

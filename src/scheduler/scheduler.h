@@ -97,13 +97,19 @@ struct NodeAssignment {
   // RANK, NODE_RANK, MASTER_ADDR, MASTER_PORT, HETEROFLOW_JOB,
   // HETEROFLOW_ROLE, HETEROFLOW_HOSTS. Empty for other tasks.
   std::map<std::string, std::string> launch_env;
+  // A job's member that must not start yet: its gang starts together, once
+  // every placed member's agent has reported it ready (TaskExit::ready) or
+  // running (docs/JOBS.md). The agent holds it and reports "ready".
+  bool hold = false;
 };
 
 // How a task's process ended, as its agent reports it.
 struct TaskExit {
-  // kScheduled: not started yet, waiting (for what: `message`); kRunning;
-  // kSucceeded or kFailed.
+  // kScheduled: not started yet, waiting (for what: `message`), or, with
+  // `ready`, held by its agent with nothing in its way (a job's member, see
+  // NodeAssignment::hold); kRunning; kSucceeded or kFailed.
   TaskState state = TaskState::kSucceeded;
+  bool ready = false;
   std::optional<int> exit_code;
   std::optional<int> signal;
   std::string message;
@@ -307,6 +313,13 @@ class Scheduler {
     // gang is queued again only once every one has left its node's
     // heartbeat (running_tasks), so a fresh copy never meets an old one.
     std::map<TaskKey, std::string> stopping;
+    // The start barrier (NodeAssignment::hold): members whose agent reported
+    // them ready since the gang was last placed, and whether the gang was
+    // released (every placed member ready or running). Kept across an
+    // in-process rebuild; a fresh server relearns them from the agents,
+    // which report held members again on every new list.
+    std::set<TaskKey> ready;
+    bool released = false;
   };
 
   struct Watch {
@@ -350,6 +363,10 @@ class Scheduler {
       HF_REQUIRES(mu_);
   // Loads jobs not ended from the store into jobs_ (RebuildLocked).
   Status LoadJobsLocked(const store::ReadTx& tx) HF_REQUIRES(mu_);
+  // A placed member's agent holds it ready: once every placed member of its
+  // gang is ready or running, the gang is released (a "released" job event)
+  // and every member's node list changes so their agents start them.
+  Status MemberReadyLocked(const Task& task) HF_REQUIRES(mu_);
   // The launch environment of a placed member (NodeAssignment::launch_env).
   std::map<std::string, std::string> LaunchEnvLocked(const Task& task) const HF_REQUIRES(mu_);
   // Moves every unschedulable task back to the active queue.

@@ -119,6 +119,74 @@ def main(binary, tmp):
         if after["tasks"]:
             fail("the ended task is still assigned: %s" % after)
 
+    def gang_barrier():
+        # A job's members start together: each is held ("launch.hold") until
+        # every placed member's agent reported it ready, then every member's
+        # list changes with the hold cleared (docs/JOBS.md, the start barrier).
+        nodes = ["gb-1", "gb-2"]
+        versions = {}
+        for n in nodes:
+            expect(call("POST", "/agent/register",
+                        {"node": node_inventory(n, gpus=2, model="H100-SXM")}), 200)
+            versions[n] = expect(call("GET", "/agent/assignments?node=%s&version=0&wait_s=1" % n),
+                                 200)["version"]
+        stop = threading.Event()
+
+        def beat():  # both nodes stay Ready
+            while not stop.is_set():
+                for n in nodes:
+                    call("POST", "/agent/heartbeat", {"node": n})
+                stop.wait(0.5)
+        th = threading.Thread(target=beat, daemon=True)
+        th.start()
+        try:
+            barrier(nodes, versions)
+        finally:
+            stop.set()
+            th.join()
+
+    def barrier(nodes, versions):
+        job = expect(srv.call("POST", API + "/jobs", {
+            "name": "barrier", "roles": [{"name": "w", "replicas": 2, "command": ["true"],
+                                          "requests": {"gpu": 2, "gpu_models": ["H100-SXM"]}}]}),
+            201)
+
+        def poll(n, wait_s=20):
+            got = expect(call("GET", "/agent/assignments?node=%s&version=%d&wait_s=%d"
+                              % (n, versions[n], wait_s)), 200)
+            versions[n] = got["version"]
+            return got["tasks"]
+
+        held = {}
+        for n in nodes:
+            tasks = poll(n, wait_s=5)
+            if not tasks:
+                fail("%s: no member placed: %s" % (n, expect(srv.get(API + "/jobs/%d" % job["id"]), 200)))
+            if len(tasks) != 1 or tasks[0]["launch"].get("hold") is not True:
+                fail("%s: a placed member is not held: %s" % (n, tasks))
+            held[n] = tasks[0]["id"]
+        expect(call("POST", "/agent/status", {"node": "gb-1", "id": held["gb-1"], "state": "ready",
+                                              "message": "ready"}), 200)
+        # One member ready: nothing changes for either node.
+        for n in nodes:
+            if poll(n, wait_s=1)[0]["launch"]["hold"] is not True:
+                fail("%s: released with one member of two ready" % n)
+        if task(held["gb-1"])["state"] != "scheduled":
+            fail("a ready member is %s" % task(held["gb-1"])["state"])
+        expect(call("POST", "/agent/status", {"node": "gb-2", "id": held["gb-2"], "state": "ready",
+                                              "message": "ready"}), 200)
+        for n in nodes:
+            tasks = poll(n, wait_s=5)
+            if tasks[0]["launch"]["hold"] is not False:
+                fail("%s: still held once every member is ready: %s" % (n, tasks[0]["launch"]))
+        got = expect(srv.get(API + "/jobs/%d" % job["id"]), 200)
+        if "released" not in [e["kind"] for e in got["events"]]:
+            fail("no released event: %s" % got["events"])
+        expect_error(call("POST", "/agent/status", {"node": "gb-1", "id": held["gb-1"],
+                                                    "state": "ready"}), 400, "invalid_argument",
+                     mentions=("message",))
+        expect(srv.call("POST", API + "/jobs/%d/cancel" % job["id"], {}), 200)
+
     def many_long_polls():
         # Far more waiting polls than the server's 16 handler threads: other
         # requests are still answered at once, and a placement wakes exactly
@@ -255,6 +323,7 @@ def main(binary, tmp):
     c.run("roles and bad agent input", roles_and_bad_input)
     c.run("measured GPU load above gpu_load_threshold", gpu_threshold)
     c.run("silent node goes NotReady, its task moves", silent_node)
+    c.run("a job's members are held until every one is ready", gang_barrier)
     srv.stop()
     c.finish()
 

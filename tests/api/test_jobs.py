@@ -16,8 +16,8 @@ Checked:
   - failure with restart_job: rank 1 fails once; every member restarts once
     (the events say so) and the job succeeds;
   - preemption: a high-priority 2-member job preempts a whole low-priority
-    gang, never one rank, and its processes start after the victims'
-    processes exited;
+    gang, never one rank, and its processes start after every victim's
+    process exited, on either node (members start together);
   - time limit: a job with time_limit_s 3 ends timed_out within 3 s plus
     the grace period; a task on its own with a limit ends failed, timed out;
   - drain: draining one member's node evicts the whole gang, and it runs
@@ -246,7 +246,11 @@ def main(binary, tmp):
                 fail("member %s has no restarting event: %s" % (m["name"], [e["kind"] for e in t["events"]]))
 
     def preemption():
-        victim = ["sh", "-c", "trap 'sleep 1; echo exited at $(date +%s.%N); exit 0' TERM; "
+        # Rank 1's process takes 2 s to exit, rank 0's a moment: the
+        # preemptor on rank 0's node must wait for rank 1's too (the start
+        # barrier), not only for the victim on its own node.
+        victim = ["sh", "-c", "trap 'if [ \"$RANK\" = 1 ]; then sleep 2; else sleep 0.2; fi; "
+                  "echo exited at $(date +%s.%N); exit 0' TERM; "
                   "while true; do sleep 5 & wait $!; done"]
         low = submit({"name": "low", "priority": 0, "roles": [role("worker", 2, 4, victim)]})["id"]
         state(low, "running", 20)

@@ -105,7 +105,9 @@ json AssignmentJson(const NodeAssignment& a, const std::string& node, bool with_
             {"memory_mib", a.alloc.memory_mib},
             {"gpus", std::move(gpus)},
             {"rdma_device", a.alloc.rdma_device}}},
-          {"launch", a.launch_env.empty() ? json(nullptr) : json{{"env", a.launch_env}}}};
+          {"launch", a.launch_env.empty()
+                         ? json(nullptr)
+                         : json{{"env", a.launch_env}, {"hold", a.hold}}}};
 }
 
 // An IPv4 or IPv6 address, for `field`.
@@ -233,8 +235,13 @@ Response AgentsApi::Report(const Request& req, const Caller& caller) {
   } else if (state == "waiting") {
     // Not started yet: the agent waits for stopping processes to exit.
     exit.state = TaskState::kScheduled;
+  } else if (state == "ready") {
+    // Not started yet: a job's member held for its gang's start barrier.
+    exit.state = TaskState::kScheduled;
+    exit.ready = true;
   } else {
-    return StatusError(InvalidArgument("state must be waiting, running, succeeded or failed"));
+    return StatusError(
+        InvalidArgument("state must be waiting, ready, running, succeeded or failed"));
   }
   if (body->contains("exit_code")) {
     int v = 0;
