@@ -254,6 +254,7 @@ class ClusterState {
   const NodeBitmap& ready_nodes() const { return ready_; }
   const NodeBitmap& model_nodes(size_t model_bit) const { return model_nodes_[model_bit]; }
   size_t model_count() const { return model_names_.size(); }
+  const std::string& model_name(size_t model_bit) const { return model_names_[model_bit]; }
   const NodeBitmap& mixed_model_nodes() const { return mixed_; }
   const NodeBitmap& whole_gpu_nodes(int k) const { return whole_ge_[k - 1]; }
   const NodeBitmap& share_nodes(int b) const { return share_ge_[b - 1]; }

@@ -58,7 +58,7 @@ json SpecJson(const JobSpec& s, bool with_secrets) {
            {{"max_restarts", s.max_restarts},
             {"on_member_failure",
              s.on_member_failure == OnMemberFailure::kRestartJob ? "restart_job" : "fail_job"}}},
-          {"placement", {{"pack", s.pack}}}};
+          {"placement", {{"pack", s.pack}, {"gpu_model", s.one_gpu_model ? "same" : "any"}}}};
 }
 
 }  // namespace
@@ -163,7 +163,15 @@ Result<JobSpec> JobSpecFromJson(const json& j) {
     } else if (key == "placement") {
       if (!v.is_object())
         return InvalidArgument("placement must be an object, got " + std::string(TypeName(v)));
-      HF_RETURN_IF_ERROR(CheckKeys(v, "placement", {"pack"}));
+      HF_RETURN_IF_ERROR(CheckKeys(v, "placement", {"pack", "gpu_model"}));
+      if (v.contains("gpu_model")) {
+        std::string model;
+        HF_RETURN_IF_ERROR(ReadString(v["gpu_model"], "placement.gpu_model", model));
+        if (model != "same" && model != "any") {
+          return InvalidArgument("placement.gpu_model must be \"same\" or \"any\"");
+        }
+        s.one_gpu_model = model == "same";
+      }
       if (v.contains("pack")) {
         HF_RETURN_IF_ERROR(ReadString(v["pack"], "placement.pack", s.pack));
         if (s.pack != "node" && s.pack != "rack" && s.pack != "switch" && s.pack != "none") {

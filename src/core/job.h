@@ -66,6 +66,9 @@ struct JobSpec {
   // topology plugin to pack the job's group; "none" leaves members where the
   // policy puts them.
   std::string pack = "rack";
+  // placement.gpu_model: "same" (the default) puts every member's GPUs on
+  // one model; "any" lets members use different models.
+  bool one_gpu_model = true;
 
   int32_t replicas() const;
   int32_t gang_size() const { return min_available > 0 ? min_available : replicas(); }

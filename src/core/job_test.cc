@@ -47,8 +47,9 @@ TEST(JobSpecTest, RoundTripsThroughJson) {
        {"roles", {Role("w", 4)}},
        {"min_available", 2},
        {"restart", {{"max_restarts", 3}, {"on_member_failure", "restart_job"}}},
-       {"placement", {{"pack", "switch"}}}});
+       {"placement", {{"pack", "switch"}, {"gpu_model", "any"}}}});
   ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_FALSE(s->one_gpu_model);
   const json once = JobSpecToJson(*s);
   Result<JobSpec> back = JobSpecFromJson(once);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
@@ -57,6 +58,8 @@ TEST(JobSpecTest, RoundTripsThroughJson) {
   EXPECT_EQ(back->max_restarts, 3);
   EXPECT_EQ(back->on_member_failure, OnMemberFailure::kRestartJob);
   EXPECT_EQ(back->pack, "switch");
+  EXPECT_FALSE(back->one_gpu_model);
+  EXPECT_TRUE(JobSpecFromJson({{"name", "j"}, {"roles", {Role("w", 1)}}})->one_gpu_model);
   EXPECT_EQ(back->queue, "team-a");
 }
 
@@ -76,6 +79,7 @@ TEST(JobSpecTest, BadSpecsNameTheField) {
       {{{"name", "j"}, {"roles", {Role("w", 1025)}}}, "roles[0].replicas must be <= 1024"},
       {{{"name", "j"}, {"roles", {Role("a", 600), Role("b", 600)}}}, "at most 1024 per job"},
       {{{"name", "j"}, {"roles", ok}, {"placement", {{"pack", "zone"}}}}, "placement.pack"},
+      {{{"name", "j"}, {"roles", ok}, {"placement", {{"gpu_model", 2}}}}, "placement.gpu_model"},
       {{{"name", "j"}, {"roles", ok}, {"restart", {{"max_restarts", -1}}}},
        "restart.max_restarts must be >= 0"},
       {{{"name", "j"}, {"roles", ok}, {"time_limit_s", 0}}, "time_limit_s must be >= 1"},

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <numeric>
+#include <unordered_map>
 
 #include "core/fit.h"
 
@@ -201,6 +203,7 @@ void Framework::RebuildPointLists() {
   scorers_.clear();
   device_binders_.clear();
   attachment_binders_.clear();
+  domain_sources_.clear();
   for (auto& slot : slots_) {
     if (!slot->settings.enabled) continue;
     Plugin* p = slot->plugin.get();
@@ -211,6 +214,7 @@ void Framework::RebuildPointLists() {
     if (!healthy) continue;
     if (auto* f = dynamic_cast<FilterPlugin*>(p)) filters_.push_back(f);
     if (auto* f = dynamic_cast<PostFilterPlugin*>(p)) post_filters_.push_back(f);
+    if (auto* d = dynamic_cast<DomainSource*>(p)) domain_sources_.push_back(d);
     if (auto* s = dynamic_cast<ScorePlugin*>(p)) {
       scorers_.push_back({s, dynamic_cast<PreScorePlugin*>(p), slot->settings.weight, slot->factory->name});
     }
@@ -506,22 +510,59 @@ bool Framework::CommitPreemption(const Task& task, ClusterState& cluster,
   return false;
 }
 
+GangOptions GangOptions::For(const JobSpec& spec) {
+  GangOptions g;
+  g.one_gpu_model = spec.one_gpu_model;
+  g.domain = spec.pack == "none"     ? Domain::kNone
+             : spec.pack == "switch" ? Domain::kSwitch
+                                     : Domain::kRack;
+  return g;
+}
+
 GangDecision Framework::ScheduleGang(std::span<const Task* const> members, size_t need,
                                     ClusterState& cluster, CycleState& state,
-                                    const ScheduleOptions& options) {
+                                    const ScheduleOptions& options, const GangOptions& gang) {
   GangDecision g;
-  const auto attempt = [&](bool preempt) {
-    ScheduleOptions o = options;
-    o.preempt = preempt;
+  bool asks_gpus = false;
+  int64_t whole_gpus = 0;  // the gang's whole-GPU demand, for the domain trials
+  for (const Task* m : members) {
+    asks_gpus |= m->requests.gpu > 0;
+    if (m->requests.gpu_milli == kWholeGpuMilli) whole_gpus += m->requests.gpu;
+  }
+  const bool one_model = gang.one_gpu_model && asks_gpus;
+  Task restricted;  // a member with its GPU models narrowed to one
+  // One trial: the members in order on `o`'s nodes. `model`: every member's
+  // GPUs of that model; empty with one_model: of the first placed member's.
+  // On failure the cluster is as it was and `failure` says why.
+  const auto attempt = [&](const ScheduleOptions& o, std::string model,
+                           std::string& failure) -> bool {
     g.members.clear();
     size_t placed = 0;
-    std::string first_failure;
+    failure.clear();
     for (const Task* m : members) {
-      Decision d = Schedule(*m, cluster, state, o);
+      const Task* t = m;
+      if (!model.empty() && m->requests.gpu > 0) {
+        const auto& allowed = m->requests.gpu_models;
+        if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), model) == allowed.end()) {
+          Decision d;
+          d.reason = "it does not take GPU model " + model;
+          if (failure.empty()) failure = m->name + ": " + d.reason;
+          g.members.push_back(std::move(d));
+          continue;
+        }
+        restricted = *m;
+        restricted.requests.gpu_models = {model};
+        t = &restricted;
+      }
+      Decision d = Schedule(*t, cluster, state, o);
       if (d.scheduled) {
         ++placed;
-      } else if (first_failure.empty()) {
-        first_failure = m->name + ": " + d.reason;
+        if (one_model && model.empty() && m->requests.gpu > 0 && !d.alloc.gpus.empty()) {
+          const NodeId n = d.alloc.node;
+          model = cluster.spec(n).gpus[size_t(cluster.GpuSlot(n, d.alloc.gpus[0].index))].model;
+        }
+      } else if (failure.empty()) {
+        failure = m->name + ": " + d.reason;
       }
       g.members.push_back(std::move(d));
     }
@@ -534,15 +575,48 @@ GangDecision Framework::ScheduleGang(std::span<const Task* const> members, size_
       const std::vector<PlacedTask>& ev = g.members[i].evicted;
       for (auto e = ev.rbegin(); e != ev.rend(); ++e) HF_CHECK(cluster.Restore(*e).ok());
     }
-    if (g.reason.empty()) {
-      g.reason = "gang " + std::to_string(placed) + "/" + std::to_string(need) + " placeable: " +
-                 first_failure;
-    }
+    failure = "gang " + std::to_string(placed) + "/" + std::to_string(need) + " placeable" +
+              (one_model && !model.empty() && cluster.model_count() > 1
+                   ? " on one GPU model (" + model + ")"
+                   : "") +
+              ": " +
+              failure;
     return false;
   };
-  g.scheduled = attempt(false) || (options.preempt && !post_filters_.empty() && attempt(true));
-  if (g.scheduled) g.reason.clear();
-  if (!g.scheduled) {
+  // A trial on every node: the policy's model for the first member, then,
+  // with one_model, each other model the cluster has.
+  const auto everywhere = [&](const ScheduleOptions& o, std::string& failure) -> bool {
+    if (attempt(o, "", failure)) return true;
+    if (!one_model) return false;
+    const std::string first_failure = failure;
+    for (size_t bit = 0; bit < cluster.model_count(); ++bit) {
+      std::string ignored;
+      if (attempt(o, cluster.model_name(bit), ignored)) return true;
+    }
+    failure = first_failure;
+    return false;
+  };
+
+  ScheduleOptions quiet = options;
+  quiet.preempt = false;
+  bool done = false;
+  if (gang.domain != GangOptions::Domain::kNone && whole_gpus > 0 && members.size() > 1) {
+    done = TryDomains(whole_gpus, cluster, state, gang, [&](std::span<const NodeId> nodes) {
+      ScheduleOptions o = quiet;
+      o.candidates = nodes;
+      std::string ignored;
+      return attempt(o, "", ignored);
+    });
+  }
+  std::string failure;
+  if (!done) done = everywhere(quiet, failure);
+  if (!done && options.preempt && !post_filters_.empty()) {
+    std::string ignored;
+    done = everywhere(options, ignored);
+  }
+  g.scheduled = done;
+  if (!done) {
+    g.reason = failure;
     for (Decision& d : g.members) {
       d.scheduled = false;
       d.victims.clear();
@@ -551,6 +625,49 @@ GangDecision Framework::ScheduleGang(std::span<const Task* const> members, size_
     }
   }
   return g;
+}
+
+bool Framework::TryDomains(int64_t whole_gpus, const ClusterState& cluster,
+                           CycleState& state, const GangOptions& gang,
+                           const std::function<bool(std::span<const NodeId>)>& trial) {
+  NodeDomains domains;
+  bool known = false;
+  for (DomainSource* d : domain_sources_) {
+    if (d->Domains(cluster, state, domains)) {
+      known = true;
+      break;
+    }
+  }
+  if (!known) return false;
+  const size_t n = cluster.node_count();
+  std::vector<NodeId> nodes;
+  for (const std::vector<uint32_t>* level : {&domains.rack, &domains.sw}) {
+    if (level == &domains.rack && gang.domain == GangOptions::Domain::kSwitch) continue;
+    if (level->size() != n) continue;
+    // Free whole GPUs per domain, on schedulable nodes.
+    std::unordered_map<uint32_t, int64_t> free;
+    for (NodeId i = 0; i < n; ++i) {
+      const uint32_t id = (*level)[i];
+      if (id == NodeDomains::kNoDomain || !cluster.schedulable(i)) continue;
+      free[id] += cluster.free_whole_gpus(i);
+    }
+    std::vector<std::pair<int64_t, uint32_t>> fits;  // (free, domain), best fit first
+    for (const auto& [id, f] : free) {
+      if (f >= whole_gpus) fits.emplace_back(f, id);
+    }
+    // One domain holding every node says nothing a trial on every node does not.
+    if (fits.size() == 1 && free.size() == 1) continue;
+    std::sort(fits.begin(), fits.end());
+    if (fits.size() > GangOptions::kMaxDomainTrials) fits.resize(GangOptions::kMaxDomainTrials);
+    for (const auto& [f, id] : fits) {
+      nodes.clear();
+      for (NodeId i = 0; i < n; ++i) {
+        if ((*level)[i] == id) nodes.push_back(i);
+      }
+      if (trial(nodes)) return true;
+    }
+  }
+  return false;
 }
 
 Decision Framework::Schedule(const Task& task, ClusterState& cluster, const ScheduleOptions& options) {
@@ -578,8 +695,12 @@ Decision Framework::Schedule(const Task& task, ClusterState& cluster, CycleState
     return fn();
   };
   const auto run_filters = [&](bool recording) {
-    st.nodes_.resize(n);
-    std::iota(st.nodes_.begin(), st.nodes_.end(), NodeId{0});
+    if (options.candidates.empty()) {
+      st.nodes_.resize(n);
+      std::iota(st.nodes_.begin(), st.nodes_.end(), NodeId{0});
+    } else {
+      st.nodes_.assign(options.candidates.begin(), options.candidates.end());
+    }
     st.rejections_.Reset(n, reasons_.size(), recording);
     for (FilterPlugin* f : filters_) {
       if (st.nodes_.empty()) break;

@@ -20,6 +20,7 @@
 #ifndef HF_FRAMEWORK_FRAMEWORK_H_
 #define HF_FRAMEWORK_FRAMEWORK_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -30,6 +31,7 @@
 
 #include "core/clock.h"
 #include "core/cluster_state.h"
+#include "core/job.h"
 #include "core/model.h"
 #include "core/status.h"
 #include "framework/cycle_state.h"
@@ -84,6 +86,24 @@ struct ScheduleOptions {
   std::vector<PluginTiming>* timings = nullptr;
   // PostFilter (preemption) runs when no node is feasible; false: never.
   bool preempt = true;
+  // Only these nodes are considered (gang placement's trials within one rack
+  // or switch); empty: every node. Not with preempt.
+  std::span<const NodeId> candidates;
+};
+
+// How a gang is placed (docs/JOBS.md, "Gang placement"), from its job's
+// `placement`.
+struct GangOptions {
+  // Every member's GPUs are of one model (placement.gpu_model: same).
+  bool one_gpu_model = true;
+  // The smallest network domain tried first: kRack (pack node or rack),
+  // kSwitch (pack switch), or kNone (pack none: no domain trials).
+  enum class Domain : uint8_t { kNone, kRack, kSwitch };
+  Domain domain = Domain::kRack;
+  // Domains tried per level, best fit first.
+  static constexpr size_t kMaxDomainTrials = 4;
+  // From a job's spec: placement.gpu_model and placement.pack.
+  static GangOptions For(const JobSpec& spec);
 };
 
 // One node's part in a decision, when explained.
@@ -145,11 +165,21 @@ class Framework {
   // Places the members of one job as a gang, all or nothing: at least
   // `need` of them (in the order given, rank order), in this one call, or
   // none. A failed attempt leaves `cluster` exactly as it was: members it
-  // placed are released and victims restored. It tries without preemption
-  // first, then (options.preempt) with it.
+  // placed are released and victims restored. Trials, first success wins:
+  //   1. without preemption, within one rack, then one switch (when a
+  //      DomainSource knows them and the gang asks whole GPUs): up to
+  //      kMaxDomainTrials domains per level, those with the fewest free
+  //      whole GPUs that still hold the gang's first;
+  //   2. without preemption, on every node;
+  //   3. with preemption (options.preempt), on every node.
+  // With one_gpu_model, a trial places the first member that asks GPUs as
+  // the policy likes and restricts the others to its GPU model; on every
+  // node, a failed trial is then retried with every member restricted to
+  // each other model in turn.
   GangDecision ScheduleGang(std::span<const Task* const> members, size_t need,
                             ClusterState& cluster, CycleState& state,
-                            const ScheduleOptions& options = {});
+                            const ScheduleOptions& options = {},
+                            const GangOptions& gang = {});
   // The same with a CycleState of the framework's own, for callers that
   // schedule on one thread (tests, tools).
   Decision Schedule(const Task& task, ClusterState& cluster, const ScheduleOptions& options = {});
@@ -219,6 +249,13 @@ class Framework {
   Status ApplySettings(Slot& slot, const PluginSettings& settings);
   Status CheckConflicts(const Slot& slot, bool enabling) const;
   void RebuildPointLists();
+  // ScheduleGang's domain trials: `trial` on the nodes of up to
+  // kMaxDomainTrials racks (then switches) with at least `whole_gpus` free
+  // whole GPUs, fewest first; true at the first success. False at once when
+  // no DomainSource knows the network.
+  bool TryDomains(int64_t whole_gpus, const ClusterState& cluster, CycleState& state,
+                  const GangOptions& gang,
+                  const std::function<bool(std::span<const NodeId>)>& trial);
   Slot* FindSlot(std::string_view name);
   const Slot* FindSlot(std::string_view name) const;
   std::string Summarize(const Rejections& rejections, size_t node_count) const;
@@ -244,6 +281,7 @@ class Framework {
   };
   std::vector<Scorer> scorers_;
   std::vector<BindPlugin*> device_binders_, attachment_binders_;
+  std::vector<DomainSource*> domain_sources_;
 
   CycleState own_state_;  // the second Schedule's
 };

@@ -451,3 +451,138 @@ TEST(GangTest, AGangWithAMemberThatMayNotBePreemptedIsNotEvicted) {
 
 }  // namespace
 }  // namespace hf::framework
+
+namespace hf::framework {
+namespace {
+
+using hf::testing::Node;
+
+// Binpack and the topology plugin on the nodes' own positions.
+constexpr const char* kGangPolicy = R"(
+plugins:
+  binpack:  {enabled: true, weight: 1}
+  topology: {enabled: true, weight: 1}
+)";
+
+std::vector<std::string> ModelsOf(const ClusterState& c, const GangDecision& g) {
+  std::vector<std::string> out;
+  for (const Decision& d : g.members) {
+    const NodeSpec& spec = c.spec(d.alloc.node);
+    out.push_back(spec.gpus[size_t(c.GpuSlot(d.alloc.node, d.alloc.gpus.at(0).index))].model);
+  }
+  return out;
+}
+
+TEST(GangPlacementTest, MembersShareOneGpuModelUnlessTheJobAllowsSeveral) {
+  // Ties go to the first node: one by one, rank 0 takes n0's A100s and
+  // rank 1 the first H100 node, a mixed gang.
+  const auto cluster = [] {
+    ClusterState c;
+    EXPECT_TRUE(c.AddNode(Node("n0", 64000, 256000, 4, "A100")).ok());
+    EXPECT_TRUE(c.AddNode(Node("n1", 64000, 256000, 4, "H100")).ok());
+    EXPECT_TRUE(c.AddNode(Node("n2", 64000, 256000, 4, "H100")).ok());
+    return c;
+  };
+  auto fw = Make(kGangPolicy);
+  const std::vector<Task> two = GangMembers(1, 2, 7);
+  ClusterState same = cluster();
+  CycleState state;
+  GangDecision g = fw->ScheduleGang(Pointers(two), 2, same, state);
+  ASSERT_TRUE(g.scheduled) << g.reason;
+  EXPECT_EQ(ModelsOf(same, g), (std::vector<std::string>{"H100", "H100"}));
+
+  GangOptions any;
+  any.one_gpu_model = false;
+  ClusterState mixed = cluster();
+  g = fw->ScheduleGang(Pointers(two), 2, mixed, state, {}, any);
+  ASSERT_TRUE(g.scheduled) << g.reason;
+  EXPECT_EQ(ModelsOf(mixed, g), (std::vector<std::string>{"A100", "H100"}));
+
+  // No model holds the gang: it waits, and says on which model it tried.
+  ClusterState small;
+  ASSERT_TRUE(small.AddNode(Node("a", 64000, 256000, 4, "A100")).ok());
+  ASSERT_TRUE(small.AddNode(Node("h", 64000, 256000, 4, "H100")).ok());
+  g = fw->ScheduleGang(Pointers(two), 2, small, state);
+  EXPECT_FALSE(g.scheduled);
+  EXPECT_EQ(small.placed_count(), 0u);
+  EXPECT_EQ(g.reason.rfind("gang 1/2 placeable on one GPU model (A100): m-1: 0/2 nodes available", 0),
+            0u)
+      << g.reason;
+  EXPECT_TRUE(fw->ScheduleGang(Pointers(two), 2, small, state, {}, any).scheduled);
+}
+
+TEST(GangPlacementTest, AGangGoesToOneRackWhenOneHoldsIt) {
+  // Racks r1 (n0, n1) and r2 (n2, n3) under one switch; n1 is full. One by
+  // one, rank 0 takes n0 (the first node) and rank 1 must leave r1.
+  const auto cluster = [] {
+    ClusterState c;
+    for (const char* name : {"n0", "n1", "n2", "n3"}) {
+      NodeSpec s = Node(name, 64000, 256000, 4);
+      s.topology = {"z", "s1", name[1] < '2' ? "r1" : "r2"};
+      EXPECT_TRUE(c.AddNode(s).ok());
+    }
+    Task full = MakeTask(100, 1000, 1000, 4);
+    EXPECT_TRUE(c.Bind(full, AllocFor(full, 1, {{0, 1000, 0}, {1, 1000, 0}, {2, 1000, 0},
+                                               {3, 1000, 0}}))
+                    .ok());
+    return c;
+  };
+  auto fw = Make(kGangPolicy);
+  const std::vector<Task> two = GangMembers(1, 2, 7);
+  CycleState state;
+  ClusterState racked = cluster();
+  GangDecision g = fw->ScheduleGang(Pointers(two), 2, racked, state);
+  ASSERT_TRUE(g.scheduled) << g.reason;
+  EXPECT_EQ(racked.spec(g.members[0].alloc.node).topology.rack, "r2");
+  EXPECT_EQ(racked.spec(g.members[1].alloc.node).topology.rack, "r2");
+
+  // pack: none tries no rack first: the members land where the policy puts
+  // them one by one, across both racks.
+  GangOptions none;
+  none.domain = GangOptions::Domain::kNone;
+  ClusterState loose = cluster();
+  g = fw->ScheduleGang(Pointers(two), 2, loose, state, {}, none);
+  ASSERT_TRUE(g.scheduled) << g.reason;
+  EXPECT_NE(loose.spec(g.members[0].alloc.node).topology.rack,
+            loose.spec(g.members[1].alloc.node).topology.rack);
+
+  // No rack holds a 3-member gang: it spans racks, as few as it can.
+  const std::vector<Task> three = GangMembers(10, 3, 8);
+  ClusterState wide = cluster();
+  g = fw->ScheduleGang(Pointers(three), 3, wide, state);
+  ASSERT_TRUE(g.scheduled) << g.reason;
+}
+
+TEST(GangPlacementTest, AGangGoesToOneSwitchWhenNoRackHoldsIt) {
+  // Switch s1: racks r1 (n0, full) and r2 (n1); switch s2: racks r3 (n2),
+  // r4 (n3). Two members of 4 GPUs fit in no rack; s2 holds both.
+  ClusterState c;
+  const char* racks[] = {"r1", "r2", "r3", "r4"};
+  for (int i = 0; i < 4; ++i) {
+    NodeSpec s = Node("n" + std::to_string(i), 64000, 256000, 4);
+    s.topology = {"z", i < 2 ? "s1" : "s2", racks[i]};
+    ASSERT_TRUE(c.AddNode(s).ok());
+  }
+  // n0 keeps one GPU free, so that one by one rank 0 goes to n1 (s1),
+  // leaving rank 1 to cross to s2.
+  Task busy = MakeTask(100, 1000, 1000, 3);
+  ASSERT_TRUE(c.Bind(busy, AllocFor(busy, 0, {{0, 1000, 0}, {1, 1000, 0}, {2, 1000, 0}})).ok());
+  auto fw = Make(kGangPolicy);
+  const std::vector<Task> two = GangMembers(1, 2, 7);
+  CycleState state;
+  ClusterState loose = c;
+  GangDecision g = fw->ScheduleGang(Pointers(two), 2, c, state);
+  ASSERT_TRUE(g.scheduled) << g.reason;
+  EXPECT_EQ(c.spec(g.members[0].alloc.node).topology.switch_name, "s2");
+  EXPECT_EQ(c.spec(g.members[1].alloc.node).topology.switch_name, "s2");
+  // Without the domain trials the gang crosses switches.
+  GangOptions none;
+  none.domain = GangOptions::Domain::kNone;
+  g = fw->ScheduleGang(Pointers(two), 2, loose, state, {}, none);
+  ASSERT_TRUE(g.scheduled) << g.reason;
+  EXPECT_NE(loose.spec(g.members[0].alloc.node).topology.switch_name,
+            loose.spec(g.members[1].alloc.node).topology.switch_name);
+}
+
+}  // namespace
+}  // namespace hf::framework

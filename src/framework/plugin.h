@@ -227,6 +227,23 @@ class BindPlugin : public virtual Plugin {
                       CycleState& state) const = 0;
 };
 
+// Where nodes sit in the network, for gang placement (Framework::ScheduleGang
+// fits a gang within one rack, then one switch, before anywhere). Per NodeId,
+// dense ids; kNoDomain where unknown. A rack's id is unique across switches.
+struct NodeDomains {
+  static constexpr uint32_t kNoDomain = 0xffffffffu;
+  std::vector<uint32_t> rack, sw;
+};
+
+// A plugin that knows the network (the topology plugin). Not an extension
+// point of its own: any enabled, healthy plugin that implements it is asked.
+class DomainSource : public virtual Plugin {
+ public:
+  // Fills `out` for `cluster` (cached in `state` as the plugin likes);
+  // false when the plugin knows no node's position.
+  virtual bool Domains(const ClusterState& cluster, CycleState& state, NodeDomains& out) const = 0;
+};
+
 }  // namespace hf::framework
 
 #endif  // HF_FRAMEWORK_PLUGIN_H_

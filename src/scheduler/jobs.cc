@@ -108,7 +108,8 @@ void Scheduler::ScheduleGangLocked(const Task& first, const framework::ScheduleO
   }
   const size_t gang = static_cast<size_t>(first.job.min_available);
   const size_t need = placed >= gang ? 0 : gang - placed;
-  framework::GangDecision g = fw_->ScheduleGang(waiting, need, cluster_, cycle_, opt);
+  framework::GangDecision g = fw_->ScheduleGang(waiting, need, cluster_, cycle_, opt,
+                                                framework::GangOptions::For(it->second.spec));
   // Chosen once per placement of the gang (a late member gets the same).
   if (g.scheduled && it->second.master_port == 0) AssignMasterPortLocked(it->second);
   if (g.scheduled && need > 0) {

@@ -112,11 +112,12 @@ class Engine {
     return d;
   }
 
-  framework::GangDecision DecideGang(std::span<const Task* const> members, size_t need) {
+  framework::GangDecision DecideGang(std::span<const Task* const> members, size_t need,
+                                     const framework::GangOptions& gang) {
     framework::ScheduleOptions opts;
     opts.bind_state = TaskState::kRunning;
     const auto start = std::chrono::steady_clock::now();
-    framework::GangDecision d = fw_->ScheduleGang(members, need, cluster_, state_, opts);
+    framework::GangDecision d = fw_->ScheduleGang(members, need, cluster_, state_, opts, gang);
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::steady_clock::now() - start)
                         .count();
@@ -422,7 +423,8 @@ Result<SimReport> RunReplay(const Workload& w, const SimOptions& options) {
       if (waiting.size() + j.placed < j.need) return;
       std::vector<const Task*> ptrs;
       for (uint32_t m : waiting) ptrs.push_back(&tasks[m]);
-      framework::GangDecision g = e.DecideGang(ptrs, j.need > j.placed ? j.need - j.placed : 0);
+      framework::GangDecision g = e.DecideGang(ptrs, j.need > j.placed ? j.need - j.placed : 0,
+                                               w.tasks[i].job_gang);
       if (!g.scheduled) failed_jobs.insert(t.job.id);
       for (size_t k = 0; k < waiting.size(); ++k) {
         if (g.members[k].scheduled) commit(waiting[k], g.members[k], now);

@@ -11,6 +11,7 @@
 
 #include "core/model.h"
 #include "core/status.h"
+#include "framework/framework.h"
 #include "framework/policy.h"
 
 namespace hf::sim {
@@ -29,6 +30,8 @@ struct SimTask {
   // gang runs; the member then leaves with the others. Members have no
   // delete time of their own.
   std::optional<int64_t> job_run_ms;
+  // A job's member: how its gang is placed (its job's placement).
+  framework::GangOptions job_gang;
 };
 
 // A node and the usage measurement it starts with (YAML workloads only; the

@@ -406,6 +406,7 @@ Result<Workload> ParseYamlWorkload(const std::string& text, const std::string& s
       t.key = TaskKey(w.tasks.size());
       st.create_ms = create_ms + stagger_ms * t.job.rank;
       st.job_run_ms = run_ms;
+      st.job_gang = framework::GangOptions::For(*spec);
       st.origin = at;
       st.task = std::move(t);
       w.tasks.push_back(std::move(st));

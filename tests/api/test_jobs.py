@@ -342,6 +342,8 @@ def main(binary, tmp):
                 ({"name": "x", "roles": [dict(ok[0], priority=5)]}, "roles[0].priority is the job's"),
                 ({"name": "x", "roles": ok, "restart": {"on_member_failure": "retry"}},
                  "restart.on_member_failure"),
+                ({"name": "x", "roles": ok, "placement": {"gpu_model": "mixed"}},
+                 "placement.gpu_model"),
                 ({"name": "x", "roles": ok, "bogus": 1}, "bogus")):
             expect_error(srv.call("POST", API + "/jobs", body), 400, mentions=(mention,))
         expect_error(srv.call("POST", API + "/tasks", {"name": "t", "job": {"id": 1}}), 400,

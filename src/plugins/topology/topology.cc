@@ -357,6 +357,23 @@ std::vector<size_t> PickInOneDomain(const std::vector<size_t>& eligible,
 
 }  // namespace
 
+bool Topology::Domains(const ClusterState& cluster, framework::CycleState& state,
+                       framework::NodeDomains& out) const {
+  Cycle& s = state.Get<Cycle>(kCycleKey);
+  s.EnsurePositions(cluster, *state_);
+  const size_t n = cluster.node_count();
+  out.rack.resize(n);
+  out.sw.resize(n);
+  bool known = false;
+  for (NodeId i = 0; i < n; ++i) {
+    const Cycle::Place& p = s.places[s.place_of[i]];
+    out.rack[i] = p.rack == kUnknown ? framework::NodeDomains::kNoDomain : p.rack;
+    out.sw[i] = p.sw == kUnknown ? framework::NodeDomains::kNoDomain : p.sw;
+    known |= p.rack != kUnknown || p.sw != kUnknown;
+  }
+  return known;
+}
+
 Status Topology::Bind(const Task& task, const ClusterState& cluster, Allocation& alloc,
                       framework::CycleState&) const {
   const Requests& r = task.requests;

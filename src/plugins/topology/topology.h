@@ -40,7 +40,8 @@ namespace hf::plugins {
 
 class Topology final : public framework::PreScorePlugin,
                        public framework::ScorePlugin,
-                       public framework::BindPlugin {
+                       public framework::BindPlugin,
+                       public framework::DomainSource {
  public:
   static constexpr const char* kName = "topology";
   explicit Topology(const framework::PluginDeps& deps);
@@ -62,6 +63,9 @@ class Topology final : public framework::PreScorePlugin,
              std::span<double> scores, framework::CycleState& state) const override;
   Status Bind(const Task& task, const ClusterState& cluster, Allocation& alloc,
               framework::CycleState& state) const override;
+  // Racks and switches from the topology file, or the nodes' own positions.
+  bool Domains(const ClusterState& cluster, framework::CycleState& state,
+               framework::NodeDomains& out) const override;
 
  private:
   // Both defined by topology.cc: the configuration (the file and its
