@@ -429,6 +429,50 @@ TEST(GangTest, AVictimsJobMatesAreEvictedWithIt) {
   EXPECT_EQ(d.evicted.size(), 2u);
 }
 
+TEST(GangTest, AGangCountsWholeAmongVictims) {
+  // n0, n1: a 2-member gang; n2: one task; all of priority 0. A node's
+  // victims alone tie (one each) and the lowest NodeId would win, evicting
+  // the gang; counted whole, the gang costs two, and the task goes.
+  auto fw = Make(kVisionPolicy);
+  ClusterState c;
+  for (const char* name : {"n0", "n1", "n2"}) ASSERT_TRUE(c.AddNode(Node(name, 64000, 256000, 4)).ok());
+  CycleState state;
+  const std::vector<Task> gang = GangMembers(1, 2, 5, 0);
+  ASSERT_TRUE(fw->ScheduleGang(Pointers(gang), 2, c, state).scheduled);
+  Task single = MakeTask(30, 1000, 1000, 4);
+  ASSERT_TRUE(fw->Schedule(single, c, state).scheduled);
+  ASSERT_EQ(c.FindPlaced(30)->alloc.node, 2u);
+  Task high = MakeTask(50, 1000, 1000, 4);
+  high.priority = 100;
+  Decision d = fw->Schedule(high, c, state);
+  ASSERT_TRUE(d.scheduled) << d.reason;
+  EXPECT_EQ(d.victims, (std::vector<TaskKey>{30}));
+  EXPECT_NE(c.FindPlaced(1), nullptr);
+  EXPECT_NE(c.FindPlaced(2), nullptr);
+}
+
+TEST(GangTest, OnANodeTheGangsMemberIsSparedBeforeALoneTask) {
+  // n0 (8 GPUs): a lone task (the lower key, so spared first before gangs
+  // counted) and rank 0 of a gang whose rank 1 is on n1. One victim frees
+  // enough on n0: the lone task, not the gang.
+  auto fw = Make(kVisionPolicy);
+  ClusterState c;
+  const NodeId n0 = *c.AddNode(Node("n0", 64000, 256000, 8));
+  const NodeId n1 = *c.AddNode(Node("n1", 64000, 256000, 4));
+  Task lone = MakeTask(1, 1000, 1000, 4);
+  ASSERT_TRUE(c.Bind(lone, AllocFor(lone, n0, {{0, 1000, 0}, {1, 1000, 0}, {2, 1000, 0}, {3, 1000, 0}})).ok());
+  std::vector<Task> gang = GangMembers(10, 2, 5, 0);
+  ASSERT_TRUE(c.Bind(gang[0], AllocFor(gang[0], n0, {{4, 1000, 0}, {5, 1000, 0}, {6, 1000, 0}, {7, 1000, 0}})).ok());
+  ASSERT_TRUE(c.Bind(gang[1], AllocFor(gang[1], n1, {{0, 1000, 0}, {1, 1000, 0}, {2, 1000, 0}, {3, 1000, 0}})).ok());
+  Task high = MakeTask(50, 1000, 1000, 4);
+  high.priority = 100;
+  CycleState state;
+  Decision d = fw->Schedule(high, c, state);
+  ASSERT_TRUE(d.scheduled) << d.reason;
+  EXPECT_EQ(d.victims, (std::vector<TaskKey>{1}));
+  EXPECT_EQ(c.placed_count(), 3u);
+}
+
 TEST(GangTest, AGangWithAMemberThatMayNotBePreemptedIsNotEvicted) {
   auto fw = Make(kVisionPolicy);
   ClusterState c;

@@ -10,14 +10,16 @@ namespace hf::plugins {
 namespace {
 
 // The order in which victims are given a reprieve, most important first:
-// higher priority; then the later start (a task that started recently is
+// higher priority; then the larger gang; then the later start (a task that started recently is
 // the one the min-runtime rule protects from thrashing, so among equals the
 // longest-running task goes first); scheduled tasks have not started
 // (started_at_ms 0) and therefore come last, which is also where evicting
 // costs no work; finally the lower key (earlier submitted, as the queue
 // orders them), so that the choice is deterministic.
-bool MoreImportant(const PlacedTask* a, const PlacedTask* b) {
+bool MoreImportant(const PlacedTask* a, size_t a_gang, const PlacedTask* b, size_t b_gang) {
   if (a->priority != b->priority) return a->priority > b->priority;
+  // Evicting a gang's member evicts the whole gang: the larger one is spared first.
+  if (a_gang != b_gang) return a_gang > b_gang;
   const int64_t a_start = a->state == TaskState::kRunning ? a->started_at_ms : 0;
   const int64_t b_start = b->state == TaskState::kRunning ? b->started_at_ms : 0;
   if (a_start != b_start) return a_start > b_start;
@@ -113,7 +115,7 @@ void Preempt::TryNode(const Task& task, const ClusterState& cluster, NodeId n,
     } else if (p->state != TaskState::kScheduled) {
       continue;
     }
-    eligible_.push_back(p);
+    eligible_.push_back({p, p->job == 0 ? size_t{1} : cluster.PlacedMembers(p->job, p->group).size()});
     lowest = std::min(lowest, p->priority);
   }
   if (eligible_.empty()) return;
@@ -134,19 +136,22 @@ void Preempt::TryNode(const Task& task, const ClusterState& cluster, NodeId n,
   without_.free.gpu_memory_mib.assign(memory.begin(), memory.end());
   without_.free.gpu_model_bit.assign(bits.begin(), bits.end());
   without_.load = NodeLoad::Of(cluster, n);
-  for (const PlacedTask* p : eligible_) without_.Remove(cluster, *p);
+  for (const Eligible& e : eligible_) without_.Remove(cluster, *e.task);
   if (!filters.Passes(task, cluster, without_)) return;
 
   // Reprieve: put back, most important first, every victim the node still
   // passes with. What is left is minimal: putting any one victim back would
   // not pass at the moment it was tried, and later reprieves only take more
   // (filters are monotone).
-  std::sort(eligible_.begin(), eligible_.end(), MoreImportant);
+  std::sort(eligible_.begin(), eligible_.end(), [](const Eligible& a, const Eligible& b) {
+    return MoreImportant(a.task, a.gang, b.task, b.gang);
+  });
   victims_.clear();
   Choice c;
   c.node = n;
   c.max_priority = std::numeric_limits<int32_t>::min();
-  for (const PlacedTask* p : eligible_) {
+  for (const Eligible& e : eligible_) {
+    const PlacedTask* p = e.task;
     without_.Add(cluster, *p);
     if (filters.Passes(task, cluster, without_)) continue;
     without_.Remove(cluster, *p);
@@ -161,6 +166,25 @@ void Preempt::TryNode(const Task& task, const ClusterState& cluster, NodeId n,
   // other reason that eviction cannot clear.
   if (victims_.empty()) return;
   c.count = victims_.size();
+  // Gangs go whole: every placed mate of a victim counts, and must be able to go.
+  jobs_.clear();
+  for (TaskKey v : victims_) {
+    const PlacedTask* p = cluster.FindPlaced(v);
+    if (p->job == 0 || std::find(jobs_.begin(), jobs_.end(), p->job) != jobs_.end()) continue;
+    jobs_.push_back(p->job);
+    for (TaskKey mate : cluster.PlacedMembers(p->job, p->group)) {
+      if (std::find(victims_.begin(), victims_.end(), mate) != victims_.end()) continue;
+      const PlacedTask* m = cluster.FindPlaced(mate);
+      if (!m->preemptible || m->priority >= task.priority) return;
+      if (m->state == TaskState::kRunning &&
+          (!allow_running || now_ms - m->started_at_ms < min_runtime_ms_)) {
+        return;
+      }
+      c.max_priority = std::max(c.max_priority, m->priority);
+      c.sum_priority += m->priority;
+      ++c.count;
+    }
+  }
   if (best_.node == kNoNode ||
       std::tie(c.max_priority, c.sum_priority, c.count, c.node) <
           std::tie(best_.max_priority, best_.sum_priority, best_.count, best_.node)) {

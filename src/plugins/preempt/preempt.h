@@ -13,10 +13,15 @@
 // take every eligible victim out, check that the node passes every filter
 // then (the framework's FilterProbe: resources fit, and the load estimate
 // without the victims is under the thresholds), then put victims back, most
-// important first (higher priority, then later start), while it still
-// passes: what remains is the minimal victim set. Among nodes, choose the lowest highest-victim priority,
-// then the lowest sum of victim priorities, then the fewest victims, then the
-// lowest NodeId. The framework evicts the victims and binds the preemptor in
+// important first (higher priority, then the larger gang, then later
+// start), while it still passes: what remains is the minimal victim set.
+// A victim that is a job's member takes its whole gang with it (the
+// framework evicts its placed mates on every node), so it counts whole: its
+// mates add to the sum of priorities and the count, and a mate that may not
+// go (not preemptible, or running when only scheduled tasks may go, or
+// younger than min_runtime_seconds) voids the node's plan. Among nodes,
+// choose the lowest highest-victim priority, then the lowest sum of victim
+// priorities, then the fewest victims, then the lowest NodeId. The framework evicts the victims and binds the preemptor in
 // the same step, so the freed resources are reserved for it.
 //
 // Config: {"min_runtime_seconds": number >= 0}.
@@ -76,7 +81,12 @@ class Preempt final : public framework::PostFilterPlugin {
 
   // Per-call scratch, kept as members so that a PostFilter over many nodes
   // does not allocate per node or per victim once warmed up.
-  std::vector<const PlacedTask*> eligible_;
+  struct Eligible {
+    const PlacedTask* task;
+    size_t gang;  // its job's placed members (1 for a task outside any job)
+  };
+  std::vector<Eligible> eligible_;
+  std::vector<uint64_t> jobs_;  // the victims' jobs, each counted once
   std::vector<TaskKey> victims_;
   NodeWithout without_;
   Choice best_;
