@@ -23,7 +23,8 @@ if(TARGET heteroflow)
   # Bad input: exit 2, message naming the file (and line).
   foreach(case missing_file malformed_row unknown_column negative_request non_integer
                bad_node_row gpu_milli_too_large replay_without_times bad_tune unknown_method
-               unknown_flag no_input bad_policy bad_yaml_workload)
+               unknown_flag no_input bad_policy bad_yaml_workload gangs_out_of_range
+               gangs_without_replay bad_gang_sizes)
     hf_e2e_test(sim_bad_input_${case} bash ${HF_TESTS_DIR}/sim_bad_input.sh
                 $<TARGET_FILE:heteroflow> ${case})
   endforeach()
@@ -77,6 +78,8 @@ if(TARGET heteroflow)
                   --method fgd --tune 1.3 --seed 42 --
                   --method fgd --eq nodes=1213 --eq gpus_total=6212 --eq seed=42
                   --min gpu_alloc_ratio_at_arrived_100=0.85)
+      hf_e2e_test(sim_openb_gangs bash ${HF_TESTS_DIR}/sim_openb_gangs.sh ${py}
+                  $<TARGET_FILE:heteroflow> ${gpu_nodes} ${default_pods})
       hf_e2e_test(sim_deterministic bash ${HF_TESTS_DIR}/sim_determinism.sh
                   $<TARGET_FILE:heteroflow> ${gpu_nodes} ${default_pods})
     else()

@@ -53,6 +53,18 @@ case $case in
     args=(--method replay)
     want_text=("$work/pods.csv" "creation")
     ;;
+  gangs_out_of_range)
+    args=(--method replay --gangs 1.5)
+    want_text=("--gangs" "[0, 1]")
+    ;;
+  gangs_without_replay)
+    args=(--gangs 0.2)
+    want_text=("--gangs needs --method replay")
+    ;;
+  bad_gang_sizes)
+    args=(--method replay --gangs 0.2 --gang-sizes 2:0.5,1:0.5)
+    want_text=("--gang-sizes" "1:0.5" "2..1024")
+    ;;
   bad_tune)
     args=(--tune -1)
     want_text=("--tune")

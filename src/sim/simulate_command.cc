@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/text.h"
+#include "sim/gangs.h"
 #include "sim/openb_reader.h"
 #include "sim/simulator.h"
 #include "sim/yaml_workload.h"
@@ -206,6 +207,15 @@ int RunSimulateCommand(int argc, char** argv) {
   app.add_flag("--no-gang", no_gang,
                "replay: place a job's members one by one, as a scheduler without gangs does "
                "(to see the deadlocks and idle GPUs gangs avoid)");
+  double gang_share = 0;
+  std::string gang_sizes_text;
+  CLI::Option* gangs_opt = app.add_option(
+      "--gangs", gang_share,
+      "replay: turn this share (0..1) of the tasks into multi-member jobs: consecutive arrivals, "
+      "sizes from --gang-sizes, drawn with --seed");
+  app.add_option("--gang-sizes", gang_sizes_text,
+                 "job sizes and weights for --gangs (default 2:0.5,4:0.3,8:0.2)")
+      ->needs(gangs_opt);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -226,6 +236,17 @@ int RunSimulateCommand(int argc, char** argv) {
   Result<Workload> workload = workload_path.empty() ? LoadOpenbWorkload(nodes_path, pods_path)
                                                     : LoadYamlWorkload(workload_path);
   if (!workload.ok()) return Fail(workload.status().message());
+  if (*gangs_opt) {
+    if (options.method != Method::kReplay) return Fail("--gangs needs --method replay");
+    GangSizes sizes = DefaultGangSizes();
+    if (!gang_sizes_text.empty()) {
+      Result<GangSizes> parsed = ParseGangSizes(gang_sizes_text);
+      if (!parsed.ok()) return Fail(parsed.status().message());
+      sizes = std::move(*parsed);
+    }
+    Status st = MakeGangs(*workload, gang_share, sizes, seed);
+    if (!st.ok()) return Fail(st.message());
+  }
   if (!policy_path.empty()) {
     auto policy = framework::LoadPolicyFile(policy_path);
     if (!policy.ok()) return Fail(policy.status().message());
