@@ -8,7 +8,8 @@
 # that preempts a running low-priority one, and deploys a chat model
 # (examples/demo/model.json; its replicas run the small OpenAI-compatible
 # stand-in model server of tests/inference/) behind an endpoint named "chat",
-# so there is something to look at at once. Ctrl-C stops the agents, their task processes and the server; the
+# and submits a 2-node job whose ranks rendezvous over TCP (examples/demo/
+# job.json), so there is something to look at at once. Ctrl-C stops the agents, their task processes and the server; the
 # data dir keeps everything for the next run.
 #
 # Environment: HETEROFLOW_LISTEN (default 0.0.0.0:3333), HETEROFLOW_DATA_DIR
@@ -90,7 +91,10 @@ if [ "$fresh" = 1 ] && [ -n "$token" ]; then
     api -X POST "$base/api/v1/inference/models" --data-binary @- >/dev/null
   (umask 077 && api -X POST "$base/api/v1/inference/endpoints" -d '{"name":"chat","model":"qwen-7b-chat"}' |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["key"]["secret"])' > "$data/chat.key")
-  echo "submitted the demo tasks and deployed qwen-7b-chat behind the endpoint \"chat\""
+  # A 2-node job whose ranks rendezvous over TCP at MASTER_ADDR:MASTER_PORT.
+  sed "s|@RENDEZVOUS@|$PWD/examples/demo/rendezvous.py|" examples/demo/job.json |
+    api -X POST "$base/api/v1/jobs" --data-binary @- >/dev/null
+  echo "submitted the demo tasks and the job ddp-rendezvous, and deployed qwen-7b-chat behind the endpoint \"chat\""
 fi
 
 cat <<MSG
@@ -100,6 +104,8 @@ The admin token is in $data/admin.token (or HETEROFLOW_ADMIN_TOKEN if you set it
   export HETEROFLOW_SERVER=$base HETEROFLOW_TOKEN=\$(cat $data/admin.token)
   build/heteroflow get nodes
   build/heteroflow get tasks
+  build/heteroflow get jobs
+  build/heteroflow describe job 1
   build/heteroflow logs 1
   curl -H "Authorization: Bearer \$HETEROFLOW_TOKEN" $base/api/v1/plugins
   curl $base/inference/v1/chat/completions -H "Authorization: Bearer \$(cat $data/chat.key)" \\

@@ -9,8 +9,11 @@ urgent fine-tune preempts one of the two running low-priority sweep trials,
 whose process is stopped and which is pending again with "preempted by task
 ..." in its events; the fine-tune's process starts only after the trial's
 has checkpointed (it traps SIGTERM for a second) and exited, and says
-meanwhile that it waits for it. The demo's chat model (examples/demo/model.json) gets its
-replica on a T4 and answers through the "chat" endpoint with its key. At the
+meanwhile that it waits for it. The demo's 2-node job
+(examples/demo/job.json) places its two ranks on two nodes, they start
+together and rendezvous over TCP. The demo's chat model
+(examples/demo/model.json) gets its replica on a T4 and answers through the
+"chat" endpoint with its key. At the
 end the model is deleted, every task is cancelled and no task process is left
 behind.
 
@@ -184,6 +187,32 @@ def main(binary, tmp):
         if r["model"] != "Qwen/Qwen2-7B-Instruct":
             fail("the replica answered for %r" % r["model"])
 
+    def demo_job():
+        # README: a 2-node job whose ranks rendezvous over TCP.
+        with open(os.path.join(DEMO, "job.json")) as f:
+            spec = json.loads(f.read().replace("@RENDEZVOUS@", os.path.join(DEMO, "rendezvous.py")))
+        job = expect(srv.call("POST", API + "/jobs", spec), 201)
+        got = wait_until(lambda: (lambda j: j["state"] in ("succeeded", "failed") and j)(
+            expect(srv.get(API + "/jobs/%d" % job["id"]), 200)), 60, "the demo job ended")
+        if got["state"] != "succeeded" or got["restarts"] != 0:
+            fail("the demo job: %s after %d restarts: %s" % (got["state"], got["restarts"], got["reason"]))
+        members = sorted(got["members"], key=lambda m: m["rank"])
+        nodes = {m["id"]: expect(srv.get(API + "/tasks/%d" % m["id"]), 200)["events"] for m in members}
+        placed = {}
+        for m in members:
+            for e in nodes[m["id"]]:
+                if e["kind"] == "scheduled":
+                    placed[m["rank"]] = e["message"].split("scheduled to node ")[1].split()[0]
+        if len(set(placed.values())) != 2:
+            fail("the demo job's ranks ran on %s, not two nodes" % placed)
+        out = os.path.join(work, placed[0], "tasks", str(members[0]["id"]), "output.log")
+        with open(out) as f:
+            text = f.read()
+        if "rank 0 saw ranks [0, 1]" not in text or "--rank=0" not in text:
+            fail("rank 0's output: %r" % text)
+        if "released" not in [e["kind"] for e in got["events"]]:
+            fail("the demo job's members did not start together: %s" % got["events"])
+
     def cleanup():
         expect(srv.call("DELETE", API + "/inference/endpoints/chat"), 200)
         expect(srv.call("DELETE", API + "/inference/models/qwen-7b-chat"), 200)
@@ -212,6 +241,7 @@ def main(binary, tmp):
     c.run("demo tasks placed", demo_tasks)
     c.run("urgent task preempts the sweep", preemption)
     c.run("the demo's chat model answers through its endpoint", chat_model)
+    c.run("the demo's 2-node job rendezvouses", demo_job)
     c.run("cancelled tasks leave no process behind", cleanup)
     c.run("the store wins over the file, and the drift is logged", store_wins_over_file)
     srv.stop()

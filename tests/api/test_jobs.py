@@ -56,41 +56,8 @@ gpus:
 
 # Every rank connects to rank 0 and sends its rank; rank 0 answers "ok"
 # once it has seen every rank, and each exits 0 only then.
-RENDEZVOUS = r"""
-import os, socket, sys, time
-rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
-print("env RANK=%d WORLD_SIZE=%d MASTER_ADDR=%s MASTER_PORT=%d argv=%s"
-      % (rank, world, addr, port, sys.argv[1:]), flush=True)
-if rank == 0:
-    srv = socket.socket()
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(("0.0.0.0", port))
-    srv.listen(world)
-    srv.settimeout(60)
-    seen, conns = {0}, []
-    while len(seen) < world:
-        c, _ = srv.accept()
-        seen.add(int(c.recv(16).decode()))
-        conns.append(c)
-    for c in conns:
-        c.sendall(b"ok")
-    print("rank 0 saw ranks %s" % sorted(seen), flush=True)
-else:
-    deadline = time.time() + 60
-    while True:
-        try:
-            c = socket.create_connection((addr, port), timeout=5)
-            break
-        except OSError:
-            if time.time() > deadline:
-                sys.exit(3)
-            time.sleep(0.2)
-    c.sendall(str(rank).encode())
-    if c.recv(2) != b"ok":
-        sys.exit(4)
-    print("rank %d met rank 0" % rank, flush=True)
-"""
+RENDEZVOUS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                          "examples", "demo", "rendezvous.py")
 
 
 def main(binary, tmp):
@@ -113,9 +80,7 @@ def main(binary, tmp):
         _LIVE.append(type("AgentProc", (), {"proc": p})())
     wait_until(lambda: sum(n["condition"] == "Ready" for n in expect(srv.get(API + "/nodes"), 200)["nodes"]
                            if n["name"] in NODES) == 2, 20, "both agents registered")
-    script = os.path.join(tmp, "rendezvous.py")
-    with open(script, "w") as f:
-        f.write(RENDEZVOUS)
+    script = RENDEZVOUS
 
     def job(j):
         return expect(srv.get(API + "/jobs/%d" % j), 200)
