@@ -56,9 +56,14 @@ Result<store::JobRecord> Scheduler::SubmitJob(const JobSpec& spec, const std::st
   return job;
 }
 
-void Scheduler::SetNodeAddress(const std::string& node, const std::string& address) {
+Status Scheduler::SetNodeAddress(const std::string& node, const std::string& address) {
   MutexLock lock(mu_);
+  auto it = node_address_.find(node);
+  if (it != node_address_.end() && it->second == address) return Status::Ok();
+  HF_RETURN_IF_ERROR(
+      store_->Write([&](store::Tx& tx) { return tx.SetNodeAddress(node, address); }));
   node_address_[node] = address;
+  return Status::Ok();
 }
 
 void Scheduler::TouchJobLocked(TaskKey key) {

@@ -84,10 +84,12 @@ Status Scheduler::RebuildLocked() {
   cluster_ = ClusterState();
   tasks_.clear();
   queue_.Clear();
+  node_address_.clear();
   for (const store::NodeRecord& n : nodes) {
     Result<NodeId> id = cluster_.AddNode(n.spec);
     if (!id.ok()) return Internal("stored node " + n.spec.name + ": " + id.status().message());
     cluster_.SetCondition(*id, n.condition);
+    if (!n.address.empty()) node_address_[n.spec.name] = n.address;
   }
   std::unordered_map<TaskKey, const store::StoredAllocation*> by_task;
   for (const auto& a : allocs) by_task[a.task] = &a;

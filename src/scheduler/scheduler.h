@@ -175,8 +175,10 @@ class Scheduler {
   // FailedPrecondition; NotFound when there is no such job.
   Result<store::JobRecord> CancelJob(uint64_t id, const std::string& actor);
   // Where every node's agent is reached (the address it registered from, or
-  // the one it advertises): MASTER_ADDR and HETEROFLOW_HOSTS of jobs.
-  void SetNodeAddress(const std::string& node, const std::string& address);
+  // the one it advertises): MASTER_ADDR and HETEROFLOW_HOSTS of jobs. Stored
+  // with the node (when it changed), so a restarted server knows it before
+  // the agent registers again. NotFound for an unknown node.
+  Status SetNodeAddress(const std::string& node, const std::string& address);
   // The first port MASTER_PORT is taken from; a node's jobs get the lowest
   // port from here not held by another job's rank 0 on that node.
   static constexpr uint16_t kMasterPortBase = 29500;

@@ -206,6 +206,12 @@ ALTER TABLE tasks ADD COLUMN job_id INTEGER REFERENCES jobs(id);
 CREATE INDEX tasks_by_job ON tasks(job_id, id);
 )sql";
 
+// Where a node's agent is reached (what it registered from, or advertises):
+// a job's MASTER_ADDR and HETEROFLOW_HOSTS, kept across server restarts.
+constexpr char kV9NodeAddress[] = R"sql(
+ALTER TABLE nodes ADD COLUMN address TEXT NOT NULL DEFAULT '';
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "nodes, gpus, tasks, events, allocations, gpu grants with capacity triggers", kV1Core},
     {2, "plugin and scheduler config", kV2Config},
@@ -215,6 +221,7 @@ constexpr Migration kMigrations[] = {
     {6, "agent tokens are bound to a node", kV6TokenNode},
     {7, "a row for readiness checks", kV7Health},
     {8, "jobs, their events and members", kV8Jobs},
+    {9, "the address a node's agent is reached at", kV9NodeAddress},
 };
 
 Status EnsureVersionTable(Db& db) {

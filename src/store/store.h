@@ -56,6 +56,8 @@ namespace hf::store {
 struct NodeRecord {
   NodeSpec spec;
   NodeCondition condition = NodeCondition::kReady;
+  // Where its agent is reached (SetNodeAddress); empty until it registers.
+  std::string address;
   int64_t created_at_ms = 0;
   int64_t updated_at_ms = 0;
 };
@@ -218,6 +220,8 @@ class Tx : public ReadTx {
   // NotFound when missing; FailedPrecondition while tasks are allocated on it.
   Status DeleteNode(const std::string& name);
   Status SetNodeCondition(const std::string& name, NodeCondition condition);
+  // The address its agent registered from or advertises. NotFound when missing.
+  Status SetNodeAddress(const std::string& name, const std::string& address);
   // Sets one GPU's memory capacity (the node must exist: FailedPrecondition).
   Status PutGpuCapacity(const std::string& node, int32_t gpu_index, int64_t memory_mib);
 

@@ -50,7 +50,8 @@ bool IsLowerHex64(const std::string& s) {
 }
 
 // Columns: name, spec, condition, created_at, updated_at.
-constexpr char kNodeColumns[] = "SELECT name, spec, condition, created_at, updated_at FROM nodes";
+constexpr char kNodeColumns[] =
+    "SELECT name, spec, condition, created_at, updated_at, address FROM nodes";
 
 Result<NodeRecord> ReadNode(const Stmt& s) {
   std::string name = s.Text(0);
@@ -64,6 +65,7 @@ Result<NodeRecord> ReadNode(const Stmt& s) {
   r.spec = std::move(*spec);
   r.spec.name = name;
   r.condition = *cond;
+  r.address = s.Text(5);
   r.created_at_ms = s.Int(3);
   r.updated_at_ms = s.Int(4);
   return r;
@@ -208,6 +210,13 @@ Status Tx::SetNodeCondition(const std::string& name, NodeCondition condition) {
                  db_->Prepare("UPDATE nodes SET condition = ?, updated_at = ? WHERE name = ?"));
   HF_RETURN_IF_ERROR(
       stmt.Bind(1, NodeConditionName(condition)).Bind(2, now_ms_).Bind(3, name).Run());
+  if (db_->Changes() == 0) return NotFound("node " + name + " not found");
+  return Status::Ok();
+}
+
+Status Tx::SetNodeAddress(const std::string& name, const std::string& address) {
+  HF_ASSIGN_STMT(stmt, db_->Prepare("UPDATE nodes SET address = ? WHERE name = ?"));
+  HF_RETURN_IF_ERROR(stmt.Bind(1, address).Bind(2, name).Run());
   if (db_->Changes() == 0) return NotFound("node " + name + " not found");
   return Status::Ok();
 }

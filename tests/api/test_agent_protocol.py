@@ -187,6 +187,31 @@ def main(binary, tmp):
                      mentions=("message",))
         expect(srv.call("POST", API + "/jobs/%d/cancel" % job["id"], {}), 200)
 
+    def address_survives_restart():
+        # MASTER_ADDR is the address the node's agent registered with; a
+        # restarted server still knows it before the agent registers again.
+        addresses = {"gb-1": "10.9.8.7", "gb-2": "fd00::8"}
+        for n, a in addresses.items():
+            expect(call("POST", "/agent/register", {"node": node_inventory(n, gpus=2, model="H100-SXM"),
+                                                    "address": a}), 200)
+        srv.restart()
+        for n, a in addresses.items():
+            if expect(srv.get(API + "/nodes/" + n), 200)["address"] != a:
+                fail("%s's address after a restart: %s" % (n, expect(srv.get(API + "/nodes/" + n), 200)))
+        job = expect(srv.call("POST", API + "/jobs", {
+            "name": "after-restart", "roles": [{"name": "w", "replicas": 1, "command": ["true"],
+                                                "requests": {"gpu": 2, "gpu_models": ["H100-SXM"]}}]}),
+            201)
+        member = wait_until(lambda: (lambda m: m["node"] and m)(
+            expect(srv.get(API + "/jobs/%d" % job["id"]), 200)["members"][0]), 10, "the job placed")
+        got = [t for t in expect(call("GET", "/agent/assignments?node=%s&version=0&wait_s=1" % member["node"]),
+                                 200)["tasks"] if t["id"] == member["id"]]
+        env = got[0]["launch"]["env"]
+        want = addresses[member["node"]]
+        if env["MASTER_ADDR"] != want or env["HETEROFLOW_HOSTS"] != want:
+            fail("launch env after a restart on %s: %s" % (member["node"], env))
+        expect(srv.call("POST", API + "/jobs/%d/cancel" % job["id"], {}), 200)
+
     def many_long_polls():
         # Far more waiting polls than the server's 16 handler threads: other
         # requests are still answered at once, and a placement wakes exactly
@@ -324,6 +349,7 @@ def main(binary, tmp):
     c.run("measured GPU load above gpu_load_threshold", gpu_threshold)
     c.run("silent node goes NotReady, its task moves", silent_node)
     c.run("a job's members are held until every one is ready", gang_barrier)
+    c.run("a node's address survives a server restart", address_survives_restart)
     srv.stop()
     c.finish()
 

@@ -141,7 +141,8 @@ Response AgentsApi::Register(const Request& req, const Caller& caller) {
   if (!s.ok()) return StatusError(s);
   Result<bool> created = scheduler_.PutNode(*spec, caller.name);
   if (!created.ok()) return StatusError(created.status());
-  scheduler_.SetNodeAddress(spec->name, address);
+  s = scheduler_.SetNodeAddress(spec->name, address);
+  if (!s.ok()) return StatusError(s);
   // A registration is a sign of life: a NotReady node comes back.
   s = scheduler_.Heartbeat(spec->name, std::nullopt);
   if (!s.ok()) return StatusError(s);

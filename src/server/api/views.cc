@@ -48,6 +48,7 @@ json NodeJson(const store::NodeRecord& rec, const std::vector<store::StoredAlloc
               const NodeUsage* usage) {
   json j = NodeSpecToJson(rec.spec);
   j["condition"] = NodeConditionName(rec.condition);
+  j["address"] = rec.address.empty() ? json(nullptr) : json(rec.address);
   int64_t cpu = 0, mem = 0, gpu_milli = 0;
   std::map<int32_t, std::pair<int64_t, int64_t>> per_gpu;  // index -> milli, memory
   json tasks = json::array();
