@@ -207,6 +207,18 @@ void Agent::AdoptLeftovers() {
         ProcStartTime(static_cast<pid_t>(pid)) == start &&
         supervisor_.Adopt(id, static_cast<pid_t>(pid), start).ok()) {
       held_[id] = ReadAllocationFile(entry.path() / "allocation");
+      // Its time limit still counts from its start.
+      if (std::ifstream df(entry.path() / "deadline"); df) {
+        int64_t until_ms = 0, limit_s = 0;
+        if (df >> until_ms >> limit_s && limit_s > 0) {
+          const int64_t now_ms = std::chrono::duration_cast<milliseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count();
+          deadlines_[id] = {std::chrono::steady_clock::now() +
+                                milliseconds(std::max<int64_t>(until_ms - now_ms, 0)),
+                            limit_s};
+        }
+      }
       std::string with_port;
       if (std::optional<uint16_t> port = ReadPortFile(entry.path() / "port")) {
         ports_[id] = *port;
@@ -847,6 +859,17 @@ void Agent::Launch(const Assignment& a) {
   if (a.task.time_limit_s > 0) {
     deadlines_[a.id] = {std::chrono::steady_clock::now() + seconds(a.task.time_limit_s),
                         a.task.time_limit_s};
+    // For a restarted agent, which adopts the process: when its time is up,
+    // on the wall clock, and the limit (AdoptLeftovers).
+    const int64_t until_ms = std::chrono::duration_cast<milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count() +
+                             a.task.time_limit_s * 1000;
+    std::ofstream df(dir / "deadline", std::ios::trunc);
+    df << until_ms << " " << a.task.time_limit_s << "\n";
+    if (!df) Log("task " + std::to_string(a.id) + ": cannot write " + (dir / "deadline").string());
+  } else {
+    std::filesystem::remove(dir / "deadline", ec);
   }
   Log("task " + std::to_string(a.id) + " (" + a.task.name + ") started, pid " +
       std::to_string(*pid) + (port ? ", port " + std::to_string(*port) : ""));

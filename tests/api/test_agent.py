@@ -246,6 +246,34 @@ def main(binary, tmp):
         if got["state"] != "cancelled":
             fail("the cancelled adopted task is now %s: %r" % (got["state"], got))
 
+    def adopted_task_keeps_its_time_limit():
+        # The limit counts from the process's start, across an agent restart.
+        nonlocal agent
+        marker = "sleep 60.321"
+        body = {"name": "limited", "requests": {"cpu_milli": 500}, "command": marker.split(),
+                "time_limit_s": 4}
+        tid = expect(srv.call("POST", API + "/tasks", body), 201)["id"]
+        wait_until(lambda: get_task(tid)["state"] == "running", 20, "task %d to run" % tid)
+        pids = wait_until(lambda: marker_pids(marker), 10, "the process %r" % marker)
+        started = time.monotonic()
+        agent.proc.kill()
+        agent.proc.wait(timeout=10)
+        agent = Agent(binary, srv, token, tmp, tag="3")
+        wait_until(lambda: "adopted" in agent.text(), 20, "the new agent to adopt task %d" % tid)
+        try:
+            got = final_state(tid, timeout=15)
+        finally:
+            if get_task(tid)["state"] not in FINAL:
+                expect(srv.call("POST", API + "/tasks/%d/cancel" % tid), 200)
+        took = time.monotonic() - started
+        if got["state"] != "failed" or "timed_out" not in [e["kind"] for e in got["events"]]:
+            fail("the adopted task ended %s without a timed_out event: %s" % (got["state"], got["events"]))
+        if pid_alive(pids[0]):
+            fail("the timed-out process %d still runs" % pids[0])
+        # 4 s from its start (less what passed before the kill), plus the grace.
+        if took > 4 + 2 + 2:
+            fail("the adopted task was stopped %.1f s after the restart began" % took)
+
     def reassigned_while_stopping():
         # A preempted task whose process takes a while to exit is placed back
         # on the same node before it has (its preemptor, waiting for it, is
@@ -349,6 +377,7 @@ def main(binary, tmp):
     c.run("cancelling a running task kills its process", cancel_kills_process)
     c.run("a restarted agent adopts a running task instead of starting it again",
           restart_adopts_running_task)
+    c.run("a restarted agent keeps an adopted task's time limit", adopted_task_keeps_its_time_limit)
     c.run("a task placed back on its node while still stopping starts again, once",
           reassigned_while_stopping)
     c.run("a drained node takes no new task, evicts a preemptible one, lets the other finish",
