@@ -107,7 +107,9 @@ void Scheduler::ScheduleGangLocked(const Task& first, const framework::ScheduleO
   for (TaskKey m : it->second.members) {
     if (m == first.key || queue_.Claim(m)) {
       waiting.push_back(&tasks_.at(m));
-    } else if (cluster_.FindPlaced(m)) {
+    } else if (cluster_.FindPlaced(m) || !tasks_.count(m)) {
+      // Placed, or ended: a member that ended while its job lives succeeded
+      // (a failure ends or restarts the job), and counts towards the gang.
       ++placed;
     }
   }
@@ -155,7 +157,10 @@ Status Scheduler::MemberReadyLocked(const Task& task) {
   std::vector<std::string> nodes;
   for (TaskKey m : job.members) {
     const PlacedTask* p = cluster_.FindPlaced(m);
-    if (!p) continue;
+    if (!p) {
+      placed += tasks_.count(m) == 0;  // ended well: counts towards the gang
+      continue;
+    }
     ++placed;
     if (p->state != TaskState::kRunning && !job.ready.count(m)) return Status::Ok();
     nodes.push_back(cluster_.spec(p->alloc.node).name);

@@ -18,6 +18,8 @@ Checked:
   - preemption: a high-priority 2-member job preempts a whole low-priority
     gang, never one rank, and its processes start after every victim's
     process exited, on either node (members start together);
+  - a member that succeeded counts towards its gang when the others are
+    placed again after an eviction;
   - time limit: a job with time_limit_s 3 ends timed_out within 3 s plus
     the grace period; a task on its own with a limit ends failed, timed out;
   - drain: draining one member's node evicts the whole gang, and it runs
@@ -239,6 +241,24 @@ def main(binary, tmp):
         expect(srv.call("POST", API + "/jobs/%d/cancel" % low), 200)
         no_processes()
 
+    def finished_member_counts():
+        # Rank 1 ends well; rank 0 is then preempted. Placed again, rank 0
+        # alone completes the gang with the finished rank 1: it must not wait
+        # for a gang of two that can never be whole again.
+        cmd = ["sh", "-c", 'if [ "$RANK" = 1 ]; then sleep 1; exit 0; fi; '
+               "trap 'exit 0' TERM; while true; do sleep 5 & wait $!; done"]
+        low = submit({"name": "part-done", "priority": 0, "roles": [role("worker", 2, 4, cmd)]})["id"]
+        state(low, "running", 20)
+        member = lambda rank: [m for m in job(low)["members"] if m["rank"] == rank][0]  # noqa: E731
+        wait_until(lambda: member(1)["state"] == "succeeded", 15, "rank 1 succeeded")
+        high = submit({"name": "displacer", "priority": 100,
+                       "roles": [role("worker", 2, 4, ["sh", "-c", "sleep 1"])]})["id"]
+        state(high, "succeeded", 40)
+        wait_until(lambda: member(0)["state"] == "running", 20,
+                   "rank 0 running again (the job: %r)" % job(low)["reason"])
+        expect(srv.call("POST", API + "/jobs/%d/cancel" % low), 200)
+        no_processes()
+
     def time_limit():
         j = submit({"name": "limited", "time_limit_s": 3,
                     "roles": [role("worker", 2, 1, ["sh", "-c", "sleep 60"])]})["id"]
@@ -327,6 +347,7 @@ def main(binary, tmp):
     c.run("fail_job: a failed rank fails the job and stops the rest", fail_job)
     c.run("restart_job: every member restarts once, then succeeds", restart_job)
     c.run("preemption: a gang is evicted whole, the preemptor starts after", preemption)
+    c.run("a finished member counts when its gang is placed again", finished_member_counts)
     c.run("time limit: the job ends timed_out within the limit and the grace", time_limit)
     c.run("drain: a member's whole gang is evicted with it", drain)
     c.run("cancel: the job stops every member", cancel)
