@@ -176,14 +176,9 @@ Status Scheduler::MemberReadyLocked(const Task& task) {
   return Status::Ok();
 }
 
-std::map<std::string, std::string> Scheduler::LaunchEnvLocked(const Task& task) const {
-  std::map<std::string, std::string> env;
-  auto it = jobs_.find(task.job.id);
-  if (it == jobs_.end()) return env;
-  const JobRuntime& job = it->second;
-  std::vector<std::string> hosts;
+Scheduler::JobHosts Scheduler::JobHostsLocked(const JobRuntime& job) const {
+  JobHosts out;
   std::map<std::string, int> node_rank;  // by node, in order of first rank
-  std::string master;
   for (TaskKey m : job.members) {
     const PlacedTask* p = cluster_.FindPlaced(m);
     std::string host;
@@ -191,23 +186,30 @@ std::map<std::string, std::string> Scheduler::LaunchEnvLocked(const Task& task) 
       const std::string& node = cluster_.spec(p->alloc.node).name;
       auto a = node_address_.find(node);
       host = a != node_address_.end() ? a->second : node;
-      node_rank.emplace(node, static_cast<int>(node_rank.size()));
+      const auto [it, added] = node_rank.emplace(node, static_cast<int>(node_rank.size()));
+      out.node_rank[m] = it->second;
     }
-    if (hosts.empty()) master = host;
-    hosts.push_back(host);
+    if (out.hosts.empty() && m == job.members.front()) out.master = host;
+    out.hosts += (m == job.members.front() ? "" : ",") + host;
   }
-  std::string joined;
-  for (const std::string& h : hosts) joined += (joined.empty() ? "" : ",") + h;
-  const PlacedTask* self = cluster_.FindPlaced(task.key);
+  return out;
+}
+
+std::map<std::string, std::string> Scheduler::LaunchEnvLocked(const Task& task,
+                                                              const JobHosts& hosts) const {
+  std::map<std::string, std::string> env;
+  auto it = jobs_.find(task.job.id);
+  if (it == jobs_.end()) return env;
+  const JobRuntime& job = it->second;
+  const auto rank = hosts.node_rank.find(task.key);
   env["HETEROFLOW_JOB"] = task.job.name;
   env["HETEROFLOW_JOB_ID"] = std::to_string(task.job.id);
   env["HETEROFLOW_ROLE"] = task.job.role;
-  env["HETEROFLOW_HOSTS"] = joined;
+  env["HETEROFLOW_HOSTS"] = hosts.hosts;
   env["WORLD_SIZE"] = std::to_string(task.job.world_size);
   env["RANK"] = std::to_string(task.job.rank);
-  env["NODE_RANK"] =
-      self ? std::to_string(node_rank[cluster_.spec(self->alloc.node).name]) : std::string("0");
-  env["MASTER_ADDR"] = master;
+  env["NODE_RANK"] = std::to_string(rank != hosts.node_rank.end() ? rank->second : 0);
+  env["MASTER_ADDR"] = hosts.master;
   env["MASTER_PORT"] = std::to_string(job.master_port ? job.master_port : kMasterPortBase);
   return env;
 }

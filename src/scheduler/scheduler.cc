@@ -619,14 +619,16 @@ Result<Scheduler::AssignmentList> Scheduler::AssignmentsLocked(const std::string
   const NodeId n = cluster_.FindNode(node);
   if (n == kNoNode) return NotFound("node " + node + " is not registered");
   std::vector<NodeAssignment> out;
+  std::unordered_map<uint64_t, JobHosts> hosts;  // per job on this node
   for (TaskKey key : cluster_.TasksOn(n)) {
     const PlacedTask* p = cluster_.FindPlaced(key);
     const Task& task = tasks_.at(key);
     NodeAssignment a{task, p->state, p->alloc, {}, false};
-    if (task.job.id != 0) {
-      a.launch_env = LaunchEnvLocked(task);
-      auto job = jobs_.find(task.job.id);
-      a.hold = p->state == TaskState::kScheduled && job != jobs_.end() && !job->second.released;
+    if (auto job = jobs_.find(task.job.id); task.job.id != 0 && job != jobs_.end()) {
+      auto h = hosts.find(task.job.id);
+      if (h == hosts.end()) h = hosts.emplace(task.job.id, JobHostsLocked(job->second)).first;
+      a.launch_env = LaunchEnvLocked(task, h->second);
+      a.hold = p->state == TaskState::kScheduled && !job->second.released;
     }
     out.push_back(std::move(a));
   }

@@ -369,8 +369,19 @@ class Scheduler {
   // gang is ready or running, the gang is released (a "released" job event)
   // and every member's node list changes so their agents start them.
   Status MemberReadyLocked(const Task& task) HF_REQUIRES(mu_);
-  // The launch environment of a placed member (NodeAssignment::launch_env).
-  std::map<std::string, std::string> LaunchEnvLocked(const Task& task) const HF_REQUIRES(mu_);
+  // What every member of a job shares in its launch environment: every
+  // member's host in rank order, rank 0's, and each placed member's node
+  // rank. Worked out once per job per assignment list, not per member.
+  struct JobHosts {
+    std::string hosts;   // HETEROFLOW_HOSTS
+    std::string master;  // MASTER_ADDR
+    std::unordered_map<TaskKey, int> node_rank;
+  };
+  JobHosts JobHostsLocked(const JobRuntime& job) const HF_REQUIRES(mu_);
+  // The launch environment of a placed member (NodeAssignment::launch_env),
+  // with its job's JobHostsLocked.
+  std::map<std::string, std::string> LaunchEnvLocked(const Task& task, const JobHosts& hosts) const
+      HF_REQUIRES(mu_);
   // Moves every unschedulable task back to the active queue.
   void RetryAllLocked() HF_REQUIRES(mu_);
   void Publish(const std::string& type, nlohmann::json data);
