@@ -570,6 +570,7 @@ Status ClusterState::Place(PlacedTask p, ModelMask allowed) {
   if (!p.group.empty()) AddToIndex(group_index_, p.group, n, +1, p.rdma);
   if (!p.name.empty()) AddToIndex(name_index_, p.name, n, +1, p.rdma);
   const TaskKey key = p.key;
+  if (p.job != 0) job_placed_[p.job].push_back(key);
   placed_.emplace(key, std::move(p));
   return Status::Ok();
 }
@@ -612,6 +613,12 @@ Status ClusterState::Release(TaskKey key) {
     h.cpu_milli -= p.alloc.cpu_milli;
     h.memory_mib -= p.alloc.memory_mib;
     h.gpu_milli -= gpu_milli;
+  }
+  if (p.job != 0) {
+    auto members = job_placed_.find(p.job);
+    auto& keys = members->second;
+    keys.erase(std::find(keys.begin(), keys.end(), key));
+    if (keys.empty()) job_placed_.erase(members);
   }
   placed_.erase(it);
   if (was_lowest) RecomputeLowestPreemptible(n);
@@ -667,22 +674,17 @@ std::span<const NodeCount> ClusterState::NameNodes(std::string_view name) const 
   return it->second;
 }
 
-std::vector<TaskKey> ClusterState::PlacedMembers(uint64_t job, std::string_view group) const {
-  std::vector<TaskKey> out;
-  if (job == 0) return out;
-  const auto add = [&](TaskKey key) {
-    const PlacedTask* p = FindPlaced(key);
-    if (p && p->job == job) out.push_back(key);
-  };
-  if (group.empty()) {
-    for (const auto& [key, p] : placed_) add(key);
-  } else {
-    for (const NodeCount& nc : GroupNodes(group)) {
-      for (TaskKey key : TasksOn(nc.node)) add(key);
-    }
-  }
+std::vector<TaskKey> ClusterState::PlacedMembers(uint64_t job) const {
+  auto it = job_placed_.find(job);
+  if (job == 0 || it == job_placed_.end()) return {};
+  std::vector<TaskKey> out = it->second;
   std::sort(out.begin(), out.end());
   return out;
+}
+
+size_t ClusterState::PlacedMemberCount(uint64_t job) const {
+  auto it = job_placed_.find(job);
+  return job == 0 || it == job_placed_.end() ? 0 : it->second.size();
 }
 
 }  // namespace hf

@@ -154,9 +154,9 @@ class ClusterState {
   const std::vector<TaskKey>& TasksOn(NodeId n) const { return tasks_on_[n]; }
   size_t placed_count() const { return placed_.size(); }
 
-  // The placed members of job `job`, whose tasks share `group` (all placed
-  // tasks are searched when it is empty).
-  std::vector<TaskKey> PlacedMembers(uint64_t job, std::string_view group) const;
+  // The placed members of job `job`, by key (none for job 0); and how many.
+  std::vector<TaskKey> PlacedMembers(uint64_t job) const;
+  size_t PlacedMemberCount(uint64_t job) const;
 
   // Where tasks of a group run (empty if nowhere); likewise tasks named `name`.
   std::span<const NodeCount> GroupNodes(std::string_view group) const;
@@ -326,6 +326,8 @@ class ClusterState {
   std::vector<ModelMask> gpu_model_bit_;
 
   std::unordered_map<TaskKey, PlacedTask> placed_;
+  // Placed tasks by job (PlacedTask::job), for jobs with any placed.
+  std::unordered_map<uint64_t, std::vector<TaskKey>> job_placed_;
   std::unordered_map<std::string, std::vector<NodeCount>> group_index_;
   std::unordered_map<std::string, std::vector<NodeCount>> name_index_;
   uint64_t nodes_version_ = 0;

@@ -489,7 +489,7 @@ bool Framework::CommitPreemption(const Task& task, ClusterState& cluster,
   bool whole = true;
   for (size_t i = 0; i < evicted.size() && whole; ++i) {
     if (evicted[i].job == 0) continue;
-    for (TaskKey mate : cluster.PlacedMembers(evicted[i].job, evicted[i].group)) {
+    for (TaskKey mate : cluster.PlacedMembers(evicted[i].job)) {
       const PlacedTask* p = cluster.FindPlaced(mate);
       if (!p->preemptible) {
         whole = false;
@@ -531,10 +531,11 @@ GangDecision Framework::ScheduleGang(std::span<const Task* const> members, size_
   }
   const bool one_model = gang.one_gpu_model && asks_gpus;
   Task restricted;  // a member with its GPU models narrowed to one
+  std::string tried;  // the model the last trial restricted members to
   // One trial: the members in order on `o`'s nodes. `model`: every member's
   // GPUs of that model; empty with one_model: of the first placed member's.
   // On failure the cluster is as it was and `failure` says why.
-  const auto attempt = [&](const ScheduleOptions& o, std::string model,
+  const auto attempt = [&](const ScheduleOptions& o, std::string model, size_t want,
                            std::string& failure) -> bool {
     g.members.clear();
     size_t placed = 0;
@@ -566,7 +567,8 @@ GangDecision Framework::ScheduleGang(std::span<const Task* const> members, size_
       }
       g.members.push_back(std::move(d));
     }
-    if (placed >= need) return true;
+    tried = model;
+    if (placed >= want) return true;
     // Undo, newest first: the members, then the victims they displaced.
     for (size_t i = g.members.size(); i-- > 0;) {
       if (g.members[i].scheduled) HF_CHECK(cluster.Release(members[i]->key).ok());
@@ -586,12 +588,15 @@ GangDecision Framework::ScheduleGang(std::span<const Task* const> members, size_
   // A trial on every node: the policy's model for the first member, then,
   // with one_model, each other model the cluster has.
   const auto everywhere = [&](const ScheduleOptions& o, std::string& failure) -> bool {
-    if (attempt(o, "", failure)) return true;
+    if (one_model && !gang.gpu_model.empty()) return attempt(o, gang.gpu_model, need, failure);
+    if (attempt(o, "", need, failure)) return true;
     if (!one_model) return false;
     const std::string first_failure = failure;
+    const std::string first_model = tried;
     for (size_t bit = 0; bit < cluster.model_count(); ++bit) {
+      if (cluster.model_name(bit) == first_model) continue;  // just failed
       std::string ignored;
-      if (attempt(o, cluster.model_name(bit), ignored)) return true;
+      if (attempt(o, cluster.model_name(bit), need, ignored)) return true;
     }
     failure = first_failure;
     return false;
@@ -605,7 +610,7 @@ GangDecision Framework::ScheduleGang(std::span<const Task* const> members, size_
       ScheduleOptions o = quiet;
       o.candidates = nodes;
       std::string ignored;
-      return attempt(o, "", ignored);
+      return attempt(o, one_model ? gang.gpu_model : std::string(), members.size(), ignored);
     });
   }
   std::string failure;

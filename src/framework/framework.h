@@ -96,6 +96,9 @@ struct ScheduleOptions {
 struct GangOptions {
   // Every member's GPUs are of one model (placement.gpu_model: same).
   bool one_gpu_model = true;
+  // With one_gpu_model: the model members placed earlier already use (a
+  // late or re-placed member joins them on it); empty when none is placed.
+  std::string gpu_model;
   // The smallest network domain tried first: kRack (pack node or rack),
   // kSwitch (pack switch), or kNone (pack none: no domain trials).
   enum class Domain : uint8_t { kNone, kRack, kSwitch };
@@ -172,10 +175,12 @@ class Framework {
   //      whole GPUs that still hold the gang's first;
   //   2. without preemption, on every node;
   //   3. with preemption (options.preempt), on every node.
-  // With one_gpu_model, a trial places the first member that asks GPUs as
-  // the policy likes and restricts the others to its GPU model; on every
-  // node, a failed trial is then retried with every member restricted to
-  // each other model in turn.
+  // A domain trial succeeds only when it places every member given; the
+  // trials on every node when they place `need`. With one_gpu_model, a
+  // trial places the first member that asks GPUs as the policy likes and
+  // restricts the others to its GPU model; on every node, a failed trial is
+  // then retried with every member restricted to each other model in turn.
+  // gang.gpu_model, when set, is the only model tried.
   GangDecision ScheduleGang(std::span<const Task* const> members, size_t need,
                             ClusterState& cluster, CycleState& state,
                             const ScheduleOptions& options = {},

@@ -473,6 +473,28 @@ TEST(GangTest, OnANodeTheGangsMemberIsSparedBeforeALoneTask) {
   EXPECT_EQ(c.placed_count(), 3u);
 }
 
+TEST(GangTest, AGangThatCannotGoLeavesTheNodesOtherVictims) {
+  // n0 (8 GPUs): a lone task and rank 0 of a gang whose rank 1 (on n1) may
+  // not be preempted. The gang is no victim, but the lone task still is.
+  auto fw = Make(kVisionPolicy);
+  ClusterState c;
+  const NodeId n0 = *c.AddNode(Node("n0", 64000, 256000, 8));
+  const NodeId n1 = *c.AddNode(Node("n1", 64000, 256000, 4));
+  std::vector<Task> gang = GangMembers(1, 2, 5, 0);
+  gang[1].preemptible = false;
+  ASSERT_TRUE(c.Bind(gang[0], AllocFor(gang[0], n0, {{0, 1000, 0}, {1, 1000, 0}, {2, 1000, 0}, {3, 1000, 0}})).ok());
+  ASSERT_TRUE(c.Bind(gang[1], AllocFor(gang[1], n1, {{0, 1000, 0}, {1, 1000, 0}, {2, 1000, 0}, {3, 1000, 0}})).ok());
+  Task lone = MakeTask(30, 1000, 1000, 4);
+  lone.priority = 5;  // spared before the gang's member, were that one a victim
+  ASSERT_TRUE(c.Bind(lone, AllocFor(lone, n0, {{4, 1000, 0}, {5, 1000, 0}, {6, 1000, 0}, {7, 1000, 0}})).ok());
+  Task high = MakeTask(50, 1000, 1000, 4);
+  high.priority = 100;
+  CycleState state;
+  Decision d = fw->Schedule(high, c, state);
+  ASSERT_TRUE(d.scheduled) << d.reason;
+  EXPECT_EQ(d.victims, (std::vector<TaskKey>{30}));
+}
+
 TEST(GangTest, AGangWithAMemberThatMayNotBePreemptedIsNotEvicted) {
   auto fw = Make(kVisionPolicy);
   ClusterState c;
@@ -555,6 +577,38 @@ TEST(GangPlacementTest, MembersShareOneGpuModelUnlessTheJobAllowsSeveral) {
   EXPECT_TRUE(fw->ScheduleGang(Pointers(two), 2, small, state, {}, any).scheduled);
 }
 
+TEST(GangPlacementTest, EachMembersGpusShareAnNvlinkDomainAndItsNicTheirPcieSwitch) {
+  // Two 8-GPU nodes, GPUs i on NVLink domain and PCIe switch i / 4, a NIC
+  // on each switch. GPUs 1 and 2 are taken on both: the lowest free four
+  // (0, 3, 4, 5) would cross domains; domain 1 (4..7) has all four free.
+  auto fw = Make(R"(
+plugins:
+  binpack:  {enabled: true, weight: 1}
+  rdma:     {enabled: true, weight: 1}
+  topology: {enabled: true, weight: 1}
+)");
+  ClusterState c;
+  for (const char* name : {"n0", "n1"}) {
+    NodeSpec s = Node(name, 64000, 256000, 8);
+    s.rdma = {{"mlx5_0", 0, 0}, {"mlx5_1", 1, 1}};
+    const NodeId n = *c.AddNode(s);
+    Task busy = MakeTask(100 + n, 1000, 1000, 2);
+    ASSERT_TRUE(c.Bind(busy, AllocFor(busy, n, {{1, 1000, 0}, {2, 1000, 0}})).ok());
+  }
+  std::vector<Task> two = GangMembers(1, 2, 7);
+  for (Task& t : two) t.rdma_required = true;
+  CycleState state;
+  GangDecision g = fw->ScheduleGang(Pointers(two), 2, c, state);
+  ASSERT_TRUE(g.scheduled) << g.reason;
+  for (const Decision& d : g.members) {
+    std::vector<int32_t> gpus;
+    for (const GpuGrant& grant : d.alloc.gpus) gpus.push_back(grant.index);
+    std::sort(gpus.begin(), gpus.end());
+    EXPECT_EQ(gpus, (std::vector<int32_t>{4, 5, 6, 7}));
+    EXPECT_EQ(d.alloc.rdma_device, "mlx5_1");
+  }
+}
+
 TEST(GangPlacementTest, AGangGoesToOneRackWhenOneHoldsIt) {
   // Racks r1 (n0, n1) and r2 (n2, n3) under one switch; n1 is full. One by
   // one, rank 0 takes n0 (the first node) and rank 1 must leave r1.
@@ -595,6 +649,44 @@ TEST(GangPlacementTest, AGangGoesToOneRackWhenOneHoldsIt) {
   ClusterState wide = cluster();
   g = fw->ScheduleGang(Pointers(three), 3, wide, state);
   ASSERT_TRUE(g.scheduled) << g.reason;
+}
+
+TEST(GangPlacementTest, LateMembersAreAllPlacedOrTriedEverywhere) {
+  // need 0 (the gang is whole already): two late members of 4 GPUs. Rack
+  // r1 (n0: 8 GPUs but CPU for one member) fits their GPUs best; a trial
+  // there places one and must not count as success: both go to r2.
+  ClusterState c;
+  NodeSpec n0 = Node("n0", 1500, 256000, 8);
+  n0.topology = {"z", "s1", "r1"};
+  ASSERT_TRUE(c.AddNode(n0).ok());
+  for (const char* name : {"n1", "n2", "n3"}) {
+    NodeSpec s = Node(name, 64000, 256000, 4);
+    s.topology = {"z", "s1", "r2"};
+    ASSERT_TRUE(c.AddNode(s).ok());
+  }
+  auto fw = Make(kGangPolicy);
+  const std::vector<Task> late = GangMembers(1, 2, 7);
+  CycleState state;
+  GangDecision g = fw->ScheduleGang(Pointers(late), 0, c, state);
+  ASSERT_TRUE(g.scheduled) << g.reason;
+  for (const Decision& d : g.members) {
+    ASSERT_TRUE(d.scheduled) << d.reason;
+    EXPECT_EQ(c.spec(d.alloc.node).topology.rack, "r2");
+  }
+}
+
+TEST(GangPlacementTest, LateMembersJoinTheGangsModel) {
+  ClusterState c;
+  ASSERT_TRUE(c.AddNode(Node("a", 64000, 256000, 4, "A100")).ok());
+  ASSERT_TRUE(c.AddNode(Node("h", 64000, 256000, 4, "H100")).ok());
+  auto fw = Make(kGangPolicy);
+  const std::vector<Task> late = GangMembers(1, 1, 7);
+  GangOptions joined;
+  joined.gpu_model = "H100";  // where the gang's placed members run
+  CycleState state;
+  GangDecision g = fw->ScheduleGang(Pointers(late), 1, c, state, {}, joined);
+  ASSERT_TRUE(g.scheduled) << g.reason;
+  EXPECT_EQ(ModelsOf(c, g), (std::vector<std::string>{"H100"}));
 }
 
 TEST(GangPlacementTest, AGangGoesToOneSwitchWhenNoRackHoldsIt) {

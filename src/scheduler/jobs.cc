@@ -115,14 +115,24 @@ void Scheduler::ScheduleGangLocked(const Task& first, const framework::ScheduleO
   }
   const size_t gang = static_cast<size_t>(first.job.min_available);
   const size_t need = placed >= gang ? 0 : gang - placed;
-  framework::GangDecision g = fw_->ScheduleGang(waiting, need, cluster_, cycle_, opt,
-                                                framework::GangOptions::For(it->second.spec));
+  framework::GangOptions how = framework::GangOptions::For(it->second.spec);
+  // Members placed already hold the gang's GPU model: the others follow.
+  for (TaskKey m : it->second.members) {
+    const PlacedTask* p = cluster_.FindPlaced(m);
+    if (!p || p->alloc.gpus.empty()) continue;
+    const NodeId n = p->alloc.node;
+    how.gpu_model = cluster_.spec(n).gpus[size_t(cluster_.GpuSlot(n, p->alloc.gpus[0].index))].model;
+    break;
+  }
+  framework::GangDecision g = fw_->ScheduleGang(waiting, need, cluster_, cycle_, opt, how);
   // Chosen once per placement of the gang (a late member gets the same).
   if (g.scheduled && it->second.master_port == 0) AssignMasterPortLocked(it->second);
-  if (g.scheduled && need > 0) {
-    // A new placement of the gang: its members start together (the barrier).
-    it->second.ready.clear();
-    it->second.released = false;
+  JobRuntime& job = it->second;
+  if (g.scheduled && need > 0) job.released = false;  // a new placement starts together
+  // What agents said holds only for members still placed where they said it.
+  for (size_t i = 0; i < waiting.size(); ++i) job.ready.erase(waiting[i]->key);
+  for (auto r = job.ready.begin(); r != job.ready.end();) {
+    r = cluster_.FindPlaced(*r) ? std::next(r) : job.ready.erase(r);
   }
   for (size_t i = 0; i < waiting.size(); ++i)
     out.emplace_back(waiting[i]->key, std::move(g.members[i]));
@@ -151,9 +161,15 @@ void Scheduler::AssignMasterPortLocked(JobRuntime& job) {
 Status Scheduler::MemberReadyLocked(const Task& task) {
   auto it = jobs_.find(task.job.id);
   if (it == jobs_.end()) return Status::Ok();
+  it->second.ready.insert(task.key);
+  return CheckReleaseLocked(task.job.id);
+}
+
+Status Scheduler::CheckReleaseLocked(uint64_t id) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || it->second.released) return Status::Ok();
   JobRuntime& job = it->second;
-  if (job.released || !job.ready.insert(task.key).second) return Status::Ok();
-  size_t placed = 0;
+  size_t placed = 0, held = 0;
   std::vector<std::string> nodes;
   for (TaskKey m : job.members) {
     const PlacedTask* p = cluster_.FindPlaced(m);
@@ -162,15 +178,20 @@ Status Scheduler::MemberReadyLocked(const Task& task) {
       continue;
     }
     ++placed;
-    if (p->state != TaskState::kRunning && !job.ready.count(m)) return Status::Ok();
+    if (p->state != TaskState::kRunning) {
+      if (!job.ready.count(m)) return Status::Ok();
+      ++held;
+    }
     nodes.push_back(cluster_.spec(p->alloc.node).name);
   }
-  if (placed < static_cast<size_t>(task.job.min_available)) return Status::Ok();
-  HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
-    return tx.AppendJobEvent(task.job.id, "released",
-                             "every placed member's agent is ready: " + std::to_string(placed) +
-                                 " members start together");
-  }));
+  if (placed < static_cast<size_t>(job.spec.gang_size())) return Status::Ok();
+  if (held > 0) {
+    HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
+      return tx.AppendJobEvent(id, "released",
+                               "every placed member's agent is ready: " + std::to_string(placed) +
+                                   " members start together");
+    }));
+  }
   job.released = true;
   for (const std::string& n : nodes) BumpNodeLocked(n);
   return Status::Ok();
@@ -342,10 +363,11 @@ void Scheduler::ReconcileJobsLocked() {
         // Evicted whole (preempted, drained): placed again as a gang.
         act = Act::kState, next = JobState::kPending, event_kind = "evicted";
         why = members.empty() ? "" : members.front().pending_reason;
-      } else if (running >= gang && scheduled == 0 && job.state != JobState::kRunning) {
+      } else if (running > 0 && running + succeeded >= gang && scheduled == 0 &&
+                 job.state != JobState::kRunning) {
         act = Act::kState, next = JobState::kRunning, event_kind = "running";
         why = "";
-      } else if (scheduled + running >= gang &&
+      } else if (scheduled + running > 0 && scheduled + running + succeeded >= gang &&
                  (job.state == JobState::kPending || job.state == JobState::kRestarting)) {
         act = Act::kState, next = JobState::kStarting, event_kind = "placed";
         why = "";
@@ -432,6 +454,14 @@ void Scheduler::ReconcileJobsLocked() {
     Publish("job",
             {{"action", JobStateName(next)}, {"id", id}, {"name", job.spec.name}, {"detail", why}});
     if (IsFinal(next)) jobs_.erase(it);
+  }
+  // A member that left (lost, drained, preempted) may have been the last
+  // one the held rest waited for.
+  for (uint64_t id : touched) {
+    if (Status r = CheckReleaseLocked(id); !r.ok()) {
+      spdlog::error("scheduler: job {}: {}", id, r.ToString());
+      jobs_to_retry_.insert(id);
+    }
   }
 }
 

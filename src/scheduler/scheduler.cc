@@ -424,6 +424,7 @@ Status Scheduler::DeleteNode(const std::string& name, const std::string& actor) 
     // The store refuses a node with allocations, so memory has none there.
     const NodeId n = cluster_.FindNode(name);
     if (n != kNoNode) HF_CHECK(cluster_.RemoveNode(n).ok());
+    node_address_.erase(name);  // a node registered again under the name is new
     BumpNodeLocked(name);
     MembersStoppedLocked(name, nullptr);
   }
@@ -471,7 +472,7 @@ Result<Scheduler::DrainOutcome> Scheduler::Drain(const std::string& name, const 
     // A job's member leaves with its whole gang, wherever the others run.
     for (size_t i = 0, n0 = out.evicted.size(); i < n0; ++i) {
       const PlacedTask* p = cluster_.FindPlaced(out.evicted[i]);
-      for (TaskKey mate : cluster_.PlacedMembers(p->job, p->group)) {
+      for (TaskKey mate : cluster_.PlacedMembers(p->job)) {
         if (std::find(out.evicted.begin(), out.evicted.end(), mate) == out.evicted.end()) {
           out.evicted.push_back(mate);
         }
@@ -747,6 +748,13 @@ Result<store::TaskRecord> Scheduler::ReportTask(const std::string& node, TaskKey
         }));
         HF_CHECK(cluster_.MarkRunning(id, clock_->NowMs()).ok());
         event = {{"action", "running"}, {"id", id}, {"node", node}};
+        // A member started by an agent that ignores holds counts as ready.
+        if (const uint64_t job = tasks_.at(id).job.id; job != 0) {
+          if (Status r = CheckReleaseLocked(job); !r.ok()) {
+            spdlog::error("scheduler: job {}: {}", job, r.ToString());
+            touched_jobs_.insert(job);  // checked again after its reconcile
+          }
+        }
       }
     } else if (exit.fenced && exit.state == TaskState::kFailed &&
                tasks_.at(id).requeue_on_node_loss) {

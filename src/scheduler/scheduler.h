@@ -365,10 +365,15 @@ class Scheduler {
       HF_REQUIRES(mu_);
   // Loads jobs not ended from the store into jobs_ (RebuildLocked).
   Status LoadJobsLocked(const store::ReadTx& tx) HF_REQUIRES(mu_);
-  // A placed member's agent holds it ready: once every placed member of its
-  // gang is ready or running, the gang is released (a "released" job event)
-  // and every member's node list changes so their agents start them.
+  // A placed member's agent holds it ready (CheckReleaseLocked follows).
   Status MemberReadyLocked(const Task& task) HF_REQUIRES(mu_);
+  // Once every placed member of job `id`'s gang (min_available of them,
+  // finished ones counted) is ready or running, the gang is released (a
+  // "released" job event when any was held) and every member's node list
+  // changes so their agents start them. Called on every ready or running
+  // report and after every reconcile of the job, so a member that leaves,
+  // or a write that failed, never leaves the gang held for ever.
+  Status CheckReleaseLocked(uint64_t id) HF_REQUIRES(mu_);
   // What every member of a job shares in its launch environment: every
   // member's host in rank order, rank 0's, and each placed member's node
   // rank. Worked out once per job per assignment list, not per member.

@@ -49,7 +49,7 @@ bool IsLowerHex64(const std::string& s) {
   return true;
 }
 
-// Columns: name, spec, condition, created_at, updated_at.
+// Columns: name, spec, condition, created_at, updated_at, address.
 constexpr char kNodeColumns[] =
     "SELECT name, spec, condition, created_at, updated_at, address FROM nodes";
 

@@ -146,6 +146,10 @@ def main(binary, tmp):
             th.join()
 
     def barrier(nodes, versions):
+        # The earlier checks' tasks leave: the two nodes' GPUs are the jobs'.
+        for t in srv.tasks_full():
+            if t["state"] in ("pending", "scheduled", "running") and not t.get("job"):
+                expect(srv.call("POST", API + "/tasks/%d/cancel" % t["id"]), 200)
         job = expect(srv.call("POST", API + "/jobs", {
             "name": "barrier", "roles": [{"name": "w", "replicas": 2, "command": ["true"],
                                           "requests": {"gpu": 2, "gpu_models": ["H100-SXM"]}}]}),
@@ -185,6 +189,23 @@ def main(binary, tmp):
         expect_error(call("POST", "/agent/status", {"node": "gb-1", "id": held["gb-1"],
                                                     "state": "ready"}), 400, "invalid_argument",
                      mentions=("message",))
+        expect(srv.call("POST", API + "/jobs/%d/cancel" % job["id"], {}), 200)
+        # An agent that does not know holds starts its member at once and
+        # reports it running: that counts as ready, whichever comes first.
+        job = expect(srv.call("POST", API + "/jobs", {
+            "name": "mixed-agents", "roles": [{"name": "w", "replicas": 2, "command": ["true"],
+                                               "requests": {"gpu": 2, "gpu_models": ["H100-SXM"]}}]}),
+            201)
+        held = {}
+        for n in nodes:
+            held[n] = wait_until(lambda: poll(n, wait_s=1), 10, "%s's member (the job: %s)" % (
+                n, expect(srv.get(API + "/jobs/%d" % job["id"]), 200)))[0]["id"]
+        expect(call("POST", "/agent/status", {"node": "gb-1", "id": held["gb-1"], "state": "ready",
+                                              "message": "ready"}), 200)
+        expect(call("POST", "/agent/status", {"node": "gb-2", "id": held["gb-2"], "state": "running"}),
+               200)
+        if poll("gb-1", wait_s=5)[0]["launch"]["hold"] is not False:
+            fail("a ready member stays held once its mate runs")
         expect(srv.call("POST", API + "/jobs/%d/cancel" % job["id"], {}), 200)
 
     def address_survives_restart():

@@ -256,6 +256,8 @@ def main(binary, tmp):
         state(high, "succeeded", 40)
         wait_until(lambda: member(0)["state"] == "running", 20,
                    "rank 0 running again (the job: %r)" % job(low)["reason"])
+        # Rank 0 running and rank 1 done: the whole gang runs.
+        state(low, "running", 10)
         expect(srv.call("POST", API + "/jobs/%d/cancel" % low), 200)
         no_processes()
 

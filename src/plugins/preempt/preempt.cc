@@ -80,6 +80,7 @@ framework::PreemptionPlan Preempt::PostFilter(const Task& task, const ClusterSta
 void Preempt::Sweep(const Task& task, const ClusterState& cluster,
                     const framework::Rejections& rejections, const framework::FilterProbe& filters,
                     bool allow_running, int64_t now_ms) {
+  gangs_.clear();  // whether a gang may go depends on allow_running
   for (NodeId n : rejections.rejected()) {
     if (!reasons_->resolvable(rejections.reason(n)) || !cluster.schedulable(n)) continue;
     // Too few GPUs in total, or no task that could be a victim: no eviction
@@ -111,11 +112,30 @@ void Preempt::TryNode(const Task& task, const ClusterState& cluster, NodeId n,
     if (p->priority >= task.priority || !p->preemptible) continue;
     if (p->state == TaskState::kRunning) {
       if (!allow_running || now_ms - p->started_at_ms < min_runtime_ms_) continue;
-      any_running = true;
     } else if (p->state != TaskState::kScheduled) {
       continue;
     }
-    eligible_.push_back({p, p->job == 0 ? size_t{1} : cluster.PlacedMembers(p->job, p->group).size()});
+    size_t gang = 1;
+    if (p->job != 0) {
+      // A member goes only with its whole gang: one that cannot all go is
+      // no victim at all.
+      auto g = gangs_.find(p->job);
+      if (g == gangs_.end()) {
+        bool can_go = true;
+        const std::vector<TaskKey> mates = cluster.PlacedMembers(p->job);
+        for (TaskKey mate : mates) {
+          const PlacedTask* m = cluster.FindPlaced(mate);
+          can_go = can_go && m->preemptible && m->priority < task.priority &&
+                   (m->state != TaskState::kRunning ||
+                    (allow_running && now_ms - m->started_at_ms >= min_runtime_ms_));
+        }
+        g = gangs_.emplace(p->job, std::make_pair(mates.size(), can_go)).first;
+      }
+      if (!g->second.second) continue;
+      gang = g->second.first;
+    }
+    if (p->state == TaskState::kRunning) any_running = true;
+    eligible_.push_back({p, gang});
     lowest = std::min(lowest, p->priority);
   }
   if (eligible_.empty()) return;
@@ -172,7 +192,7 @@ void Preempt::TryNode(const Task& task, const ClusterState& cluster, NodeId n,
     const PlacedTask* p = cluster.FindPlaced(v);
     if (p->job == 0 || std::find(jobs_.begin(), jobs_.end(), p->job) != jobs_.end()) continue;
     jobs_.push_back(p->job);
-    for (TaskKey mate : cluster.PlacedMembers(p->job, p->group)) {
+    for (TaskKey mate : cluster.PlacedMembers(p->job)) {
       if (std::find(victims_.begin(), victims_.end(), mate) != victims_.end()) continue;
       const PlacedTask* m = cluster.FindPlaced(mate);
       if (!m->preemptible || m->priority >= task.priority) return;

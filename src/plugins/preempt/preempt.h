@@ -19,7 +19,7 @@
 // framework evicts its placed mates on every node), so it counts whole: its
 // mates add to the sum of priorities and the count, and a mate that may not
 // go (not preemptible, or running when only scheduled tasks may go, or
-// younger than min_runtime_seconds) voids the node's plan. Among nodes,
+// younger than min_runtime_seconds) makes none of its gang a victim. Among nodes,
 // choose the lowest highest-victim priority, then the lowest sum of victim
 // priorities, then the fewest victims, then the lowest NodeId. The framework evicts the victims and binds the preemptor in
 // the same step, so the freed resources are reserved for it.
@@ -31,6 +31,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/cluster_state.h"
@@ -87,6 +89,8 @@ class Preempt final : public framework::PostFilterPlugin {
   };
   std::vector<Eligible> eligible_;
   std::vector<uint64_t> jobs_;  // the victims' jobs, each counted once
+  // Per job met in this sweep: its placed members, and whether all may go.
+  std::unordered_map<uint64_t, std::pair<size_t, bool>> gangs_;
   std::vector<TaskKey> victims_;
   NodeWithout without_;
   Choice best_;
