@@ -47,7 +47,9 @@ def stamp_cmd(word, rest="while true; do sleep 5 & wait $!; done"):
 
 
 def victim_cmd(linger_s):
-    """Traps SIGTERM, lingers (a checkpoint), writes its exit time, exits."""
+    """Traps SIGTERM, lingers (a checkpoint), writes its exit time, exits.
+    The overlap checks linger 3 s: long enough, on a loaded machine, for the
+    preemptor to reach the agent while its victim is still exiting."""
     return ["sh", "-c",
             "trap 'sleep %s; echo exited at $(date +%%s.%%N); exit 0' TERM; echo victim up; "
             "while true; do sleep 5 & wait $!; done" % linger_s]
@@ -125,7 +127,7 @@ def main(binary, tmp):
     def gpu_overlap():
         filler = submit("filler", 1, ["sh", "-c", "echo filler up; sleep 600"], gpu=1,
                         preemptible=False)
-        victim = submit("victim", 1, victim_cmd(1.5), gpu=1)
+        victim = submit("victim", 1, victim_cmd(3), gpu=1)
         running(filler)
         v = running(victim)
         preemptor = submit("preemptor", 100, stamp_cmd("started"), gpu=1)
@@ -145,7 +147,7 @@ def main(binary, tmp):
     def cpu_overlap():
         keep = submit("cpu-keep", 1, ["sh", "-c", "echo filler up; sleep 600"], cpu=1000,
                       preemptible=False)
-        victim = submit("cpu-victim", 1, victim_cmd(1), cpu=6000)
+        victim = submit("cpu-victim", 1, victim_cmd(3), cpu=6000)
         running(keep)
         running(victim)
         preemptor = submit("cpu-preemptor", 100, stamp_cmd("started"), cpu=4000)
