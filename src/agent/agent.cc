@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "agent/lease.h"
+#include "core/clock.h"
 #include "core/model_json.h"
 #include "core/private_files.h"
 
@@ -211,9 +212,7 @@ void Agent::AdoptLeftovers() {
       if (std::ifstream df(entry.path() / "deadline"); df) {
         int64_t until_ms = 0, limit_s = 0;
         if (df >> until_ms >> limit_s && limit_s > 0) {
-          const int64_t now_ms = std::chrono::duration_cast<milliseconds>(
-                                     std::chrono::system_clock::now().time_since_epoch())
-                                     .count();
+          const int64_t now_ms = SystemClock().NowMs();
           deadlines_[id] = {std::chrono::steady_clock::now() +
                                 milliseconds(std::max<int64_t>(until_ms - now_ms, 0)),
                             limit_s};
@@ -689,7 +688,6 @@ void Agent::Reconcile(const AssignmentList& list) {
     if (assigned.count(it->first) == 0) waiting_reported_.erase(it->first);
     it = assigned.count(it->first) == 0 ? waiting_.erase(it) : std::next(it);
   }
-
   for (const Assignment& a : list.tasks) {
     if (supervisor_.Has(a.id) && unreported_.count(a.id) != 0) {
       // Being stopped (it was unassigned, or preempted) and assigned here
@@ -861,10 +859,7 @@ void Agent::Launch(const Assignment& a) {
                         a.task.time_limit_s};
     // For a restarted agent, which adopts the process: when its time is up,
     // on the wall clock, and the limit (AdoptLeftovers).
-    const int64_t until_ms = std::chrono::duration_cast<milliseconds>(
-                                 std::chrono::system_clock::now().time_since_epoch())
-                                 .count() +
-                             a.task.time_limit_s * 1000;
+    const int64_t until_ms = SystemClock().NowMs() + a.task.time_limit_s * 1000;
     std::ofstream df(dir / "deadline", std::ios::trunc);
     df << until_ms << " " << a.task.time_limit_s << "\n";
     if (!df) Log("task " + std::to_string(a.id) + ": cannot write " + (dir / "deadline").string());

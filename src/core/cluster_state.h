@@ -197,6 +197,10 @@ class ClusterState {
   }
   // Position of the GPU with the given index in spec(n).gpus, or -1.
   int32_t GpuSlot(NodeId n, int32_t gpu_index) const;
+  // The model of an allocation's first GPU (it must have one, on its node).
+  const std::string& GpuModelOf(const Allocation& a) const {
+    return specs_[a.node].gpus[size_t(GpuSlot(a.node, a.gpus.at(0).index))].model;
+  }
 
   // The in-flight estimate: what was placed on n since its last measurement.
   int64_t inflight_cpu(NodeId n) const { return inflight_cpu_[n]; }

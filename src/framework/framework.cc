@@ -559,8 +559,7 @@ GangDecision Framework::ScheduleGang(std::span<const Task* const> members, size_
       if (d.scheduled) {
         ++placed;
         if (one_model && model.empty() && m->requests.gpu > 0 && !d.alloc.gpus.empty()) {
-          const NodeId n = d.alloc.node;
-          model = cluster.spec(n).gpus[size_t(cluster.GpuSlot(n, d.alloc.gpus[0].index))].model;
+          model = cluster.GpuModelOf(d.alloc);
         }
       } else if (failure.empty()) {
         failure = m->name + ": " + d.reason;

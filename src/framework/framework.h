@@ -171,8 +171,8 @@ class Framework {
   // placed are released and victims restored. Trials, first success wins:
   //   1. without preemption, within one rack, then one switch (when a
   //      DomainSource knows them and the gang asks whole GPUs): up to
-  //      kMaxDomainTrials domains per level, those with the fewest free
-  //      whole GPUs that still hold the gang's first;
+  //      kMaxDomainTrials domains per level, first those with the fewest
+  //      free whole GPUs that still hold the gang's whole-GPU demand;
   //   2. without preemption, on every node;
   //   3. with preemption (options.preempt), on every node.
   // A domain trial succeeds only when it places every member given; the

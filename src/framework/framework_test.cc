@@ -530,12 +530,17 @@ plugins:
   topology: {enabled: true, weight: 1}
 )";
 
+// Per member, its node's rack (or switch: &TopologyPosition::switch_name).
+std::vector<std::string> PlacesOf(const ClusterState& c, const GangDecision& g,
+                                  std::string TopologyPosition::*level = &TopologyPosition::rack) {
+  std::vector<std::string> out;
+  for (const Decision& d : g.members) out.push_back(c.spec(d.alloc.node).topology.*level);
+  return out;
+}
+
 std::vector<std::string> ModelsOf(const ClusterState& c, const GangDecision& g) {
   std::vector<std::string> out;
-  for (const Decision& d : g.members) {
-    const NodeSpec& spec = c.spec(d.alloc.node);
-    out.push_back(spec.gpus[size_t(c.GpuSlot(d.alloc.node, d.alloc.gpus.at(0).index))].model);
-  }
+  for (const Decision& d : g.members) out.push_back(c.GpuModelOf(d.alloc));
   return out;
 }
 
@@ -631,8 +636,7 @@ TEST(GangPlacementTest, AGangGoesToOneRackWhenOneHoldsIt) {
   ClusterState racked = cluster();
   GangDecision g = fw->ScheduleGang(Pointers(two), 2, racked, state);
   ASSERT_TRUE(g.scheduled) << g.reason;
-  EXPECT_EQ(racked.spec(g.members[0].alloc.node).topology.rack, "r2");
-  EXPECT_EQ(racked.spec(g.members[1].alloc.node).topology.rack, "r2");
+  EXPECT_EQ(PlacesOf(racked, g), (std::vector<std::string>{"r2", "r2"}));
 
   // pack: none tries no rack first: the members land where the policy puts
   // them one by one, across both racks.
@@ -641,10 +645,10 @@ TEST(GangPlacementTest, AGangGoesToOneRackWhenOneHoldsIt) {
   ClusterState loose = cluster();
   g = fw->ScheduleGang(Pointers(two), 2, loose, state, {}, none);
   ASSERT_TRUE(g.scheduled) << g.reason;
-  EXPECT_NE(loose.spec(g.members[0].alloc.node).topology.rack,
-            loose.spec(g.members[1].alloc.node).topology.rack);
+  const auto racks = PlacesOf(loose, g);
+  EXPECT_NE(racks[0], racks[1]);
 
-  // No rack holds a 3-member gang: it spans racks, as few as it can.
+  // No rack holds a 3-member gang: it is still placed, across racks.
   const std::vector<Task> three = GangMembers(10, 3, 8);
   ClusterState wide = cluster();
   g = fw->ScheduleGang(Pointers(three), 3, wide, state);
@@ -669,10 +673,8 @@ TEST(GangPlacementTest, LateMembersAreAllPlacedOrTriedEverywhere) {
   CycleState state;
   GangDecision g = fw->ScheduleGang(Pointers(late), 0, c, state);
   ASSERT_TRUE(g.scheduled) << g.reason;
-  for (const Decision& d : g.members) {
-    ASSERT_TRUE(d.scheduled) << d.reason;
-    EXPECT_EQ(c.spec(d.alloc.node).topology.rack, "r2");
-  }
+  for (const Decision& d : g.members) ASSERT_TRUE(d.scheduled) << d.reason;
+  EXPECT_EQ(PlacesOf(c, g), (std::vector<std::string>{"r2", "r2"}));
 }
 
 TEST(GangPlacementTest, LateMembersJoinTheGangsModel) {
@@ -709,15 +711,14 @@ TEST(GangPlacementTest, AGangGoesToOneSwitchWhenNoRackHoldsIt) {
   ClusterState loose = c;
   GangDecision g = fw->ScheduleGang(Pointers(two), 2, c, state);
   ASSERT_TRUE(g.scheduled) << g.reason;
-  EXPECT_EQ(c.spec(g.members[0].alloc.node).topology.switch_name, "s2");
-  EXPECT_EQ(c.spec(g.members[1].alloc.node).topology.switch_name, "s2");
+  EXPECT_EQ(PlacesOf(c, g, &TopologyPosition::switch_name), (std::vector<std::string>{"s2", "s2"}));
   // Without the domain trials the gang crosses switches.
   GangOptions none;
   none.domain = GangOptions::Domain::kNone;
   g = fw->ScheduleGang(Pointers(two), 2, loose, state, {}, none);
   ASSERT_TRUE(g.scheduled) << g.reason;
-  EXPECT_NE(loose.spec(g.members[0].alloc.node).topology.switch_name,
-            loose.spec(g.members[1].alloc.node).topology.switch_name);
+  const auto switches = PlacesOf(loose, g, &TopologyPosition::switch_name);
+  EXPECT_NE(switches[0], switches[1]);
 }
 
 }  // namespace

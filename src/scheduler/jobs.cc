@@ -107,9 +107,7 @@ void Scheduler::ScheduleGangLocked(const Task& first, const framework::ScheduleO
   for (TaskKey m : it->second.members) {
     if (m == first.key || queue_.Claim(m)) {
       waiting.push_back(&tasks_.at(m));
-    } else if (cluster_.FindPlaced(m) || !tasks_.count(m)) {
-      // Placed, or ended: a member that ended while its job lives succeeded
-      // (a failure ends or restarts the job), and counts towards the gang.
+    } else if (CountsTowardsGangLocked(m)) {
       ++placed;
     }
   }
@@ -120,8 +118,7 @@ void Scheduler::ScheduleGangLocked(const Task& first, const framework::ScheduleO
   for (TaskKey m : it->second.members) {
     const PlacedTask* p = cluster_.FindPlaced(m);
     if (!p || p->alloc.gpus.empty()) continue;
-    const NodeId n = p->alloc.node;
-    how.gpu_model = cluster_.spec(n).gpus[size_t(cluster_.GpuSlot(n, p->alloc.gpus[0].index))].model;
+    how.gpu_model = cluster_.GpuModelOf(p->alloc);
     break;
   }
   framework::GangDecision g = fw_->ScheduleGang(waiting, need, cluster_, cycle_, opt, how);
@@ -158,6 +155,12 @@ void Scheduler::AssignMasterPortLocked(JobRuntime& job) {
   job.master_port = port;
 }
 
+bool Scheduler::CountsTowardsGangLocked(TaskKey member) const {
+  // A member that ended while its job lives succeeded (a failure ends or
+  // restarts the job, which puts its members back in tasks_).
+  return cluster_.FindPlaced(member) != nullptr || tasks_.count(member) == 0;
+}
+
 Status Scheduler::MemberReadyLocked(const Task& task) {
   auto it = jobs_.find(task.job.id);
   if (it == jobs_.end()) return Status::Ok();
@@ -172,12 +175,9 @@ Status Scheduler::CheckReleaseLocked(uint64_t id) {
   size_t placed = 0, held = 0;
   std::vector<std::string> nodes;
   for (TaskKey m : job.members) {
+    placed += CountsTowardsGangLocked(m);
     const PlacedTask* p = cluster_.FindPlaced(m);
-    if (!p) {
-      placed += tasks_.count(m) == 0;  // ended well: counts towards the gang
-      continue;
-    }
-    ++placed;
+    if (!p) continue;
     if (p->state != TaskState::kRunning) {
       if (!job.ready.count(m)) return Status::Ok();
       ++held;
@@ -207,11 +207,11 @@ Scheduler::JobHosts Scheduler::JobHostsLocked(const JobRuntime& job) const {
       const std::string& node = cluster_.spec(p->alloc.node).name;
       auto a = node_address_.find(node);
       host = a != node_address_.end() ? a->second : node;
-      const auto [it, added] = node_rank.emplace(node, static_cast<int>(node_rank.size()));
-      out.node_rank[m] = it->second;
+      out.node_rank[m] = node_rank.emplace(node, static_cast<int>(node_rank.size())).first->second;
     }
-    if (out.hosts.empty() && m == job.members.front()) out.master = host;
-    out.hosts += (m == job.members.front() ? "" : ",") + host;
+    const bool rank0 = m == job.members.front();
+    if (rank0) out.master = host;
+    out.hosts += (rank0 ? "" : ",") + host;
   }
   return out;
 }

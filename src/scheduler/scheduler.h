@@ -315,8 +315,8 @@ class Scheduler {
     // gang is queued again only once every one has left its node's
     // heartbeat (running_tasks), so a fresh copy never meets an old one.
     std::map<TaskKey, std::string> stopping;
-    // The start barrier (NodeAssignment::hold): members whose agent reported
-    // them ready since the gang was last placed, and whether the gang was
+    // The start barrier (NodeAssignment::hold): placed members whose agent
+    // reported them ready where they are placed now, and whether the gang was
     // released (every placed member ready or running). Kept across an
     // in-process rebuild; a fresh server relearns them from the agents,
     // which report held members again on every new list.
@@ -365,6 +365,9 @@ class Scheduler {
       HF_REQUIRES(mu_);
   // Loads jobs not ended from the store into jobs_ (RebuildLocked).
   Status LoadJobsLocked(const store::ReadTx& tx) HF_REQUIRES(mu_);
+  // Whether a member of a live job counts towards its gang: placed, or
+  // ended well.
+  bool CountsTowardsGangLocked(TaskKey member) const HF_REQUIRES(mu_);
   // A placed member's agent holds it ready (CheckReleaseLocked follows).
   Status MemberReadyLocked(const Task& task) HF_REQUIRES(mu_);
   // Once every placed member of job `id`'s gang (min_available of them,

@@ -84,7 +84,6 @@ Status MakeGangs(Workload& w, double share, const GangSizes& sizes, uint64_t see
   std::mt19937_64 rng(seed);
   std::vector<bool> taken(w.tasks.size(), false);
   uint64_t next_id = 1;
-  size_t cursor = 0;  // the first task in `order` that may be free
   for (size_t at = 0; at < order.size(); ++at) {
     if (taken[order[at]]) continue;
     if (Uniform(rng) >= p) continue;
@@ -98,8 +97,7 @@ Status MakeGangs(Workload& w, double share, const GangSizes& sizes, uint64_t see
       pick -= weight;
     }
     std::vector<uint32_t> members{order[at]};
-    cursor = std::max(cursor, at + 1);
-    for (size_t i = cursor; i < order.size() && members.size() < size_t(k); ++i) {
+    for (size_t i = at + 1; i < order.size() && members.size() < size_t(k); ++i) {
       if (!taken[order[i]]) members.push_back(order[i]);
     }
     if (members.size() < 2) break;  // the trace's last task: left alone

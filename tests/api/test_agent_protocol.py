@@ -198,8 +198,7 @@ def main(binary, tmp):
             201)
         held = {}
         for n in nodes:
-            held[n] = wait_until(lambda: poll(n, wait_s=1), 10, "%s's member (the job: %s)" % (
-                n, expect(srv.get(API + "/jobs/%d" % job["id"]), 200)))[0]["id"]
+            held[n] = wait_until(lambda: poll(n, wait_s=1), 10, "%s's member" % n)[0]["id"]
         expect(call("POST", "/agent/status", {"node": "gb-1", "id": held["gb-1"], "state": "ready",
                                               "message": "ready"}), 200)
         expect(call("POST", "/agent/status", {"node": "gb-2", "id": held["gb-2"], "state": "running"}),

@@ -82,7 +82,6 @@ def main(binary, tmp):
         _LIVE.append(type("AgentProc", (), {"proc": p})())
     wait_until(lambda: sum(n["condition"] == "Ready" for n in expect(srv.get(API + "/nodes"), 200)["nodes"]
                            if n["name"] in NODES) == 2, 20, "both agents registered")
-    script = RENDEZVOUS
 
     def job(j):
         return expect(srv.get(API + "/jobs/%d" % j), 200)
@@ -146,7 +145,7 @@ def main(binary, tmp):
 
     def launch():
         j = submit({"name": "rdv", "roles": [role("worker", 4, 2,
-                                                    ["python3", script, "--node-rank={node_rank}",
+                                                    ["python3", RENDEZVOUS, "--node-rank={node_rank}",
                                                      "--rank={rank}", "--world={world_size}"])]})
         got = state(j["id"], "succeeded", 60)
         nodes = set()

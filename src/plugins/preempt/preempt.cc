@@ -10,9 +10,9 @@ namespace hf::plugins {
 namespace {
 
 // The order in which victims are given a reprieve, most important first:
-// higher priority; then the larger gang; then the later start (a task that started recently is
-// the one the min-runtime rule protects from thrashing, so among equals the
-// longest-running task goes first); scheduled tasks have not started
+// higher priority; then the larger gang; then the later start (a task that
+// started recently is the one the min-runtime rule protects from thrashing,
+// so among equals the longest-running task goes first); scheduled tasks have not started
 // (started_at_ms 0) and therefore come last, which is also where evicting
 // costs no work; finally the lower key (earlier submitted, as the queue
 // orders them), so that the choice is deterministic.
@@ -186,7 +186,8 @@ void Preempt::TryNode(const Task& task, const ClusterState& cluster, NodeId n,
   // other reason that eviction cannot clear.
   if (victims_.empty()) return;
   c.count = victims_.size();
-  // Gangs go whole: every placed mate of a victim counts, and must be able to go.
+  // Gangs go whole: every placed mate of a victim counts (each may go: a
+  // gang that may not was never eligible).
   jobs_.clear();
   for (TaskKey v : victims_) {
     const PlacedTask* p = cluster.FindPlaced(v);
@@ -195,11 +196,6 @@ void Preempt::TryNode(const Task& task, const ClusterState& cluster, NodeId n,
     for (TaskKey mate : cluster.PlacedMembers(p->job)) {
       if (std::find(victims_.begin(), victims_.end(), mate) != victims_.end()) continue;
       const PlacedTask* m = cluster.FindPlaced(mate);
-      if (!m->preemptible || m->priority >= task.priority) return;
-      if (m->state == TaskState::kRunning &&
-          (!allow_running || now_ms - m->started_at_ms < min_runtime_ms_)) {
-        return;
-      }
       c.max_priority = std::max(c.max_priority, m->priority);
       c.sum_priority += m->priority;
       ++c.count;
