@@ -17,11 +17,12 @@ set(HF_LAYERS
     "framework:framework core"
     "plugins:plugins framework core"
     "store:store core"
+    "queues:queues core"
     "http:http core"
-    "sim:sim plugins framework core"
-    "scheduler:scheduler plugins framework store core"
-    "inference:inference scheduler plugins framework store http core"
-    "server:server inference scheduler plugins framework store http core"
+    "sim:sim queues plugins framework core"
+    "scheduler:scheduler queues plugins framework store core"
+    "inference:inference scheduler queues plugins framework store http core"
+    "server:server inference scheduler queues plugins framework store http core"
     "cli:cli http core"
     "agent:agent http core")
 

@@ -23,7 +23,7 @@ using nlohmann::json;
 constexpr const char* kSubmissionFields[] = {
     "name",        "group",   "group_placement",    "priority",           "kind",
     "requests",    "rdma_required", "depends_on",  "preemptible",
-    "requeue_on_node_loss", "command", "env", "secret_env", "time_limit_s", "job"};
+    "requeue_on_node_loss", "command", "env", "secret_env", "time_limit_s", "queue", "job"};
 
 int64_t IntOr(const json& j, const char* key, int64_t fallback) {
   auto it = j.find(key);

@@ -1,6 +1,7 @@
 #include "core/cluster_state.h"
 
 #include <algorithm>
+#include <bit>
 #include <atomic>
 #include <map>
 
@@ -488,6 +489,7 @@ Status ClusterState::Bind(const Task& task, const Allocation& alloc, TaskState s
   p.name = task.name;
   p.group = task.group;
   p.job = task.job.id;
+  p.queue = InternQueue(task.queue);
   p.priority = task.priority;
   p.preemptible = task.preemptible;
   p.rdma = task.rdma_required;
@@ -571,6 +573,7 @@ Status ClusterState::Place(PlacedTask p, ModelMask allowed) {
   if (!p.name.empty()) AddToIndex(name_index_, p.name, n, +1, p.rdma);
   const TaskKey key = p.key;
   if (p.job != 0) job_placed_[p.job].push_back(key);
+  CountQueueUsage(p, +1);
   placed_.emplace(key, std::move(p));
   return Status::Ok();
 }
@@ -620,6 +623,7 @@ Status ClusterState::Release(TaskKey key) {
     keys.erase(std::find(keys.begin(), keys.end(), key));
     if (keys.empty()) job_placed_.erase(members);
   }
+  CountQueueUsage(p, -1);
   placed_.erase(it);
   if (was_lowest) RecomputeLowestPreemptible(n);
   return Status::Ok();
@@ -635,6 +639,43 @@ Status ClusterState::MarkRunning(TaskKey key, int64_t now_ms) {
   p.state = TaskState::kRunning;
   p.started_at_ms = now_ms;
   return Status::Ok();
+}
+
+uint32_t ClusterState::QueueId(std::string_view name) const {
+  auto it = queue_ids_.find(std::string(name));
+  return it == queue_ids_.end() ? kNoQueue : it->second;
+}
+
+uint32_t ClusterState::InternQueue(std::string_view name) {
+  auto [it, added] = queue_ids_.try_emplace(std::string(name), uint32_t(queue_names_.size()));
+  if (added) {
+    queue_names_.emplace_back(name);
+    queue_usage_.emplace_back();
+  }
+  return it->second;
+}
+
+QueueUsage ClusterState::UsageOf(const PlacedTask& p) const {
+  QueueUsage u;
+  u.cpu_milli = p.alloc.cpu_milli;
+  u.memory_mib = p.alloc.memory_mib;
+  const NodeId n = p.alloc.node;
+  for (const GpuGrant& g : p.alloc.gpus) {
+    const ModelMask bit = gpu_model_bit_[gpu_begin_[n] + size_t(GpuSlot(n, g.index))];
+    u.gpu_milli[size_t(std::countr_zero(bit))] += g.milli;
+  }
+  return u;
+}
+
+void ClusterState::CountQueueUsage(const PlacedTask& p, int sign) {
+  QueueUsage& q = queue_usage_.at(p.queue);
+  q.cpu_milli += sign * p.alloc.cpu_milli;
+  q.memory_mib += sign * p.alloc.memory_mib;
+  const NodeId n = p.alloc.node;
+  for (const GpuGrant& g : p.alloc.gpus) {
+    const ModelMask bit = gpu_model_bit_[gpu_begin_[n] + size_t(GpuSlot(n, g.index))];
+    q.gpu_milli[size_t(std::countr_zero(bit))] += sign * g.milli;
+  }
 }
 
 void ClusterState::RecomputeLowestPreemptible(NodeId n) {

@@ -22,6 +22,7 @@
 #ifndef HF_CORE_CLUSTER_STATE_H_
 #define HF_CORE_CLUSTER_STATE_H_
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -41,6 +42,7 @@ struct PlacedTask {
   std::string name;
   std::string group;
   uint64_t job = 0;  // the job it is a member of (JobMember::id), 0 for none
+  uint32_t queue = 0;  // its queue's id (ClusterState::QueueId)
   int32_t priority = 0;
   bool preemptible = true;
   bool rdma = false;
@@ -63,6 +65,14 @@ struct NodeCount {
   NodeId node;
   int32_t count;
   int32_t rdma_count;
+};
+
+// What the placed tasks of one queue hold (docs/QUEUES.md): their
+// allocations, the GPU share by the model of each GPU.
+struct QueueUsage {
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  std::array<int64_t, 64> gpu_milli{};  // by model bit (ClusterState::model_name)
 };
 
 class ClusterState {
@@ -157,6 +167,19 @@ class ClusterState {
   // The placed members of job `job`, by key (none for job 0); and how many.
   std::vector<TaskKey> PlacedMembers(uint64_t job) const;
   size_t PlacedMemberCount(uint64_t job) const;
+
+  // Queues, by the names tasks carry (Task::queue), get dense ids in the
+  // order first met; an id stays for the life of this state. Every Bind,
+  // Release and Restore keeps each queue's usage current.
+  static constexpr uint32_t kNoQueue = UINT32_MAX;
+  uint32_t QueueId(std::string_view name) const;  // kNoQueue: never met
+  size_t queue_count() const { return queue_names_.size(); }
+  const std::string& queue_name(uint32_t id) const { return queue_names_[id]; }
+  const QueueUsage& queue_usage(uint32_t id) const { return queue_usage_[id]; }
+  // The id of `name`, taken now when it is new.
+  uint32_t InternQueue(std::string_view name);
+  // What placed task `p` holds, as its queue counts it.
+  QueueUsage UsageOf(const PlacedTask& p) const;
 
   // Where tasks of a group run (empty if nowhere); likewise tasks named `name`.
   std::span<const NodeCount> GroupNodes(std::string_view group) const;
@@ -296,6 +319,8 @@ class ClusterState {
   void RecomputeUtilization(NodeId n);
   void UpdateEstimates(NodeId n);
   void RecomputeLowestPreemptible(NodeId n);
+  // Adds (sign +1) or takes away (-1) what `p` holds to its queue's usage.
+  void CountQueueUsage(const PlacedTask& p, int sign);
   void AddToIndex(std::unordered_map<std::string, std::vector<NodeCount>>& index,
                   const std::string& key, NodeId n, int32_t delta, bool rdma);
 
@@ -334,6 +359,9 @@ class ClusterState {
   std::unordered_map<uint64_t, std::vector<TaskKey>> job_placed_;
   std::unordered_map<std::string, std::vector<NodeCount>> group_index_;
   std::unordered_map<std::string, std::vector<NodeCount>> name_index_;
+  std::vector<std::string> queue_names_;  // by queue id
+  std::unordered_map<std::string, uint32_t> queue_ids_;
+  std::vector<QueueUsage> queue_usage_;  // by queue id
   uint64_t nodes_version_ = 0;
 };
 

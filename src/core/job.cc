@@ -16,7 +16,7 @@ constexpr const char* kJobStates[] = {"pending",   "starting", "running",   "res
                                       "succeeded", "failed",   "cancelled", "timed_out"};
 
 // Fields a role may not set: the job sets them for every member.
-constexpr const char* kJobLevelFields[] = {"group", "priority", "time_limit_s", "job"};
+constexpr const char* kJobLevelFields[] = {"group", "priority", "time_limit_s", "queue", "job"};
 
 Result<JobRole> ParseRole(const json& j, const std::string& path) {
   if (!j.is_object()) return InvalidArgument(path + " must be an object, got " + TypeName(j));
@@ -90,6 +90,7 @@ std::vector<Task> JobSpec::Members(uint64_t id) const {
       t.group_placement = GroupPlacement::kPack;
       t.priority = priority;
       t.time_limit_s = time_limit_s;
+      t.queue = queue;
       t.job = {id, name, r.name, static_cast<int32_t>(out.size()), world, gang_size()};
       out.push_back(std::move(t));
     }

@@ -55,7 +55,7 @@ struct JobRole {
 
 struct JobSpec {
   std::string name;
-  std::string queue = "default";
+  std::string queue = kDefaultQueue;  // docs/QUEUES.md
   int32_t priority = 0;
   std::vector<JobRole> roles;
   int32_t min_available = 0;  // members placed together; 0 reads as every replica

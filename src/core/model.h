@@ -112,6 +112,9 @@ std::optional<GroupPlacement> ParseGroupPlacement(const std::string& s);
 
 using TaskKey = uint64_t;
 
+// The queue tasks and jobs go to when they name none (docs/QUEUES.md).
+inline constexpr char kDefaultQueue[] = "default";
+
 // A task's place in a job (docs/JOBS.md), set by the server for the members
 // of a job; id 0 for a task submitted on its own.
 struct JobMember {
@@ -150,6 +153,9 @@ struct Task {
   // Stopped at this many seconds of running (SIGTERM, the grace period,
   // SIGKILL); 0: no limit.
   int64_t time_limit_s = 0;
+  // The queue it is admitted from (docs/QUEUES.md): a leaf of the queue
+  // tree; its usage counts against that queue and every ancestor.
+  std::string queue = kDefaultQueue;
   JobMember job;
 };
 

@@ -155,7 +155,7 @@ Result<Task> TaskFromJson(const json& j, const std::string& prefix) {
                                {"name", "group", "group_placement", "priority", "kind", "requests",
                                 "rdma_required", "depends_on", "preemptible",
                                 "requeue_on_node_loss", "command", "env", "secret_env",
-                                "time_limit_s", "job"}));
+                                "time_limit_s", "queue", "job"}));
   Task t;
   if (!j.contains("name")) return InvalidArgument(Field(prefix, "name") + " is required");
   for (const auto& [key, v] : j.items()) {
@@ -203,6 +203,8 @@ Result<Task> TaskFromJson(const json& j, const std::string& prefix) {
       HF_RETURN_IF_ERROR(ReadStringMap(v, f, kMaxEnv, t.secret_env));
     } else if (key == "time_limit_s") {
       HF_RETURN_IF_ERROR(ReadInt<int64_t>(v, f, 0, kMaxTimeLimitS, t.time_limit_s));
+    } else if (key == "queue") {
+      HF_RETURN_IF_ERROR(ReadName(v, f, t.queue));
     } else if (key == "job") {
       if (!v.is_null()) HF_RETURN_IF_ERROR(ParseJobMember(v, f, t.job));
     }
@@ -232,7 +234,8 @@ json TaskToJson(const Task& t) {
           {"requeue_on_node_loss", t.requeue_on_node_loss},
           {"command", t.command},
           {"env", t.env},
-          {"secret_env", t.secret_env}};
+          {"secret_env", t.secret_env},
+          {"queue", t.queue}};
   if (t.time_limit_s > 0) j["time_limit_s"] = t.time_limit_s;
   if (t.job.id != 0) j["job"] = JobMemberToJson(t.job);
   return j;

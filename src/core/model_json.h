@@ -22,7 +22,7 @@ nlohmann::json RequestsToJson(const Requests& r);
 
 // A task submission: name required; group, priority, kind, requests,
 // rdma_required, depends_on, preemptible, requeue_on_node_loss, command, env,
-// secret_env, time_limit_s optional; "job" (the stored form of a job's
+// secret_env, time_limit_s, queue optional; "job" (the stored form of a job's
 // member, null otherwise) is read here too, and refused by the API
 // (ParseTaskSubmission). `prefix`
 // names the task in messages ("" for a single one, "tasks[3]" in a batch).

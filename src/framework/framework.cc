@@ -739,7 +739,7 @@ Decision Framework::Schedule(const Task& task, ClusterState& cluster, CycleState
     for (PostFilterPlugin* pf : post_filters_) {
       if (!options.preempt) break;
       PreemptionPlan plan = timed(pf->Name(), "PostFilter",
-                                  [&] { return pf->PostFilter(task, cluster, st.rejections_, probe); });
+                                  [&] { return pf->PostFilter(task, cluster, st.rejections_, probe, options.eviction); });
       if (plan.node != kNoNode && CommitPreemption(task, cluster, plan, st, options, d)) break;
     }
     return d;

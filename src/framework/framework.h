@@ -89,6 +89,8 @@ struct ScheduleOptions {
   // Only these nodes are considered (gang placement's trials within one rack
   // or switch); empty: every node. Not with preempt.
   std::span<const NodeId> candidates;
+  // Who may be evicted, when queues divide the work (PostFilterPlugin).
+  const EvictionScope* eviction = nullptr;
 };
 
 // How a gang is placed (docs/JOBS.md, "Gang placement"), from its job's

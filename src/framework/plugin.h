@@ -173,6 +173,26 @@ class FilterProbe {
                       const NodeWithout& without) const = 0;
 };
 
+// Which placed tasks one preemptor may evict, when work is divided into
+// queues (docs/QUEUES.md); the scheduler gives one per decision. Without
+// one, priority alone decides (SPEC §4).
+class EvictionScope {
+ public:
+  virtual ~EvictionScope() = default;
+  enum class Kind : uint8_t {
+    kNone,      // never (another queue's work it may not reclaim)
+    kPriority,  // when of lower priority (its own queue's work)
+    kReclaim,   // whatever its priority: capacity its queue borrowed
+  };
+  virtual Kind Evictable(const PlacedTask& victim) const = 0;
+  // Whether any task may be kReclaim (so nodes without lower-priority
+  // tasks are worth a look).
+  virtual bool reclaims() const = 0;
+  // Whether evicting `victims` (whole gangs) takes no queue below its
+  // guarantee: each queue loses at most what it borrowed.
+  virtual bool Affordable(std::span<const TaskKey> victims, const ClusterState& cluster) const = 0;
+};
+
 // A preemption decision: evict `victims` from `node`, then place the task there.
 struct PreemptionPlan {
   NodeId node = kNoNode;
@@ -185,8 +205,11 @@ class PostFilterPlugin : public virtual Plugin {
   // empty plan when nothing can be done. Only nodes whose rejection reason is
   // resolvable are worth considering; `filters` says whether such a node,
   // with a candidate victim set taken out, would pass every filter.
+  // `scope` (may be null) says who may be evicted when queues divide the
+  // work.
   virtual PreemptionPlan PostFilter(const Task& task, const ClusterState& cluster,
-                                    const Rejections& rejections, const FilterProbe& filters) = 0;
+                                    const Rejections& rejections, const FilterProbe& filters,
+                                    const EvictionScope* scope) = 0;
 };
 
 class CycleState;

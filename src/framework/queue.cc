@@ -4,39 +4,74 @@
 
 namespace hf::framework {
 
-void SchedulingQueue::Add(TaskKey key, int32_t priority, std::string reason) {
+void SchedulingQueue::Activate(TaskKey key, const Entry& e) {
+  if (active_[e.queue].insert(OrderKey(key, e.priority)).second) ++active_count_;
+}
+
+void SchedulingQueue::Deactivate(TaskKey key, const Entry& e) {
+  auto q = active_.find(e.queue);
+  if (q == active_.end() || q->second.erase(OrderKey(key, e.priority)) == 0) return;
+  --active_count_;
+  if (q->second.empty()) active_.erase(q);
+}
+
+void SchedulingQueue::Add(TaskKey key, int32_t priority, std::string reason,
+                          const std::string& queue) {
   Remove(key);
-  waiting_[key] = Entry{priority, std::move(reason)};
-  active_.insert(OrderKey(key, priority));
+  Entry& e = waiting_[key] = Entry{priority, std::move(reason), queue};
+  Activate(key, e);
 }
 
 bool SchedulingQueue::Remove(TaskKey key) {
   auto it = waiting_.find(key);
   if (it == waiting_.end()) return false;
-  active_.erase(OrderKey(key, it->second.priority));
+  Deactivate(key, it->second);
   unschedulable_.erase(key);
   waiting_.erase(it);
   return true;
 }
 
+TaskKey SchedulingQueue::PopFrom(std::map<std::string, Order>::iterator q) {
+  const TaskKey key = q->second.begin()->second;
+  q->second.erase(q->second.begin());
+  --active_count_;
+  if (q->second.empty()) active_.erase(q);
+  return key;
+}
+
 std::optional<TaskKey> SchedulingQueue::Pop() {
   if (active_.empty()) return std::nullopt;
-  const TaskKey key = active_.begin()->second;
-  active_.erase(active_.begin());
-  return key;
+  auto first = active_.begin();
+  for (auto q = std::next(first); q != active_.end(); ++q) {
+    if (*q->second.begin() < *first->second.begin()) first = q;
+  }
+  return PopFrom(first);
+}
+
+std::optional<TaskKey> SchedulingQueue::Pop(const std::string& queue) {
+  auto q = active_.find(queue);
+  if (q == active_.end()) return std::nullopt;
+  return PopFrom(q);
+}
+
+std::vector<std::string> SchedulingQueue::ActiveQueues() const {
+  std::vector<std::string> out;
+  out.reserve(active_.size());
+  for (const auto& [name, order] : active_) out.push_back(name);
+  return out;
 }
 
 bool SchedulingQueue::Claim(TaskKey key) {
   auto it = waiting_.find(key);
   if (it == waiting_.end()) return false;
-  active_.erase(OrderKey(key, it->second.priority));
+  Deactivate(key, it->second);
   unschedulable_.erase(key);
   return true;
 }
 
 bool SchedulingQueue::SetUnschedulable(TaskKey key, std::string reason) {
   Entry& e = waiting_.at(key);
-  active_.erase(OrderKey(key, e.priority));
+  Deactivate(key, e);
   unschedulable_.insert(key);
   const bool changed = e.reason != reason;
   e.reason = std::move(reason);
@@ -45,7 +80,7 @@ bool SchedulingQueue::SetUnschedulable(TaskKey key, std::string reason) {
 
 size_t SchedulingQueue::MoveAllToActive() {
   const size_t n = unschedulable_.size();
-  for (TaskKey key : unschedulable_) active_.insert(OrderKey(key, waiting_.at(key).priority));
+  for (TaskKey key : unschedulable_) Activate(key, waiting_.at(key));
   unschedulable_.clear();
   return n;
 }
@@ -53,6 +88,7 @@ size_t SchedulingQueue::MoveAllToActive() {
 void SchedulingQueue::Clear() {
   waiting_.clear();
   active_.clear();
+  active_count_ = 0;
   unschedulable_.clear();
 }
 

@@ -1,5 +1,8 @@
 // SchedulingQueue: the tasks waiting for a placement, and the order they are
 // tried in (SPEC §3): higher priority first, then older (lower task key).
+// Tasks wait by the queue they were submitted to (Task::queue, docs/
+// QUEUES.md); which queue goes next is the caller's choice (fair share),
+// and Pop() without one takes the first task of any.
 //
 // A waiting task is in one of three places, as in kube-scheduler's queue:
 //   - active: to be tried, in order (Pop);
@@ -19,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -32,13 +36,19 @@ namespace hf::framework {
 
 class SchedulingQueue {
  public:
-  // Makes `key` active, wherever it waited before; `reason`: the reason
-  // stored for it.
-  void Add(TaskKey key, int32_t priority, std::string reason);
+  // Makes `key` active in `queue`, wherever it waited before; `reason`: the
+  // reason stored for it.
+  void Add(TaskKey key, int32_t priority, std::string reason,
+           const std::string& queue = kDefaultQueue);
   // Takes it out of the queue, wherever it waits; false when it did not.
   bool Remove(TaskKey key);
-  // Takes the first active task (it stays in flight); nullopt when none.
+  // Takes the first active task of any queue (it stays in flight); nullopt
+  // when none.
   std::optional<TaskKey> Pop();
+  // Takes the first active task of `queue`; nullopt when it has none.
+  std::optional<TaskKey> Pop(const std::string& queue);
+  // The queues with active tasks, by name.
+  std::vector<std::string> ActiveQueues() const;
   // Takes `key` in flight from wherever it waits (the other members of a
   // gang, tried with the one popped); false when it does not wait.
   bool Claim(TaskKey key);
@@ -53,21 +63,28 @@ class SchedulingQueue {
   const std::string* Reason(TaskKey key) const;
   // Every waiting task, in the order they are tried.
   std::vector<TaskKey> Ordered() const;
-  bool active_empty() const { return active_.empty(); }
-  size_t active_size() const { return active_.size(); }
+  bool active_empty() const { return active_count_ == 0; }
+  size_t active_size() const { return active_count_; }
   size_t unschedulable_size() const { return unschedulable_.size(); }
 
  private:
   struct Entry {
     int32_t priority = 0;
     std::string reason;
+    std::string queue;
   };
+  using Order = std::set<std::pair<int64_t, TaskKey>>;  // (-priority, key)
   static std::pair<int64_t, TaskKey> OrderKey(TaskKey key, int32_t priority) {
     return {-int64_t{priority}, key};
   }
+  void Activate(TaskKey key, const Entry& e);
+  // Takes `key` out of its queue's active set (if there).
+  void Deactivate(TaskKey key, const Entry& e);
+  TaskKey PopFrom(std::map<std::string, Order>::iterator q);
 
-  std::unordered_map<TaskKey, Entry> waiting_;    // every task in the queue
-  std::set<std::pair<int64_t, TaskKey>> active_;  // (-priority, key)
+  std::unordered_map<TaskKey, Entry> waiting_;  // every task in the queue
+  std::map<std::string, Order> active_;         // by queue; no empty sets
+  size_t active_count_ = 0;
   std::set<TaskKey> unschedulable_;
 };
 

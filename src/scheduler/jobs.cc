@@ -14,6 +14,10 @@ using nlohmann::json;
 Result<store::JobRecord> Scheduler::SubmitJob(const JobSpec& spec, const std::string& actor) {
   store::JobRecord job;
   std::vector<store::TaskRecord> members;
+  {
+    MutexLock lock(mu_);
+    HF_RETURN_IF_ERROR(CheckQueueLocked(spec.queue, "queue"));
+  }
   HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
     members.clear();
     HF_ASSIGN_OR_RETURN(const uint64_t id, tx.InsertJob(spec));
@@ -99,7 +103,7 @@ void Scheduler::ScheduleGangLocked(const Task& first, const framework::ScheduleO
                                    std::vector<std::pair<TaskKey, framework::Decision>>& out) {
   auto it = jobs_.find(first.job.id);
   if (it == jobs_.end()) {
-    out.emplace_back(first.key, fw_->Schedule(first, cluster_, cycle_, opt));
+    out.emplace_back(first.key, ScheduleOneLocked(first, opt));
     return;
   }
   std::vector<const Task*> waiting;
@@ -121,7 +125,31 @@ void Scheduler::ScheduleGangLocked(const Task& first, const framework::ScheduleO
     how.gpu_model = cluster_.GpuModelOf(p->alloc);
     break;
   }
-  framework::GangDecision g = fw_->ScheduleGang(waiting, need, cluster_, cycle_, opt, how);
+  // The gang is admitted whole (docs/QUEUES.md), on the GPU models its
+  // queue may use for all of it.
+  framework::ScheduleOptions o = opt;
+  std::unique_ptr<framework::EvictionScope> scope;
+  std::vector<Task> narrowed;
+  if (!queue_tree_.trivial()) {
+    queues::Demand demand;
+    for (const Task* m : waiting) demand.Add(m->requests);
+    const QueueGate gate = AdmitLocked(first.queue, demand, waiting);
+    if (!gate.admitted) {
+      for (const Task* m : waiting) {
+        framework::Decision d;
+        d.reason = gate.reason;
+        out.emplace_back(m->key, std::move(d));
+      }
+      return;
+    }
+    scope = ScopeLocked(gate);
+    o.eviction = scope.get();
+    if (gate.narrowed) {
+      narrowed.reserve(waiting.size());
+      for (const Task*& m : waiting) m = &narrowed.emplace_back(NarrowedLocked(*m, gate));
+    }
+  }
+  framework::GangDecision g = fw_->ScheduleGang(waiting, need, cluster_, cycle_, o, how);
   // Chosen once per placement of the gang (a late member gets the same).
   if (g.scheduled && it->second.master_port == 0) AssignMasterPortLocked(it->second);
   JobRuntime& job = it->second;

@@ -48,6 +48,13 @@ std::string PreemptedBy(const Task& t) {
          std::to_string(t.priority) + ")";
 }
 
+// ... of a victim whose queue borrowed what the preemptor's queue is
+// guaranteed (docs/QUEUES.md, reclaim).
+std::string ReclaimedBy(const Task& t, const Task& victim) {
+  return "reclaimed by queue " + t.queue + " for task " + std::to_string(t.key) + " (" + t.name +
+         "): queue " + victim.queue + " borrowed it";
+}
+
 }  // namespace
 
 Scheduler::Scheduler(store::Store* store, std::unique_ptr<framework::Framework> fw,
@@ -113,11 +120,14 @@ Status Scheduler::RebuildLocked() {
   }
   cluster_.AdoptMeasurements(old_cluster);
   for (NodeId n = 0; n < cluster_.node_count(); ++n) BumpNodeLocked(cluster_.spec(n).name);
-  return store_->Read([&](const store::ReadTx& tx) HF_REQUIRES(mu_) { return LoadJobsLocked(tx); });
+  return store_->Read([&](const store::ReadTx& tx) HF_REQUIRES(mu_) {
+    HF_RETURN_IF_ERROR(LoadQueuesLocked(tx));
+    return LoadJobsLocked(tx);
+  });
 }
 
 void Scheduler::EnqueueLocked(const Task& task, std::string reason) {
-  queue_.Add(task.key, task.priority, std::move(reason));
+  queue_.Add(task.key, task.priority, std::move(reason), task.queue);
 }
 
 void Scheduler::RetryAllLocked() {
@@ -199,7 +209,7 @@ void Scheduler::CycleLocked() {
   std::vector<Outcome> outcomes;
   std::vector<std::pair<TaskKey, framework::Decision>> gang;
   while (outcomes.size() < options_.batch) {
-    const std::optional<TaskKey> popped = queue_.Pop();
+    const std::optional<TaskKey> popped = PopNextLocked();
     if (!popped) break;
     const TaskKey key = *popped;
     const Task& task = tasks_.at(key);
@@ -216,7 +226,7 @@ void Scheduler::CycleLocked() {
       gang.clear();
       ScheduleGangLocked(task, opt, gang);
     } else {
-      gang.assign(1, {key, fw_->Schedule(task, cluster_, cycle_, opt)});
+      gang.assign(1, {key, ScheduleOneLocked(task, opt)});
     }
     const double secs = std::chrono::duration<double>(Clock::now() - t0).count() /
                         static_cast<double>(gang.size());
@@ -243,13 +253,14 @@ void Scheduler::CycleLocked() {
         HF_RETURN_IF_ERROR(tx.AppendTaskEvent(o.key, "unschedulable", d.reason));
         continue;
       }
-      const std::string by = PreemptedBy(task);
       for (TaskKey v : d.victims) {
         HF_ASSIGN_OR_RETURN(store::StoredAllocation va, tx.GetAllocation(v));
         victim_nodes.push_back(va.node);
+        const bool reclaim = IsReclaimLocked(task, v);
+        const std::string by = reclaim ? ReclaimedBy(task, tasks_.at(v)) : PreemptedBy(task);
         HF_RETURN_IF_ERROR(tx.DeleteAllocation(v));
         HF_RETURN_IF_ERROR(tx.UpdateTaskState(v, TaskState::kPending, by));
-        HF_RETURN_IF_ERROR(tx.AppendTaskEvent(v, "preempted", by));
+        HF_RETURN_IF_ERROR(tx.AppendTaskEvent(v, reclaim ? "reclaimed" : "preempted", by));
       }
       HF_RETURN_IF_ERROR(tx.PutAllocation(o.key, o.node, d.alloc));
       HF_RETURN_IF_ERROR(tx.UpdateTaskState(o.key, TaskState::kScheduled, ""));
@@ -294,9 +305,19 @@ void Scheduler::CycleLocked() {
     for (TaskKey v : d.victims) {
       const Task& victim = tasks_.at(v);
       TouchJobLocked(v);
-      EnqueueLocked(victim, PreemptedBy(task));
-      published.push_back({{"action", "preempted"}, {"id", v}, {"name", victim.name},
-                           {"by", o.key}});
+      const bool reclaim = IsReclaimLocked(task, v);
+      EnqueueLocked(victim, reclaim ? ReclaimedBy(task, victim) : PreemptedBy(task));
+      published.push_back({{"action", reclaim ? "reclaimed" : "preempted"}, {"id", v},
+                           {"name", victim.name}, {"by", o.key}});
+      if (reclaim) {
+        QueueEventLocked({{"action", "reclaimed"},
+                          {"queue", victim.queue},
+                          {"by_queue", task.queue},
+                          {"task", v},
+                          {"task_name", victim.name},
+                          {"for_task", o.key},
+                          {"for_task_name", task.name}});
+      }
     }
     if (!d.victims.empty() && options_.on_preemption) options_.on_preemption(d.victims.size());
     published.push_back({{"action", "scheduled"}, {"id", o.key}, {"name", task.name},
@@ -309,6 +330,13 @@ void Scheduler::CycleLocked() {
 Result<std::vector<store::TaskRecord>> Scheduler::Submit(const std::vector<Task>& tasks,
                                                          const std::string& actor) {
   std::vector<store::TaskRecord> out;
+  {
+    MutexLock lock(mu_);
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      HF_RETURN_IF_ERROR(CheckQueueLocked(
+          tasks[i].queue, tasks.size() == 1 ? "queue" : "tasks[" + std::to_string(i) + "].queue"));
+    }
+  }
   // The commit runs without the mutex, so scheduling and reads of the
   // framework go on while it waits for its fsync. A Cancel that lands
   // between the commit and the queueing below leaves the id in

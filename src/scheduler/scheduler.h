@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -60,6 +61,8 @@
 #include "core/status.h"
 #include "framework/framework.h"
 #include "framework/queue.h"
+#include "queues/ledger.h"
+#include "queues/queue_tree.h"
 #include "store/store.h"
 
 namespace hf::scheduler {
@@ -260,6 +263,47 @@ class Scheduler {
   // Whether requeues are held now (for metrics).
   bool requeue_held() const;
 
+  // ---- Queues (docs/QUEUES.md) ----
+  // One queue as GET /api/v1/queues shows it.
+  struct QueueStatus {
+    queues::QueueSpec spec;
+    bool leaf = true;
+    QueueUsage used;      // with its descendants'
+    QueueUsage borrowed;  // above its guarantee
+    double share = 0;         // dominant share of the cluster it holds
+    double beyond_share = 0;  // ... of what it holds beyond its guarantee
+    size_t pending = 0, admitted = 0, running = 0;  // tasks (leaves: its own)
+  };
+  struct QueuesView {
+    std::vector<QueueStatus> queues;  // root first, then as created
+    std::vector<std::string> models;  // QueueUsage::gpu_milli's model bits
+    QueueUsage capacity;
+    // The latest queue events, oldest first: reclaims, changes.
+    std::vector<nlohmann::json> events;
+  };
+  QueuesView Queues() const HF_EXCLUDES(mu_);
+  // Creates (`create`: AlreadyExists when it exists) or replaces (NotFound
+  // when it does not) a queue, stored with an audit entry "queues.NAME" by
+  // `actor`; the whole tree is checked first (InvalidArgument naming the
+  // queue and field, GPU models the cluster does not have included).
+  // FailedPrecondition for a new child of a queue that holds work. Every
+  // waiting task is tried again under the new quotas.
+  Result<queues::QueueSpec> PutQueue(const queues::QueueSpec& spec, bool create,
+                                     const std::string& actor) HF_EXCLUDES(mu_);
+  // FailedPrecondition for root, default, a queue with children, or one that
+  // still holds work (pending, placed or running tasks); NotFound when none.
+  Status DeleteQueue(const std::string& name, const std::string& actor) HF_EXCLUDES(mu_);
+  // A fresh store's tree from the config file's queues: block (first start);
+  // nothing when queues are stored already. GPU models are not checked
+  // against the cluster here (its agents have not registered yet).
+  Status SeedQueues(const std::vector<queues::QueueSpec>& specs, const std::string& actor)
+      HF_EXCLUDES(mu_);
+  // May a token named `token` with role `role` submit to `queue`? NotFound
+  // for no such queue, InvalidArgument for a queue with children,
+  // PermissionDenied when its submitters name neither.
+  Status CheckSubmit(const std::string& queue, const std::string& token,
+                     const std::string& role) const HF_EXCLUDES(mu_);
+
   // ---- Policy (docs/PLUGINS.md) ----
   // Calls `read` with the framework, the mutex held, and returns its result.
   template <typename F>
@@ -392,6 +436,41 @@ class Scheduler {
       HF_REQUIRES(mu_);
   // Moves every unschedulable task back to the active queue.
   void RetryAllLocked() HF_REQUIRES(mu_);
+  // The next task to try: from the queue whose turn it is by fair share
+  // (ledger_ computed for it), priority then age within it.
+  std::optional<TaskKey> PopNextLocked() HF_REQUIRES(mu_);
+  // Admission (docs/QUEUES.md) of `demand` from `queue` for `tasks` (the
+  // GPU models they all accept), by ledger_ as PopNextLocked computed it.
+  struct QueueGate {
+    size_t queue = queues::QueueTree::kNone;
+    ClusterState::ModelMask admitted = 0, guaranteed = 0;
+    bool gpu = false;
+    bool narrowed = false;  // admitted on fewer GPU models than the tasks accept
+    std::string reason;     // when nothing is admitted
+  };
+  QueueGate AdmitLocked(const std::string& queue, const queues::Demand& demand,
+                        const std::vector<const Task*>& tasks) HF_REQUIRES(mu_);
+  // Who a decision admitted by `gate` may evict (framework::EvictionScope).
+  std::unique_ptr<framework::EvictionScope> ScopeLocked(const QueueGate& gate) const
+      HF_REQUIRES(mu_);
+  // `task` with its GPU models narrowed to those `gate` admitted.
+  Task NarrowedLocked(const Task& task, const QueueGate& gate) const HF_REQUIRES(mu_);
+  // One task's decision: admission by its queue, then the framework.
+  framework::Decision ScheduleOneLocked(const Task& task, const framework::ScheduleOptions& opt)
+      HF_REQUIRES(mu_);
+  // Loads the stored queue tree (RebuildLocked).
+  Status LoadQueuesLocked(const store::ReadTx& tx) HF_REQUIRES(mu_);
+  // Tasks of queue `name` (pending, scheduled, running), and jobs.
+  bool QueueHoldsWorkLocked(const std::string& name) const HF_REQUIRES(mu_);
+  // InvalidArgument when `task` names no leaf queue.
+  Status CheckQueueLocked(const std::string& queue, const std::string& field) const
+      HF_REQUIRES(mu_);
+  // Keeps a queue event (the last kMaxQueueEvents) and publishes it.
+  void QueueEventLocked(nlohmann::json event) HF_REQUIRES(mu_);
+  static constexpr size_t kMaxQueueEvents = 256;
+  // The preemption victims of one decision from queues other than the
+  // preemptor's: reclaims, told on both queues (events) and on the victims.
+  bool IsReclaimLocked(const Task& preemptor, TaskKey victim) const HF_REQUIRES(mu_);
   void Publish(const std::string& type, nlohmann::json data);
   // The node's task list changed: wakes its agent's long poll.
   void BumpNodeLocked(const std::string& node) HF_REQUIRES(mu_);
@@ -423,6 +502,9 @@ class Scheduler {
   std::set<uint64_t> jobs_to_retry_ HF_GUARDED_BY(mu_);
   std::chrono::steady_clock::time_point jobs_retry_at_ HF_GUARDED_BY(mu_);
   std::unordered_map<std::string, std::string> node_address_ HF_GUARDED_BY(mu_);
+  queues::QueueTree queue_tree_ HF_GUARDED_BY(mu_);
+  queues::Ledger ledger_ HF_GUARDED_BY(mu_);  // for the decision in hand
+  std::vector<nlohmann::json> queue_events_ HF_GUARDED_BY(mu_);  // a ring, oldest first
   // Cancelled after Submit's commit, before it queued them.
   std::set<TaskKey> cancelled_early_ HF_GUARDED_BY(mu_);
   bool retry_all_ HF_GUARDED_BY(mu_) = false;  // something changed that may let waiting tasks fit

@@ -331,6 +331,7 @@ TEST(CodecTaskTest, AppendixExampleParses) {
   json back = *doc;
   back["group_placement"] = "pack";
   back["secret_env"] = json::object();
+  back["queue"] = "default";
   EXPECT_EQ(TaskToJson(*t), back);
 }
 

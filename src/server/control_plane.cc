@@ -20,6 +20,7 @@
 #include "core/model_json.h"
 #include "core/private_files.h"
 #include "framework/registry.h"
+#include "queues/queue_tree.h"
 #include "server/codec.h"
 
 namespace hf::server {
@@ -118,6 +119,7 @@ Status ControlPlane::Init() {
   scheduler_->set_node_loss_storm(options_.node_loss_storm_fraction);
   HF_RETURN_IF_ERROR(RegisterDeclaredNodes());
   HF_RETURN_IF_ERROR(scheduler_->Recover());
+  HF_RETURN_IF_ERROR(SeedDeclaredQueues());
   inference_ = std::make_unique<InferenceService>(store_.get(), scheduler_.get(), &events_, &clock_);
   HF_RETURN_IF_ERROR(inference_->Recover());
   AddRoutes();
@@ -242,6 +244,23 @@ void ControlPlane::RegisterMetrics() {
       "Requests refused for their token: unauthenticated (401), or throttled (429) while their "
       "address has failed too often.",
       {"outcome"}));
+}
+
+Status ControlPlane::SeedDeclaredQueues() {
+  if (options_.config_path.empty()) return Status::Ok();
+  HF_ASSIGN_OR_RETURN(json block, framework::LoadConfigBlock(options_.config_path, "queues"));
+  if (block.is_null()) return Status::Ok();
+  if (!block.is_array()) return InvalidArgument(options_.config_path + ": queues must be a list");
+  std::vector<queues::QueueSpec> specs;
+  for (size_t i = 0; i < block.size(); ++i) {
+    Result<queues::QueueSpec> spec =
+        queues::QueueSpecFromJson(block[i], "queues[" + std::to_string(i) + "]");
+    if (!spec.ok()) return InvalidArgument(options_.config_path + ": " + spec.status().message());
+    specs.push_back(std::move(*spec));
+  }
+  Status s = scheduler_->SeedQueues(specs, "config");
+  if (!s.ok()) return InvalidArgument(options_.config_path + ": " + s.message());
+  return Status::Ok();
 }
 
 Status ControlPlane::RegisterDeclaredNodes() {

@@ -105,6 +105,8 @@ class ControlPlane {
   // Logs each policy key where --config and the store differ (the store wins).
   Status ReportConfigDrift(const framework::Framework& stored) const;
   Status RegisterDeclaredNodes();
+  // A fresh store's queue tree from the config file's queues: block.
+  Status SeedDeclaredQueues();
   void RegisterMetrics();
   // Builds the api/ classes and the route table (routes.cc).
   void AddRoutes();
@@ -138,6 +140,7 @@ class ControlPlane {
   std::unique_ptr<api::NodesApi> nodes_api_;
   std::unique_ptr<api::TasksApi> tasks_api_;
   std::unique_ptr<api::JobsApi> jobs_api_;
+  std::unique_ptr<api::QueuesApi> queues_api_;
   std::unique_ptr<api::TokensApi> tokens_api_;
   std::unique_ptr<api::AgentsApi> agents_api_;
   std::unique_ptr<api::LogsApi> logs_api_;

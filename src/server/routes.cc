@@ -19,6 +19,7 @@ void ControlPlane::AddRoutes() {
   nodes_api_ = std::make_unique<api::NodesApi>(*scheduler_, *store_);
   tasks_api_ = std::make_unique<api::TasksApi>(*scheduler_, *store_);
   jobs_api_ = std::make_unique<api::JobsApi>(*scheduler_, *store_);
+  queues_api_ = std::make_unique<api::QueuesApi>(*scheduler_);
   tokens_api_ = std::make_unique<api::TokensApi>(*store_, *auth_, clock_);
   agents_api_ = std::make_unique<api::AgentsApi>(
       *scheduler_, *inference_,
@@ -31,6 +32,7 @@ void ControlPlane::AddRoutes() {
   api::NodesApi* nodes = nodes_api_.get();
   api::TasksApi* tasks = tasks_api_.get();
   api::JobsApi* jobs = jobs_api_.get();
+  api::QueuesApi* queues = queues_api_.get();
   api::TokensApi* tokens = tokens_api_.get();
   api::AgentsApi* agents = agents_api_.get();
   api::LogsApi* logs = logs_api_.get();
@@ -107,6 +109,18 @@ void ControlPlane::AddRoutes() {
         on(tasks, &api::TasksApi::Cancel));
   t.Add("GET", "/api/v1/tasks/{id}/logs", A::kRead, "a task's output from `offset` (text)",
         on(logs, &api::LogsApi::Read));
+
+  t.Add("GET", "/api/v1/queues", A::kRead,
+        "the queue tree: quotas, usage, borrowed, shares, counts and recent events",
+        on(queues, &api::QueuesApi::List));
+  t.Add("POST", "/api/v1/queues", A::kWriteConfig, "create a queue",
+        on(queues, &api::QueuesApi::Create), "Queue");
+  t.Add("GET", "/api/v1/queues/{name}", A::kRead, "one queue with usage and events",
+        on(queues, &api::QueuesApi::Get));
+  t.Add("PUT", "/api/v1/queues/{name}", A::kWriteConfig, "replace a queue's spec",
+        on(queues, &api::QueuesApi::Put), "Queue");
+  t.Add("DELETE", "/api/v1/queues/{name}", A::kWriteConfig,
+        "delete a leaf queue that holds no work", on(queues, &api::QueuesApi::Delete));
 
   t.Add("POST", "/api/v1/jobs", A::kWriteTasks,
         "submit a job: its members are placed as a gang, all or none", on(jobs, &api::JobsApi::Submit),

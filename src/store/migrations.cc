@@ -212,6 +212,16 @@ constexpr char kV9NodeAddress[] = R"sql(
 ALTER TABLE nodes ADD COLUMN address TEXT NOT NULL DEFAULT '';
 )sql";
 
+// The queue tree (docs/QUEUES.md): one row per queue, its spec as JSON, in
+// the order queues were created (rowid).
+constexpr char kV10Queues[] = R"sql(
+CREATE TABLE queues (
+  name TEXT PRIMARY KEY NOT NULL,
+  spec TEXT NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "nodes, gpus, tasks, events, allocations, gpu grants with capacity triggers", kV1Core},
     {2, "plugin and scheduler config", kV2Config},
@@ -222,6 +232,7 @@ constexpr Migration kMigrations[] = {
     {7, "a row for readiness checks", kV7Health},
     {8, "jobs, their events and members", kV8Jobs},
     {9, "the address a node's agent is reached at", kV9NodeAddress},
+    {10, "queues", kV10Queues},
 };
 
 Status EnsureVersionTable(Db& db) {

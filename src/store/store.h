@@ -196,6 +196,9 @@ class ReadTx {
 
   // Inference objects (kind "model", "endpoint" or "replica"), by name.
   Result<std::map<std::string, nlohmann::json>> ListInferenceObjects(const std::string& kind) const;
+  // The stored queue specs (docs/QUEUES.md), in the order they were created;
+  // empty before any was stored.
+  Result<std::vector<nlohmann::json>> ListQueues() const;
 
  protected:
   friend class Store;
@@ -272,6 +275,10 @@ class Tx : public ReadTx {
                             const nlohmann::json& body);
   // OK when there was none.
   Status DeleteInferenceObject(const std::string& kind, const std::string& name);
+  // Creates or replaces queue `name`'s spec (a replaced one keeps its place).
+  Status PutQueue(const std::string& name, const nlohmann::json& spec);
+  // NotFound when there is no such queue.
+  Status DeleteQueue(const std::string& name);
 
  private:
   friend class Store;

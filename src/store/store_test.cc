@@ -868,6 +868,7 @@ TEST(StoreSpecJsonTest, UsesAppendixAFieldNames) {
   // of the fields the appendix does not name.
   submitted["group_placement"] = "pack";
   submitted["secret_env"] = json::object();
+  submitted["queue"] = "default";
   EXPECT_EQ(TaskToJson(*t), submitted);
 }
 

@@ -628,6 +628,35 @@ Status Tx::DeleteInferenceObject(const std::string& kind, const std::string& nam
   return stmt.Bind(1, kind).Bind(2, name).Run();
 }
 
+Result<std::vector<json>> ReadTx::ListQueues() const {
+  HF_ASSIGN_STMT(stmt, db_->Prepare("SELECT name, spec FROM queues ORDER BY rowid"));
+  std::vector<json> out;
+  for (;;) {
+    Result<bool> row = stmt.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    Result<json> j = ParseStored(stmt.Text(1), "queue " + stmt.Text(0));
+    if (!j.ok()) return j.status();
+    out.push_back(std::move(*j));
+  }
+  return out;
+}
+
+Status Tx::PutQueue(const std::string& name, const json& spec) {
+  if (name.empty()) return InvalidArgument("queue name must not be empty");
+  HF_ASSIGN_STMT(stmt, db_->Prepare("INSERT INTO queues (name, spec, updated_at) VALUES (?, ?, ?)"
+                                    " ON CONFLICT(name) DO UPDATE SET spec = excluded.spec,"
+                                    " updated_at = excluded.updated_at"));
+  return stmt.Bind(1, name).Bind(2, spec.dump()).Bind(3, now_ms_).Run();
+}
+
+Status Tx::DeleteQueue(const std::string& name) {
+  HF_ASSIGN_STMT(stmt, db_->Prepare("DELETE FROM queues WHERE name = ?"));
+  HF_RETURN_IF_ERROR(stmt.Bind(1, name).Run());
+  if (db_->Changes() == 0) return NotFound("no queue named " + name);
+  return Status::Ok();
+}
+
 Result<json> ReadTx::GetSchedulerConfig() const {
   HF_ASSIGN_STMT(stmt, db_->Prepare("SELECT config FROM scheduler_config WHERE id = 1"));
   Result<bool> row = stmt.Step();

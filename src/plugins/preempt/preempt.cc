@@ -16,8 +16,21 @@ namespace {
 // (started_at_ms 0) and therefore come last, which is also where evicting
 // costs no work; finally the lower key (earlier submitted, as the queue
 // orders them), so that the choice is deterministic.
-bool MoreImportant(const PlacedTask* a, size_t a_gang, const PlacedTask* b, size_t b_gang) {
+//
+// Reclaimable victims (another queue's borrowed capacity) go before the own
+// queue's, and among them the most recently started goes first.
+bool MoreImportant(const PlacedTask* a, size_t a_gang, bool a_reclaim, const PlacedTask* b,
+                   size_t b_gang, bool b_reclaim) {
+  if (a_reclaim != b_reclaim) return b_reclaim;
   if (a->priority != b->priority) return a->priority > b->priority;
+  if (a_reclaim) {
+    if (a_gang != b_gang) return a_gang > b_gang;
+    // Not started yet counts as started last.
+    const int64_t a_start = a->state == TaskState::kRunning ? a->started_at_ms : INT64_MAX;
+    const int64_t b_start = b->state == TaskState::kRunning ? b->started_at_ms : INT64_MAX;
+    if (a_start != b_start) return a_start < b_start;
+    return a->key < b->key;
+  }
   // Evicting a gang's member evicts the whole gang: the larger one is spared first.
   if (a_gang != b_gang) return a_gang > b_gang;
   const int64_t a_start = a->state == TaskState::kRunning ? a->started_at_ms : 0;
@@ -62,8 +75,10 @@ Status Preempt::Configure(const framework::PluginArgs& args) {
 
 framework::PreemptionPlan Preempt::PostFilter(const Task& task, const ClusterState& cluster,
                                               const framework::Rejections& rejections,
-                                              const framework::FilterProbe& filters) {
+                                              const framework::FilterProbe& filters,
+                                              const framework::EvictionScope* scope) {
   if (mode_ == "disabled") return {};
+  scope_ = scope;
   // Without a clock no running task has provably run long enough, unless the
   // minimum runtime is 0.
   const int64_t now_ms = clock_ ? clock_->NowMs() : 0;
@@ -73,21 +88,42 @@ framework::PreemptionPlan Preempt::PostFilter(const Task& task, const ClusterSta
   if (best_.node == kNoNode && mode_ == "running") {
     Sweep(task, cluster, rejections, filters, /*allow_running=*/true, now_ms);
   }
+  scope_ = nullptr;
   if (best_.node == kNoNode) return {};
   return {best_.node, best_victims_};
+}
+
+framework::EvictionScope::Kind Preempt::Evictable(const Task& task, const PlacedTask& p,
+                                                  bool allow_running, int64_t now_ms) const {
+  using Kind = framework::EvictionScope::Kind;
+  if (!p.preemptible) return Kind::kNone;
+  const Kind kind = scope_ ? scope_->Evictable(p) : Kind::kPriority;
+  if (kind == Kind::kNone) return kind;
+  if (kind == Kind::kPriority && p.priority >= task.priority) return Kind::kNone;
+  if (p.state == TaskState::kRunning) {
+    // Reclaim takes back running work too, in every mode but disabled.
+    if ((!allow_running && kind != Kind::kReclaim) || now_ms - p.started_at_ms < min_runtime_ms_) {
+      return Kind::kNone;
+    }
+  } else if (p.state != TaskState::kScheduled) {
+    return Kind::kNone;
+  }
+  return kind;
 }
 
 void Preempt::Sweep(const Task& task, const ClusterState& cluster,
                     const framework::Rejections& rejections, const framework::FilterProbe& filters,
                     bool allow_running, int64_t now_ms) {
   gangs_.clear();  // whether a gang may go depends on allow_running
+  const bool reclaims = scope_ && scope_->reclaims();
   for (NodeId n : rejections.rejected()) {
     if (!reasons_->resolvable(rejections.reason(n)) || !cluster.schedulable(n)) continue;
     // Too few GPUs in total, or no task that could be a victim: no eviction
     // can help. (Cheap per-node summaries, so most nodes cost no lookups.)
+    // A reclaim may evict any priority, running or not.
     if (cluster.gpu_count(n) < task.requests.gpu) continue;
-    if (cluster.lowest_preemptible_priority(n) >= task.priority) continue;
-    if (!allow_running && cluster.scheduled_preemptible(n) == 0) continue;
+    if (!reclaims && cluster.lowest_preemptible_priority(n) >= task.priority) continue;
+    if (!reclaims && !allow_running && cluster.scheduled_preemptible(n) == 0) continue;
     // Even evicting every preemptible task would not free enough.
     const ClusterState::Held& held = cluster.preemptible_held(n);
     const Requests& r = task.requests;
@@ -104,17 +140,17 @@ void Preempt::Sweep(const Task& task, const ClusterState& cluster,
 void Preempt::TryNode(const Task& task, const ClusterState& cluster, NodeId n,
                       const framework::FilterProbe& filters, bool allow_running, int64_t now_ms) {
   eligible_.clear();
+  using Kind = framework::EvictionScope::Kind;
+  // Running tasks that only this sweep allows (the running sweep follows a
+  // scheduled-only one; a reclaim takes running tasks in both).
   bool any_running = false;
+  bool any_reclaim = false;
   int32_t lowest = std::numeric_limits<int32_t>::max();
   for (TaskKey key : cluster.TasksOn(n)) {
     const PlacedTask* p = cluster.FindPlaced(key);
     HF_CHECK(p != nullptr);
-    if (p->priority >= task.priority || !p->preemptible) continue;
-    if (p->state == TaskState::kRunning) {
-      if (!allow_running || now_ms - p->started_at_ms < min_runtime_ms_) continue;
-    } else if (p->state != TaskState::kScheduled) {
-      continue;
-    }
+    const Kind kind = Evictable(task, *p, allow_running, now_ms);
+    if (kind == Kind::kNone) continue;
     size_t gang = 1;
     if (p->job != 0) {
       // A member goes only with its whole gang: one that cannot all go is
@@ -124,18 +160,17 @@ void Preempt::TryNode(const Task& task, const ClusterState& cluster, NodeId n,
         bool can_go = true;
         const std::vector<TaskKey> mates = cluster.PlacedMembers(p->job);
         for (TaskKey mate : mates) {
-          const PlacedTask* m = cluster.FindPlaced(mate);
-          can_go = can_go && m->preemptible && m->priority < task.priority &&
-                   (m->state != TaskState::kRunning ||
-                    (allow_running && now_ms - m->started_at_ms >= min_runtime_ms_));
+          can_go = can_go &&
+                   Evictable(task, *cluster.FindPlaced(mate), allow_running, now_ms) != Kind::kNone;
         }
         g = gangs_.emplace(p->job, std::make_pair(mates.size(), can_go)).first;
       }
       if (!g->second.second) continue;
       gang = g->second.first;
     }
-    if (p->state == TaskState::kRunning) any_running = true;
-    eligible_.push_back({p, gang});
+    if (p->state == TaskState::kRunning && kind == Kind::kPriority) any_running = true;
+    any_reclaim |= kind == Kind::kReclaim;
+    eligible_.push_back({p, gang, kind == Kind::kReclaim});
     lowest = std::min(lowest, p->priority);
   }
   if (eligible_.empty()) return;
@@ -164,7 +199,7 @@ void Preempt::TryNode(const Task& task, const ClusterState& cluster, NodeId n,
   // not pass at the moment it was tried, and later reprieves only take more
   // (filters are monotone).
   std::sort(eligible_.begin(), eligible_.end(), [](const Eligible& a, const Eligible& b) {
-    return MoreImportant(a.task, a.gang, b.task, b.gang);
+    return MoreImportant(a.task, a.gang, a.reclaim, b.task, b.gang, b.reclaim);
   });
   victims_.clear();
   Choice c;
@@ -175,9 +210,10 @@ void Preempt::TryNode(const Task& task, const ClusterState& cluster, NodeId n,
     without_.Add(cluster, *p);
     if (filters.Passes(task, cluster, without_)) continue;
     without_.Remove(cluster, *p);
-    // Victims come in decreasing priority, so the first one sets the maximum;
-    // once it is worse than the best node so far this node cannot win.
-    if (best_.node != kNoNode && p->priority > best_.max_priority) return;
+    // Victims come in decreasing priority (within reclaimable ones, then
+    // within the own queue's), so without reclaim the first one sets the
+    // maximum; once it is worse than the best node so far this node cannot win.
+    if (!any_reclaim && best_.node != kNoNode && p->priority > best_.max_priority) return;
     victims_.push_back(p->key);
     c.max_priority = std::max(c.max_priority, p->priority);
     c.sum_priority += p->priority;
@@ -200,6 +236,19 @@ void Preempt::TryNode(const Task& task, const ClusterState& cluster, NodeId n,
       c.sum_priority += m->priority;
       ++c.count;
     }
+  }
+  // A reclaim never takes a queue below its guarantee.
+  if (scope_) {
+    std::vector<TaskKey>& all = victims_with_mates_;
+    all = victims_;
+    for (TaskKey v : victims_) {
+      const PlacedTask* p = cluster.FindPlaced(v);
+      if (p->job == 0) continue;
+      for (TaskKey mate : cluster.PlacedMembers(p->job)) {
+        if (std::find(all.begin(), all.end(), mate) == all.end()) all.push_back(mate);
+      }
+    }
+    if (!scope_->Affordable(all, cluster)) return;
   }
   if (best_.node == kNoNode ||
       std::tie(c.max_priority, c.sum_priority, c.count, c.node) <

@@ -24,6 +24,15 @@
 // priorities, then the fewest victims, then the lowest NodeId. The framework evicts the victims and binds the preemptor in
 // the same step, so the freed resources are reserved for it.
 //
+// Queues (docs/QUEUES.md): with an EvictionScope, only the preemptor's own
+// queue's work is evicted by priority; another queue's is evicted only when
+// the scope says it is reclaimable (borrowed capacity the preemptor's queue
+// is guaranteed), whatever its priority, and then also running (past
+// min_runtime_seconds) in mode "scheduled". Reclaimable victims go before
+// the own queue's: among them the lower priority, the smaller gang, then
+// the most recently started (a scheduled one first). A node's victim set
+// must also be Affordable: no queue loses more than it borrowed.
+//
 // Config: {"min_runtime_seconds": number >= 0}.
 #ifndef HF_PLUGINS_PREEMPT_PREEMPT_H_
 #define HF_PLUGINS_PREEMPT_PREEMPT_H_
@@ -54,7 +63,8 @@ class Preempt final : public framework::PostFilterPlugin {
   std::vector<std::string> ConfigKeys() const override { return {"min_runtime_seconds"}; }
   framework::PreemptionPlan PostFilter(const Task& task, const ClusterState& cluster,
                                        const framework::Rejections& rejections,
-                                       const framework::FilterProbe& filters) override;
+                                       const framework::FilterProbe& filters,
+                                       const framework::EvictionScope* scope) override;
 
  private:
   static constexpr int64_t kDefaultMinRuntimeMs = 60'000;
@@ -75,6 +85,9 @@ class Preempt final : public framework::PostFilterPlugin {
   // Finds the minimal victim set on node n and keeps it if it beats best_.
   void TryNode(const Task& task, const ClusterState& cluster, NodeId n,
                const framework::FilterProbe& filters, bool allow_running, int64_t now_ms);
+  // Whether placed task p may be evicted for `task` in this sweep, and as what.
+  framework::EvictionScope::Kind Evictable(const Task& task, const PlacedTask& p, bool allow_running,
+                                           int64_t now_ms) const;
 
   const framework::ReasonTable* reasons_;
   const Clock* clock_;
@@ -86,12 +99,15 @@ class Preempt final : public framework::PostFilterPlugin {
   struct Eligible {
     const PlacedTask* task;
     size_t gang;  // its job's placed members (1 for a task outside any job)
+    bool reclaim;  // borrowed capacity taken back (EvictionScope::kReclaim)
   };
+  const framework::EvictionScope* scope_ = nullptr;  // this call's
   std::vector<Eligible> eligible_;
   std::vector<uint64_t> jobs_;  // the victims' jobs, each counted once
   // Per job met in this sweep: its placed members, and whether all may go.
   std::unordered_map<uint64_t, std::pair<size_t, bool>> gangs_;
   std::vector<TaskKey> victims_;
+  std::vector<TaskKey> victims_with_mates_;  // Affordable's argument
   NodeWithout without_;
   Choice best_;
   std::vector<TaskKey> best_victims_;

@@ -434,7 +434,7 @@ TEST_P(PreemptTableTest, Direct) {
   for (framework::FilterPlugin* f : probe.filters) f->Filter(task, cluster, nodes, rejections);
   ASSERT_TRUE(nodes.empty()) << "the preemptor must fit nowhere before preemption";
 
-  const framework::PreemptionPlan plan = preempt.PostFilter(task, cluster, rejections, probe);
+  const framework::PreemptionPlan plan = preempt.PostFilter(task, cluster, rejections, probe, nullptr);
   if (c.want_node.empty()) {
     EXPECT_EQ(plan.node, kNoNode);
     EXPECT_TRUE(plan.victims.empty());
@@ -508,7 +508,7 @@ TEST(PreemptTest, LowestNodeIdWinsWhateverTheRejectionOrder) {
   Probe probe;
   probe.filters = {&fit};
   const framework::PreemptionPlan plan =
-      preempt.PostFilter(MakePreemptor({}), cluster, rejections, probe);
+      preempt.PostFilter(MakePreemptor({}), cluster, rejections, probe, nullptr);
   EXPECT_EQ(plan.node, NodeId{0});
   EXPECT_EQ(plan.victims, std::vector<TaskKey>{1});
 }
@@ -535,7 +535,7 @@ TEST(PreemptTest, SkipsUnschedulableAndUnresolvableNodes) {
   Fit fit({&reasons, &clock});
   Probe probe;
   probe.filters = {&fit};
-  EXPECT_EQ(preempt.PostFilter(MakePreemptor({}), cluster, rejections, probe).node, kNoNode);
+  EXPECT_EQ(preempt.PostFilter(MakePreemptor({}), cluster, rejections, probe, nullptr).node, kNoNode);
 }
 
 struct ConfigCase {
@@ -607,7 +607,7 @@ TEST(PreemptConfigureTest, RefusedSettingsChangeNothing) {
   fit.Filter(task, cluster, nodes, rejections);
   Probe probe;
   probe.filters = {&fit};
-  const framework::PreemptionPlan plan = preempt.PostFilter(task, cluster, rejections, probe);
+  const framework::PreemptionPlan plan = preempt.PostFilter(task, cluster, rejections, probe, nullptr);
   EXPECT_EQ(plan.node, NodeId{0});
   EXPECT_EQ(plan.victims, std::vector<TaskKey>{1});
 }

@@ -185,6 +185,29 @@ class JobsApi {
   const store::Store& store_;
 };
 
+// Queues (docs/QUEUES.md): list with usage, get one, create, replace,
+// delete. Submissions name a queue; CheckSubmit says whether the caller may.
+class QueuesApi {
+ public:
+  explicit QueuesApi(scheduler::Scheduler& scheduler) : scheduler_(scheduler) {}
+
+  Response List(const Request& req, const Caller& caller) const;
+  Response Get(const Request& req, const Caller& caller) const;
+  Response Create(const Request& req, const Caller& caller);
+  Response Put(const Request& req, const Caller& caller);
+  Response Delete(const Request& req, const Caller& caller);
+
+ private:
+  Response Write(const Request& req, const Caller& caller, bool create);
+
+  scheduler::Scheduler& scheduler_;
+};
+
+// Whether `caller` may submit to `queue` (its submitters), as a Status
+// for StatusError: 400 unknown or not a leaf, 403 not a submitter.
+Status CheckSubmit(const scheduler::Scheduler& scheduler, const std::string& queue,
+                   const Caller& caller);
+
 // API tokens: create (the secret is shown once), list (no secrets), revoke.
 // Every change re-reads the authenticator's tokens before it answers.
 class TokensApi {

@@ -69,6 +69,7 @@ Response JobsApi::Submit(const Request& req, const Caller& caller) {
   if (!body.ok()) return StatusError(body.status());
   Result<JobSpec> spec = JobSpecFromJson(*body);
   if (!spec.ok()) return StatusError(spec.status());
+  if (Status s = CheckSubmit(scheduler_, spec->queue, caller); !s.ok()) return StatusError(s);
   Result<store::JobRecord> job = scheduler_.SubmitJob(*spec, caller.name);
   if (!job.ok()) return StatusError(job.status());
   return Show(job->id, 201);

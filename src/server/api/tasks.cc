@@ -26,6 +26,7 @@ Response TasksApi::Submit(const Request& req, const Caller& caller) {
   if (!body.ok()) return StatusError(body.status());
   Result<Task> task = ParseTaskSubmission(*body);
   if (!task.ok()) return StatusError(task.status());
+  if (Status s = CheckSubmit(scheduler_, task->queue, caller); !s.ok()) return StatusError(s);
   Result<std::vector<store::TaskRecord>> recs = scheduler_.Submit({*task}, caller.name);
   if (!recs.ok()) return StatusError(recs.status());
   return JsonResponse(201, TaskJson(recs->front()));
@@ -36,6 +37,9 @@ Response TasksApi::SubmitBatch(const Request& req, const Caller& caller) {
   if (!body.ok()) return StatusError(body.status());
   Result<std::vector<Task>> tasks = ParseTaskBatch(*body);
   if (!tasks.ok()) return StatusError(tasks.status());
+  for (const Task& t : *tasks) {
+    if (Status s = CheckSubmit(scheduler_, t.queue, caller); !s.ok()) return StatusError(s);
+  }
   Result<std::vector<store::TaskRecord>> recs = scheduler_.Submit(*tasks, caller.name);
   if (!recs.ok()) return StatusError(recs.status());
   json out = json::array();

@@ -1,0 +1,181 @@
+#include "queues/ledger.h"
+
+#include <algorithm>
+#include <bit>
+#include <tuple>
+
+namespace hf::queues {
+namespace {
+
+std::string Gpus(int64_t milli) {
+  if (milli % kWholeGpuMilli == 0) return std::to_string(milli / kWholeGpuMilli);
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.3f", double(milli) / kWholeGpuMilli);
+  return buf;
+}
+
+// "holds H of M, asks D" for a resource over a max.
+std::string Over(const std::string& what, int64_t holds, int64_t max, int64_t asks, bool gpu) {
+  const auto f = [gpu](int64_t v) { return gpu ? Gpus(v) : std::to_string(v); };
+  return what + " (holds " + f(holds) + " of " + f(max) + ", asks " + f(asks) + ")";
+}
+
+}  // namespace
+
+void Ledger::Compute(const QueueTree& tree, const ClusterState& cluster) {
+  tree_ = &tree;
+  cluster_ = &cluster;
+  models_ = cluster.model_count();
+  used_.assign(tree.size(), QueueUsage{});
+  for (size_t id = 0; id < cluster.queue_count(); ++id) {
+    size_t q = tree.Find(cluster.queue_name(id));
+    const QueueUsage& u = cluster.queue_usage(id);
+    // A queue the tree no longer has (it cannot hold work, so this is
+    // usage left over at zero) counts nowhere.
+    for (; q != QueueTree::kNone; q = tree.parent(q)) {
+      QueueUsage& t = used_[q];
+      t.cpu_milli += u.cpu_milli;
+      t.memory_mib += u.memory_mib;
+      for (size_t m = 0; m < models_; ++m) t.gpu_milli[m] += u.gpu_milli[m];
+    }
+  }
+  if (!has_capacity_ || capacity_version_ != cluster.nodes_version()) {
+    capacity_ = QueueUsage{};
+    for (NodeId n = 0; n < cluster.node_count(); ++n) {
+      capacity_.cpu_milli += cluster.total_cpu(n);
+      capacity_.memory_mib += cluster.total_memory(n);
+      for (const ClusterState::ModelMask bit : cluster.gpu_model_bits(n)) {
+        capacity_.gpu_milli[size_t(std::countr_zero(bit))] += kWholeGpuMilli;
+      }
+    }
+    capacity_version_ = cluster.nodes_version();
+    has_capacity_ = true;
+  }
+}
+
+Admission Ledger::Admit(size_t queue, const Demand& d, ClusterState::ModelMask models) const {
+  Admission a;
+  const std::vector<size_t> path = tree_->PathUp(queue);
+  // CPU and memory: the same whatever the GPU model.
+  for (size_t q : path) {
+    const QueueSpec& s = tree_->spec(q);
+    const QueueUsage& u = used_[q];
+    if (s.max.cpu_milli && d.cpu_milli > 0 && u.cpu_milli + d.cpu_milli > *s.max.cpu_milli) {
+      a.reason = "queue " + s.name + ": over its max " +
+                 Over("cpu_milli", u.cpu_milli, *s.max.cpu_milli, d.cpu_milli, false);
+      return a;
+    }
+    if (s.max.memory_mib && d.memory_mib > 0 && u.memory_mib + d.memory_mib > *s.max.memory_mib) {
+      a.reason = "queue " + s.name + ": over its max " +
+                 Over("memory_mib", u.memory_mib, *s.max.memory_mib, d.memory_mib, false);
+      return a;
+    }
+  }
+  const QueueSpec& leaf = tree_->spec(queue);
+  const QueueUsage& lu = used_[queue];
+  if (d.gpu_milli == 0) {
+    a.admitted = ClusterState::kAnyModel;
+    const bool cpu_ok = d.cpu_milli == 0 || lu.cpu_milli + d.cpu_milli <= leaf.guaranteed.cpu_milli.value_or(0);
+    const bool mem_ok =
+        d.memory_mib == 0 || lu.memory_mib + d.memory_mib <= leaf.guaranteed.memory_mib.value_or(0);
+    if (cpu_ok && mem_ok && d.cpu_milli + d.memory_mib > 0) a.guaranteed = ClusterState::kAnyModel;
+    return a;
+  }
+  std::string first;  // the first model's refusal
+  for (size_t m = 0; m < models_; ++m) {
+    const ClusterState::ModelMask bit = ClusterState::ModelMask{1} << m;
+    if (!(models & bit)) continue;
+    const std::string& model = cluster_->model_name(m);
+    bool fits = true;
+    for (size_t q : path) {
+      const QueueSpec& s = tree_->spec(q);
+      const std::optional<int64_t> max = s.max.Gpu(model);
+      const int64_t holds = used_[q].gpu_milli[m];
+      if (max && holds + d.gpu_milli > *max) {
+        if (first.empty()) {
+          first = "queue " + s.name + ": over its max " +
+                  Over("gpu " + model, holds, *max, d.gpu_milli, true);
+        }
+        fits = false;
+        break;
+      }
+    }
+    if (!fits) continue;
+    a.admitted |= bit;
+    if (lu.gpu_milli[m] + d.gpu_milli <= leaf.guaranteed.Gpu(model).value_or(0)) a.guaranteed |= bit;
+  }
+  if (!a.admitted) {
+    a.reason = first.empty() ? "queue " + leaf.name + ": no GPU model it may use" : first;
+    if (models_ > 1 && !first.empty()) a.reason += ", and on every other GPU model it may use";
+  }
+  return a;
+}
+
+QueueUsage Ledger::Borrowed(size_t queue) const {
+  const QueueSpec& s = tree_->spec(queue);
+  const QueueUsage& u = used_[queue];
+  QueueUsage b;
+  b.cpu_milli = std::max<int64_t>(0, u.cpu_milli - s.guaranteed.cpu_milli.value_or(0));
+  b.memory_mib = std::max<int64_t>(0, u.memory_mib - s.guaranteed.memory_mib.value_or(0));
+  for (size_t m = 0; m < models_; ++m) {
+    b.gpu_milli[m] = std::max<int64_t>(
+        0, u.gpu_milli[m] - s.guaranteed.Gpu(cluster_->model_name(m)).value_or(0));
+  }
+  return b;
+}
+
+namespace {
+
+double Dominant(const QueueUsage& u, const QueueUsage& cap, size_t models) {
+  double share = 0;
+  if (cap.cpu_milli > 0) share = std::max(share, double(u.cpu_milli) / double(cap.cpu_milli));
+  if (cap.memory_mib > 0) share = std::max(share, double(u.memory_mib) / double(cap.memory_mib));
+  for (size_t m = 0; m < models; ++m) {
+    if (cap.gpu_milli[m] > 0) {
+      share = std::max(share, double(u.gpu_milli[m]) / double(cap.gpu_milli[m]));
+    }
+  }
+  return share;
+}
+
+}  // namespace
+
+double Ledger::BeyondShare(size_t queue) const {
+  return Dominant(Borrowed(queue), capacity_, models_);
+}
+
+double Ledger::Share(size_t queue) const { return Dominant(used_[queue], capacity_, models_); }
+
+size_t Ledger::PickFair(const std::vector<size_t>& candidates) const {
+  if (candidates.empty()) return QueueTree::kNone;
+  if (candidates.size() == 1) return candidates[0];
+  // Mark every queue on a candidate's way to root.
+  std::vector<uint8_t> marked(tree_->size(), 0);
+  for (size_t c : candidates) {
+    for (size_t q = c; q != QueueTree::kNone && !marked[q]; q = tree_->parent(q)) marked[q] = 1;
+  }
+  std::vector<uint8_t> is_candidate(tree_->size(), 0);
+  for (size_t c : candidates) is_candidate[c] = 1;
+  size_t at = 0;  // root
+  while (!is_candidate[at]) {
+    size_t best = QueueTree::kNone;
+    std::tuple<double, double, const std::string*> best_key;
+    for (size_t c : tree_->children(at)) {
+      if (!marked[c]) continue;
+      const double w = tree_->spec(c).weight;
+      std::tuple<double, double, const std::string*> key{BeyondShare(c) / w, Share(c) / w,
+                                                         &tree_->spec(c).name};
+      if (best == QueueTree::kNone ||
+          std::tie(std::get<0>(key), std::get<1>(key), *std::get<2>(key)) <
+              std::tie(std::get<0>(best_key), std::get<1>(best_key), *std::get<2>(best_key))) {
+        best = c;
+        best_key = key;
+      }
+    }
+    if (best == QueueTree::kNone) return candidates[0];  // not reachable: a candidate is a leaf
+    at = best;
+  }
+  return at;
+}
+
+}  // namespace hf::queues

@@ -1,0 +1,373 @@
+// The scheduler's part in queues (docs/QUEUES.md): the tree, fair share
+// among queues, admission before placement, and reclaim.
+#include <algorithm>
+#include <bit>
+
+#include <spdlog/spdlog.h>
+
+#include "scheduler/scheduler.h"
+
+namespace hf::scheduler {
+namespace {
+
+using nlohmann::json;
+using Kind = framework::EvictionScope::Kind;
+
+// Who one preemptor may evict (framework::EvictionScope): its own queue's
+// work by priority; other queues' borrowed capacity when the preemptor is
+// within its guarantee (GPUs of the models it is guaranteed, or CPU and
+// memory for a task without GPUs), never more than a queue borrowed.
+class QueueScope final : public framework::EvictionScope {
+ public:
+  QueueScope(const queues::QueueTree& tree, const queues::Ledger& ledger,
+             const ClusterState& cluster, size_t queue, ClusterState::ModelMask guaranteed,
+             bool gpu)
+      : tree_(tree), ledger_(ledger), cluster_(cluster), queue_(queue), guaranteed_(guaranteed),
+        gpu_(gpu) {}
+
+  Kind Evictable(const PlacedTask& v) const override {
+    const size_t q = QueueOf(v.queue);
+    if (q == queue_) return Kind::kPriority;
+    if (!guaranteed_ || q == queues::QueueTree::kNone) return Kind::kNone;
+    const QueueUsage& b = Borrowed(q);
+    if (!gpu_) return b.cpu_milli > 0 || b.memory_mib > 0 ? Kind::kReclaim : Kind::kNone;
+    if (v.alloc.gpus.empty()) return Kind::kNone;
+    const QueueUsage held = cluster_.UsageOf(v);
+    for (size_t m = 0; m < cluster_.model_count(); ++m) {
+      if (held.gpu_milli[m] > 0 && (guaranteed_ & (ClusterState::ModelMask{1} << m)) &&
+          b.gpu_milli[m] > 0) {
+        return Kind::kReclaim;
+      }
+    }
+    return Kind::kNone;
+  }
+
+  bool reclaims() const override { return guaranteed_ != 0; }
+
+  bool Affordable(std::span<const TaskKey> victims, const ClusterState& cluster) const override {
+    std::vector<std::pair<size_t, QueueUsage>> taken;
+    for (TaskKey k : victims) {
+      const PlacedTask* p = cluster.FindPlaced(k);
+      if (!p) continue;
+      const size_t q = QueueOf(p->queue);
+      if (q == queue_) continue;  // the own queue's, by priority
+      auto it = std::find_if(taken.begin(), taken.end(), [q](const auto& t) { return t.first == q; });
+      if (it == taken.end()) it = taken.insert(taken.end(), {q, QueueUsage{}});
+      const QueueUsage u = cluster.UsageOf(*p);
+      it->second.cpu_milli += u.cpu_milli;
+      it->second.memory_mib += u.memory_mib;
+      for (size_t m = 0; m < cluster.model_count(); ++m) it->second.gpu_milli[m] += u.gpu_milli[m];
+    }
+    for (const auto& [q, t] : taken) {
+      if (q == queues::QueueTree::kNone) return false;
+      const QueueUsage& b = Borrowed(q);
+      if (!gpu_) {
+        if (t.cpu_milli > b.cpu_milli || t.memory_mib > b.memory_mib) return false;
+        continue;
+      }
+      for (size_t m = 0; m < cluster.model_count(); ++m) {
+        if (t.gpu_milli[m] > b.gpu_milli[m]) return false;
+      }
+    }
+    return true;
+  }
+
+ private:
+  size_t QueueOf(uint32_t id) const {
+    if (id >= ids_.size()) ids_.resize(cluster_.queue_count(), kUnknown);
+    if (ids_[id] == kUnknown) ids_[id] = tree_.Find(cluster_.queue_name(id));
+    return ids_[id];
+  }
+  const QueueUsage& Borrowed(size_t q) const {
+    auto it = borrowed_.find(q);
+    if (it == borrowed_.end()) it = borrowed_.emplace(q, ledger_.Borrowed(q)).first;
+    return it->second;
+  }
+
+  static constexpr size_t kUnknown = SIZE_MAX - 1;
+  const queues::QueueTree& tree_;
+  const queues::Ledger& ledger_;
+  const ClusterState& cluster_;
+  const size_t queue_;
+  const ClusterState::ModelMask guaranteed_;
+  const bool gpu_;
+  mutable std::vector<size_t> ids_;                      // cluster queue id -> tree index
+  mutable std::unordered_map<size_t, QueueUsage> borrowed_;  // by tree index
+};
+
+}  // namespace
+
+std::optional<TaskKey> Scheduler::PopNextLocked() {
+  if (queue_tree_.trivial()) return queue_.Pop();
+  ledger_.Compute(queue_tree_, cluster_);
+  const std::vector<std::string> active = queue_.ActiveQueues();
+  if (active.size() <= 1) return queue_.Pop();
+  std::vector<size_t> candidates;
+  candidates.reserve(active.size());
+  for (const std::string& name : active) {
+    const size_t q = queue_tree_.Find(name);
+    // A task of a queue deleted under it: tried at once, and told why.
+    if (q == queues::QueueTree::kNone) return queue_.Pop(name);
+    candidates.push_back(q);
+  }
+  return queue_.Pop(queue_tree_.spec(ledger_.PickFair(candidates)).name);
+}
+
+Scheduler::QueueGate Scheduler::AdmitLocked(const std::string& queue, const queues::Demand& demand,
+                                            const std::vector<const Task*>& tasks) {
+  QueueGate g;
+  g.queue = queue_tree_.Find(queue);
+  if (g.queue == queues::QueueTree::kNone || !queue_tree_.leaf(g.queue)) {
+    g.reason = "queue " + queue + (g.queue == queues::QueueTree::kNone ? " does not exist"
+                                                                      : " has child queues");
+    return g;
+  }
+  g.gpu = demand.gpu_milli > 0;
+  const ClusterState::ModelMask known =
+      cluster_.model_count() >= 64 ? ClusterState::kAnyModel
+                                   : (ClusterState::ModelMask{1} << cluster_.model_count()) - 1;
+  ClusterState::ModelMask models = g.gpu ? known : ClusterState::kAnyModel;
+  for (const Task* t : tasks) {
+    if (t->requests.gpu > 0) models &= cluster_.MaskOf(t->requests.gpu_models);
+  }
+  const queues::Admission a = ledger_.Admit(g.queue, demand, models);
+  g.reason = a.reason;
+  g.admitted = a.admitted;
+  g.guaranteed = a.guaranteed;
+  g.narrowed = g.gpu && a.admitted != 0 && a.admitted != models;
+  return g;
+}
+
+std::unique_ptr<framework::EvictionScope> Scheduler::ScopeLocked(const QueueGate& gate) const {
+  return std::make_unique<QueueScope>(queue_tree_, ledger_, cluster_, gate.queue, gate.guaranteed,
+                                      gate.gpu);
+}
+
+Task Scheduler::NarrowedLocked(const Task& task, const QueueGate& gate) const {
+  Task t = task;
+  if (t.requests.gpu == 0) return t;
+  t.requests.gpu_models.clear();
+  for (size_t m = 0; m < cluster_.model_count(); ++m) {
+    if (gate.admitted & (ClusterState::ModelMask{1} << m)) {
+      t.requests.gpu_models.push_back(cluster_.model_name(m));
+    }
+  }
+  return t;
+}
+
+framework::Decision Scheduler::ScheduleOneLocked(const Task& task,
+                                                 const framework::ScheduleOptions& opt) {
+  if (queue_tree_.trivial()) return fw_->Schedule(task, cluster_, cycle_, opt);
+  queues::Demand demand;
+  demand.Add(task.requests);
+  const QueueGate gate = AdmitLocked(task.queue, demand, {&task});
+  if (!gate.admitted) {
+    framework::Decision d;
+    d.reason = gate.reason;
+    return d;
+  }
+  const std::unique_ptr<framework::EvictionScope> scope = ScopeLocked(gate);
+  framework::ScheduleOptions o = opt;
+  o.eviction = scope.get();
+  if (gate.narrowed) return fw_->Schedule(NarrowedLocked(task, gate), cluster_, cycle_, o);
+  return fw_->Schedule(task, cluster_, cycle_, o);
+}
+
+bool Scheduler::IsReclaimLocked(const Task& preemptor, TaskKey victim) const {
+  auto it = tasks_.find(victim);
+  return !queue_tree_.trivial() && it != tasks_.end() && it->second.queue != preemptor.queue;
+}
+
+void Scheduler::QueueEventLocked(json event) {
+  event["time_ms"] = clock_->NowMs();
+  if (queue_events_.size() >= kMaxQueueEvents) queue_events_.erase(queue_events_.begin());
+  queue_events_.push_back(event);
+  Publish("queue", std::move(event));
+}
+
+Status Scheduler::LoadQueuesLocked(const store::ReadTx& tx) {
+  HF_ASSIGN_OR_RETURN(std::vector<json> stored, tx.ListQueues());
+  std::vector<queues::QueueSpec> specs;
+  for (const json& j : stored) {
+    Result<queues::QueueSpec> s = queues::QueueSpecFromJson(j);
+    if (!s.ok()) return Internal("stored queue: " + s.status().message());
+    specs.push_back(std::move(*s));
+  }
+  Result<queues::QueueTree> tree = queues::QueueTree::Build(std::move(specs));
+  if (!tree.ok()) return Internal("stored queues: " + tree.status().message());
+  queue_tree_ = std::move(*tree);
+  return Status::Ok();
+}
+
+bool Scheduler::QueueHoldsWorkLocked(const std::string& name) const {
+  for (const auto& [key, t] : tasks_) {
+    if (t.queue == name) return true;
+  }
+  for (const auto& [id, job] : jobs_) {
+    if (job.spec.queue == name) return true;
+  }
+  return false;
+}
+
+Status Scheduler::CheckQueueLocked(const std::string& queue, const std::string& field) const {
+  const size_t q = queue_tree_.Find(queue);
+  if (q == queues::QueueTree::kNone) {
+    return InvalidArgument(field + ": no queue named \"" + queue + "\" (GET /api/v1/queues)");
+  }
+  if (!queue_tree_.leaf(q)) {
+    return InvalidArgument(field + ": queue \"" + queue +
+                           "\" has child queues; submit to one of its leaves");
+  }
+  return Status::Ok();
+}
+
+Status Scheduler::CheckSubmit(const std::string& queue, const std::string& token,
+                              const std::string& role) const {
+  MutexLock lock(mu_);
+  HF_RETURN_IF_ERROR(CheckQueueLocked(queue, "queue"));
+  const queues::QueueSpec& s = queue_tree_.spec(queue_tree_.Find(queue));
+  if (s.roles.empty() && s.tokens.empty()) return Status::Ok();
+  if (role == "admin" || std::count(s.roles.begin(), s.roles.end(), role) ||
+      std::count(s.tokens.begin(), s.tokens.end(), token)) {
+    return Status::Ok();
+  }
+  return PermissionDenied("queue: token \"" + token + "\" (role " + role +
+                          ") may not submit to queue \"" + queue + "\"; its submitters are set");
+}
+
+Scheduler::QueuesView Scheduler::Queues() const {
+  MutexLock lock(mu_);
+  QueuesView v;
+  for (size_t m = 0; m < cluster_.model_count(); ++m) v.models.push_back(cluster_.model_name(m));
+  queues::Ledger ledger;
+  ledger.Compute(queue_tree_, cluster_);
+  const size_t n = queue_tree_.size();
+  std::vector<size_t> pending(n), admitted(n), running(n);
+  for (const auto& [key, t] : tasks_) {
+    size_t q = queue_tree_.Find(t.queue);
+    const PlacedTask* p = cluster_.FindPlaced(key);
+    std::vector<size_t>& count = !p ? pending : p->state == TaskState::kRunning ? running : admitted;
+    for (; q != queues::QueueTree::kNone; q = queue_tree_.parent(q)) ++count[q];
+  }
+  for (size_t i = 0; i < n; ++i) {
+    QueueStatus s;
+    s.spec = queue_tree_.spec(i);
+    s.leaf = queue_tree_.leaf(i);
+    s.used = ledger.used(i);
+    if (i > 0) {
+      s.borrowed = ledger.Borrowed(i);
+      s.beyond_share = ledger.BeyondShare(i);
+    }
+    s.share = ledger.Share(i);
+    s.pending = pending[i];
+    s.admitted = admitted[i];
+    s.running = running[i];
+    v.queues.push_back(std::move(s));
+  }
+  v.capacity = ledger.capacity();
+  v.events = queue_events_;
+  return v;
+}
+
+Result<queues::QueueSpec> Scheduler::PutQueue(const queues::QueueSpec& spec, bool create,
+                                              const std::string& actor) {
+  {
+    MutexLock lock(mu_);
+    std::vector<queues::QueueSpec> specs = queue_tree_.specs();
+    auto it = std::find_if(specs.begin(), specs.end(),
+                           [&](const queues::QueueSpec& q) { return q.name == spec.name; });
+    if (create && it != specs.end()) return AlreadyExists("queue " + spec.name + " exists");
+    if (!create && it == specs.end()) return NotFound("no queue named " + spec.name);
+    const json old = it == specs.end() ? json(nullptr) : queues::QueueSpecToJson(*it);
+    if (it == specs.end()) {
+      specs.push_back(spec);
+    } else {
+      *it = spec;
+    }
+    HF_ASSIGN_OR_RETURN(queues::QueueTree tree, queues::QueueTree::Build(std::move(specs)));
+    for (const queues::Quota* quota : {&spec.guaranteed, &spec.max}) {
+      for (const auto& [model, milli] : quota->gpu_milli) {
+        if (model == queues::kEveryOtherModel || cluster_.MaskOf({model}) != 0) continue;
+        std::string known;
+        for (size_t m = 0; m < cluster_.model_count(); ++m) {
+          known += (known.empty() ? "" : ", ") + cluster_.model_name(m);
+        }
+        return InvalidArgument("queues." + spec.name +
+                               (quota == &spec.guaranteed ? ".guaranteed" : ".max") + ".gpu." +
+                               model + ": no node has GPU model \"" + model + "\" (the cluster has " +
+                               (known.empty() ? "no GPUs" : known) + ")");
+      }
+    }
+    if (!spec.parent.empty()) {
+      const size_t p = queue_tree_.Find(spec.parent);
+      if (p != queues::QueueTree::kNone && queue_tree_.leaf(p) && QueueHoldsWorkLocked(spec.parent)) {
+        return FailedPrecondition("queues." + spec.name + ".parent: queue " + spec.parent +
+                                  " holds work, and only leaves hold work; give " + spec.name +
+                                  " another parent, or wait for that work to end");
+      }
+    }
+    const json now = queues::QueueSpecToJson(spec);
+    HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
+      HF_RETURN_IF_ERROR(tx.PutQueue(spec.name, now));
+      return tx.AppendAudit(actor, "queues." + spec.name, old, now);
+    }));
+    queue_tree_ = std::move(tree);
+    QueueEventLocked({{"action", create ? "created" : "changed"}, {"queue", spec.name}, {"by", actor}});
+    RetryAllLocked();
+  }
+  cv_.notify_all();
+  return spec;
+}
+
+Status Scheduler::DeleteQueue(const std::string& name, const std::string& actor) {
+  MutexLock lock(mu_);
+  const size_t q = queue_tree_.Find(name);
+  if (q == queues::QueueTree::kNone) return NotFound("no queue named " + name);
+  if (name == queues::kRoot || name == kDefaultQueue) {
+    return FailedPrecondition("queue " + name + " is always there; it cannot be deleted");
+  }
+  if (!queue_tree_.leaf(q)) {
+    return FailedPrecondition("queue " + name + " has child queues; delete them first");
+  }
+  if (QueueHoldsWorkLocked(name)) {
+    return FailedPrecondition("queue " + name +
+                              " holds work (pending, placed or running tasks, or live jobs); "
+                              "cancel it or wait for it to end");
+  }
+  std::vector<queues::QueueSpec> specs = queue_tree_.specs();
+  const json old = queues::QueueSpecToJson(specs[q]);
+  specs.erase(specs.begin() + std::ptrdiff_t(q));
+  HF_ASSIGN_OR_RETURN(queues::QueueTree tree, queues::QueueTree::Build(std::move(specs)));
+  HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
+    HF_RETURN_IF_ERROR(tx.DeleteQueue(name));
+    return tx.AppendAudit(actor, "queues." + name, old, nullptr);
+  }));
+  queue_tree_ = std::move(tree);
+  QueueEventLocked({{"action", "deleted"}, {"queue", name}, {"by", actor}});
+  return Status::Ok();
+}
+
+Status Scheduler::SeedQueues(const std::vector<queues::QueueSpec>& specs, const std::string& actor) {
+  MutexLock lock(mu_);
+  bool stored = false;
+  HF_RETURN_IF_ERROR(store_->Read([&](const store::ReadTx& tx) -> Status {
+    HF_ASSIGN_OR_RETURN(std::vector<json> have, tx.ListQueues());
+    stored = !have.empty();
+    return Status::Ok();
+  }));
+  if (stored || specs.empty()) return Status::Ok();
+  HF_ASSIGN_OR_RETURN(queues::QueueTree tree, queues::QueueTree::Build(specs));
+  HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
+    for (const queues::QueueSpec& s : specs) {
+      const json j = queues::QueueSpecToJson(s);
+      HF_RETURN_IF_ERROR(tx.PutQueue(s.name, j));
+      HF_RETURN_IF_ERROR(tx.AppendAudit(actor, "queues." + s.name, nullptr, j));
+    }
+    return Status::Ok();
+  }));
+  queue_tree_ = std::move(tree);
+  RetryAllLocked();
+  return Status::Ok();
+}
+
+}  // namespace hf::scheduler
