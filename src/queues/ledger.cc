@@ -82,9 +82,11 @@ Admission Ledger::Admit(size_t queue, const Demand& d, ClusterState::ModelMask m
     return a;
   }
   std::string first;  // the first model's refusal
+  size_t tried = 0;
   for (size_t m = 0; m < models_; ++m) {
     const ClusterState::ModelMask bit = ClusterState::ModelMask{1} << m;
     if (!(models & bit)) continue;
+    ++tried;
     const std::string& model = cluster_->model_name(m);
     bool fits = true;
     for (size_t q : path) {
@@ -106,7 +108,7 @@ Admission Ledger::Admit(size_t queue, const Demand& d, ClusterState::ModelMask m
   }
   if (!a.admitted) {
     a.reason = first.empty() ? "queue " + leaf.name + ": no GPU model it may use" : first;
-    if (models_ > 1 && !first.empty()) a.reason += ", and on every other GPU model it may use";
+    if (tried > 1 && !first.empty()) a.reason += ", and on every other GPU model it may use";
   }
   return a;
 }

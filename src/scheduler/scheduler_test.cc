@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -15,7 +16,9 @@
 #include <vector>
 
 #include "core/testing/nodes.h"
+#include "core/job.h"
 #include "framework/registry.h"
+#include "queues/queue_tree.h"
 
 namespace hf::scheduler {
 namespace {
@@ -856,6 +859,199 @@ TEST_F(SchedulerTest, ReplacingANodeBelowItsAllocationsIsRefused) {
   EXPECT_TRUE(s.ok()) << s.ToString();
   Close();
   Open();
+}
+
+// ---- Queues (docs/QUEUES.md) ----
+
+class QueuesTest : public SchedulerTest {
+ protected:
+  void PutQueue(const std::string& spec) {
+    Result<queues::QueueSpec> s = queues::QueueSpecFromJson(json::parse(spec));
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    Result<queues::QueueSpec> put = sched_->PutQueue(*s, true, "admin");
+    ASSERT_TRUE(put.ok()) << put.status().ToString();
+  }
+  Task In(const std::string& queue, const std::string& name, int gpus = 1) {
+    Task t = GpuTask(name, gpus);
+    t.queue = queue;
+    return t;
+  }
+  std::vector<TaskKey> SubmitMany(const std::string& queue, int n) {
+    std::vector<Task> tasks;
+    for (int i = 0; i < n; ++i) tasks.push_back(In(queue, queue + "-" + std::to_string(i)));
+    auto r = sched_->Submit(tasks, "alice");
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    std::vector<TaskKey> keys;
+    if (r.ok()) {
+      for (const auto& rec : *r) keys.push_back(rec.task.key);
+    }
+    return keys;
+  }
+  size_t CountIn(const std::vector<TaskKey>& keys, TaskState state) {
+    size_t n = 0;
+    for (TaskKey k : keys) n += Get(k).state == state;
+    return n;
+  }
+};
+
+TEST_F(QueuesTest, AGuaranteedQueueReclaimsWhatAnotherBorrowed) {
+  Open(PreemptMode("scheduled"));
+  ASSERT_TRUE(sched_->PutNode(GpuNode("n1", 8), "admin").ok());
+  ASSERT_TRUE(sched_->PutNode(GpuNode("n2", 8), "admin").ok());
+  PutQueue(R"({"name": "team-a", "guaranteed": {"gpu": {"A100": 8}}})");
+  PutQueue(R"({"name": "team-b", "guaranteed": {"gpu": {"A100": 8}}})");
+  sched_->Start();
+  // B is idle: A takes all 16 GPUs, 8 of them borrowed.
+  const std::vector<TaskKey> a = SubmitMany("team-a", 16);
+  ASSERT_TRUE(sched_->WaitIdle(kWait));
+  ASSERT_EQ(CountIn(a, TaskState::kScheduled), 16u);
+  // B asks for its guarantee back: 8 of A's tasks go, whatever the preempt
+  // mode's own rule about priorities (all are 0 here).
+  const std::vector<TaskKey> b = SubmitMany("team-b", 8);
+  ASSERT_TRUE(sched_->WaitIdle(kWait));
+  EXPECT_EQ(CountIn(b, TaskState::kScheduled), 8u);
+  EXPECT_EQ(CountIn(a, TaskState::kScheduled), 8u);
+  EXPECT_EQ(CountIn(a, TaskState::kPending), 8u);
+  EXPECT_EQ(preemptions_.load(), 8u);
+  // The victims are A's most recently admitted tasks, and say why.
+  for (size_t i = 0; i < a.size(); ++i) {
+    const store::TaskRecord r = Get(a[i]);
+    EXPECT_EQ(r.state, i < 8 ? TaskState::kScheduled : TaskState::kPending) << i;
+    if (r.state != TaskState::kPending) continue;
+    // Tried again since, it waits for room; its events keep the reclaim.
+    const std::vector<store::TaskEvent> events = Events(a[i]);
+    auto e = std::find_if(events.begin(), events.end(),
+                          [](const store::TaskEvent& e) { return e.kind == "reclaimed"; });
+    ASSERT_NE(e, events.end()) << i;
+    EXPECT_NE(e->message.find("reclaimed by queue team-b for task "), std::string::npos) << e->message;
+    EXPECT_NE(e->message.find("queue team-a borrowed it"), std::string::npos) << e->message;
+  }
+  // Both queues' views tell of the reclaims, and A now holds its guarantee.
+  const Scheduler::QueuesView v = sched_->Queues();
+  size_t reclaims = 0;
+  for (const json& e : v.events) reclaims += e["action"] == "reclaimed" && e["queue"] == "team-a" &&
+                                             e["by_queue"] == "team-b";
+  EXPECT_EQ(reclaims, 8u);
+  for (const auto& q : v.queues) {
+    if (q.spec.name == "team-a" || q.spec.name == "team-b") {
+      EXPECT_EQ(q.used.gpu_milli[0], 8000) << q.spec.name;
+      EXPECT_EQ(q.borrowed.gpu_milli[0], 0) << q.spec.name;
+    }
+  }
+  // A's waiting tasks may not take B's guarantee back: nothing moves.
+  const size_t before = preemptions_.load();
+  ASSERT_TRUE(sched_->ChangePolicy(Unchanged, Unchanged).ok());
+  ASSERT_TRUE(sched_->WaitIdle(kWait));
+  EXPECT_EQ(preemptions_.load(), before);
+}
+
+TEST_F(QueuesTest, PriorityPreemptsOnlyWithinItsOwnQueue) {
+  Open(PreemptMode("scheduled"));
+  ASSERT_TRUE(sched_->PutNode(GpuNode("n1", 2), "admin").ok());
+  PutQueue(R"({"name": "team-a"})");
+  PutQueue(R"({"name": "team-b"})");
+  sched_->Start();
+  const TaskKey low_a = SubmitOne(In("team-a", "low-a"));
+  const TaskKey low_b = SubmitOne(In("team-b", "low-b"));
+  ASSERT_TRUE(sched_->WaitIdle(kWait));
+  Task high = In("team-a", "high-a");
+  high.priority = 10;
+  const TaskKey h = SubmitOne(high);
+  ASSERT_TRUE(sched_->WaitIdle(kWait));
+  EXPECT_EQ(Get(h).state, TaskState::kScheduled);
+  EXPECT_EQ(Get(low_a).state, TaskState::kPending);  // its own queue's
+  EXPECT_EQ(Get(low_b).state, TaskState::kScheduled);  // another queue's: untouched
+}
+
+TEST_F(QueuesTest, FairShareSplitsByWeight) {
+  Open(PreemptMode("off"));
+  ASSERT_TRUE(sched_->PutNode(GpuNode("n1", 4), "admin").ok());
+  PutQueue(R"({"name": "x", "weight": 1})");
+  PutQueue(R"({"name": "y", "weight": 3})");
+  const std::vector<TaskKey> x = SubmitMany("x", 8);
+  const std::vector<TaskKey> y = SubmitMany("y", 8);
+  sched_->Start();
+  ASSERT_TRUE(sched_->WaitIdle(kWait));
+  EXPECT_EQ(CountIn(x, TaskState::kScheduled), 1u);
+  EXPECT_EQ(CountIn(y, TaskState::kScheduled), 3u);
+}
+
+TEST_F(QueuesTest, MaxHoldsAndAGangIsAdmittedWhole) {
+  Open();
+  ASSERT_TRUE(sched_->PutNode(GpuNode("n1", 8), "admin").ok());
+  PutQueue(R"({"name": "capped", "max": {"gpu": {"A100": 3}}})");
+  sched_->Start();
+  const std::vector<TaskKey> t = SubmitMany("capped", 5);
+  ASSERT_TRUE(sched_->WaitIdle(kWait));
+  EXPECT_EQ(CountIn(t, TaskState::kScheduled), 3u);
+  const store::TaskRecord waiting = Get(t[4]);
+  EXPECT_EQ(waiting.pending_reason, "queue capped: over its max gpu A100 (holds 3 of 3, asks 1)");
+  for (TaskKey k : t) {
+    if (Get(k).state == TaskState::kScheduled) ASSERT_TRUE(sched_->Cancel(k, "alice").ok());
+  }
+  for (TaskKey k : t) {
+    if (Get(k).state == TaskState::kPending) ASSERT_TRUE(sched_->Cancel(k, "alice").ok());
+  }
+  // A gang of 4 does not fit under a max of 3, though 3 of it would.
+  Result<JobSpec> spec = JobSpecFromJson(json::parse(R"({"name": "g", "queue": "capped",
+      "roles": [{"name": "w", "replicas": 4, "requests": {"gpu": 1}}]})"));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  Result<store::JobRecord> job = sched_->SubmitJob(*spec, "alice");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  ASSERT_TRUE(sched_->WaitIdle(kWait));
+  size_t placed = 0;
+  for (const store::TaskRecord& r : AllTasks()) {
+    if (r.task.job.id != job->id) continue;
+    placed += r.state == TaskState::kScheduled;
+    EXPECT_EQ(r.pending_reason, "queue capped: over its max gpu A100 (holds 0 of 3, asks 4)");
+  }
+  EXPECT_EQ(placed, 0u);
+}
+
+TEST_F(QueuesTest, TreeChangesAreCheckedStoredAndRefusedWhileWorkRemains) {
+  Open();
+  ASSERT_TRUE(sched_->PutNode(GpuNode("n1", 2), "admin").ok());
+  Result<queues::QueueSpec> s = queues::QueueSpecFromJson(
+      json::parse(R"({"name": "a", "guaranteed": {"gpu": {"H100": 1}}})"));
+  ASSERT_TRUE(s.ok());
+  Result<queues::QueueSpec> put = sched_->PutQueue(*s, true, "admin");
+  ASSERT_FALSE(put.ok());
+  EXPECT_EQ(put.status().message(),
+            "queues.a.guaranteed.gpu.H100: no node has GPU model \"H100\" (the cluster has A100)");
+  PutQueue(R"({"name": "a"})");
+  EXPECT_EQ(sched_->PutQueue(*queues::QueueSpecFromJson(json::parse(R"({"name": "a"})")), true,
+                             "admin")
+                .status()
+                .code(),
+            StatusCode::kAlreadyExists);
+  // Submitting to a queue that does not exist, or is not a leaf.
+  auto r = sched_->Submit({In("nowhere", "t")}, "alice");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "queue: no queue named \"nowhere\" (GET /api/v1/queues)");
+  const TaskKey k = SubmitOne(In("a", "t"));
+  // A queue with work can neither be deleted nor take children.
+  EXPECT_EQ(sched_->DeleteQueue("a", "admin").code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(sched_->PutQueue(*queues::QueueSpecFromJson(json::parse(R"({"name": "c", "parent": "a"})")),
+                             true, "admin")
+                .status()
+                .code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(sched_->DeleteQueue("default", "admin").code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(sched_->Cancel(k, "alice").ok());
+  // Cancelled work is gone from the queue; the tree survives a restart.
+  PutQueue(R"({"name": "b", "weight": 4})");
+  Close();
+  Open();
+  bool found = false;
+  for (const auto& q : sched_->Queues().queues) {
+    if (q.spec.name == "b") {
+      found = true;
+      EXPECT_EQ(q.spec.weight, 4);
+    }
+  }
+  EXPECT_TRUE(found);
+  EXPECT_TRUE(sched_->DeleteQueue("a", "admin").ok());
+  EXPECT_EQ(sched_->DeleteQueue("a", "admin").code(), StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -217,6 +217,11 @@ void Preempt::TryNode(const Task& task, const ClusterState& cluster, NodeId n,
     victims_.push_back(p->key);
     c.max_priority = std::max(c.max_priority, p->priority);
     c.sum_priority += p->priority;
+    if (e.reclaim) {
+      const int64_t start = p->state == TaskState::kRunning ? p->started_at_ms : INT64_MAX;
+      c.newest_start = std::min(c.newest_start, -start);
+      c.newest_key = std::min(c.newest_key, -int64_t(p->key));
+    }
   }
   // A node that passes without evicting anything was rejected for some
   // other reason that eviction cannot clear.
@@ -251,8 +256,9 @@ void Preempt::TryNode(const Task& task, const ClusterState& cluster, NodeId n,
     if (!scope_->Affordable(all, cluster)) return;
   }
   if (best_.node == kNoNode ||
-      std::tie(c.max_priority, c.sum_priority, c.count, c.node) <
-          std::tie(best_.max_priority, best_.sum_priority, best_.count, best_.node)) {
+      std::tie(c.max_priority, c.sum_priority, c.count, c.newest_start, c.newest_key, c.node) <
+          std::tie(best_.max_priority, best_.sum_priority, best_.count, best_.newest_start,
+                   best_.newest_key, best_.node)) {
     best_ = c;
     best_victims_.swap(victims_);
   }

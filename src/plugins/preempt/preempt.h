@@ -30,8 +30,9 @@
 // is guaranteed), whatever its priority, and then also running (past
 // min_runtime_seconds) in mode "scheduled". Reclaimable victims go before
 // the own queue's: among them the lower priority, the smaller gang, then
-// the most recently started (a scheduled one first). A node's victim set
-// must also be Affordable: no queue loses more than it borrowed.
+// the most recently started (a scheduled one first); between nodes that tie
+// on the choice below, the one whose victims were admitted last. A node's
+// victim set must also be Affordable: no queue loses more than it borrowed.
 //
 // Config: {"min_runtime_seconds": number >= 0}.
 #ifndef HF_PLUGINS_PREEMPT_PREEMPT_H_
@@ -75,6 +76,11 @@ class Preempt final : public framework::PostFilterPlugin {
     int32_t max_priority = 0;
     int64_t sum_priority = 0;
     size_t count = 0;
+    // With reclaim victims: the most recently admitted victim's start
+    // (running) or key, negated, so that the node whose victims are the
+    // newest wins a tie; 0 otherwise.
+    int64_t newest_start = 0;
+    int64_t newest_key = 0;
     NodeId node = kNoNode;
   };
 
