@@ -105,7 +105,7 @@ endif()
 # a corpus of malformed requests, tasks, a crash mid-burst, metrics, the
 # scheduler preview, the demo cluster, the event stream and OpenAPI. Each starts the real binary on a temporary data dir.
 if(TARGET heteroflow AND Python3_Interpreter_FOUND)
-  foreach(case vision:60 malformed:120 tasks:120 crash:120 metrics:60 preview:60 demo:60 events:60 agent_protocol:90 agent:90 agent_failover:90 agent_preemption:120 jobs:240 scheduling:120 security:180 fencing:180 flood:180 inference:300
+  foreach(case vision:60 malformed:120 tasks:120 crash:120 metrics:60 preview:60 demo:60 events:60 agent_protocol:90 agent:90 agent_failover:90 agent_preemption:120 jobs:240 queues:120 scheduling:120 security:180 fencing:180 flood:180 inference:300
                ui_static:60)
     string(REPLACE ":" ";" parts ${case})
     list(GET parts 0 name)

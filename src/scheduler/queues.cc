@@ -301,7 +301,7 @@ Result<queues::QueueSpec> Scheduler::PutQueue(const queues::QueueSpec& spec, boo
     if (!spec.parent.empty()) {
       const size_t p = queue_tree_.Find(spec.parent);
       if (p != queues::QueueTree::kNone && queue_tree_.leaf(p) && QueueHoldsWorkLocked(spec.parent)) {
-        return FailedPrecondition("queues." + spec.name + ".parent: queue " + spec.parent +
+        return Conflict("queues." + spec.name + ".parent: queue " + spec.parent +
                                   " holds work, and only leaves hold work; give " + spec.name +
                                   " another parent, or wait for that work to end");
       }
@@ -324,13 +324,13 @@ Status Scheduler::DeleteQueue(const std::string& name, const std::string& actor)
   const size_t q = queue_tree_.Find(name);
   if (q == queues::QueueTree::kNone) return NotFound("no queue named " + name);
   if (name == queues::kRoot || name == kDefaultQueue) {
-    return FailedPrecondition("queue " + name + " is always there; it cannot be deleted");
+    return Conflict("queue " + name + " is always there; it cannot be deleted");
   }
   if (!queue_tree_.leaf(q)) {
-    return FailedPrecondition("queue " + name + " has child queues; delete them first");
+    return Conflict("queue " + name + " has child queues; delete them first");
   }
   if (QueueHoldsWorkLocked(name)) {
-    return FailedPrecondition("queue " + name +
+    return Conflict("queue " + name +
                               " holds work (pending, placed or running tasks, or live jobs); "
                               "cancel it or wait for it to end");
   }

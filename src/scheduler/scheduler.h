@@ -286,11 +286,11 @@ class Scheduler {
   // when it does not) a queue, stored with an audit entry "queues.NAME" by
   // `actor`; the whole tree is checked first (InvalidArgument naming the
   // queue and field, GPU models the cluster does not have included).
-  // FailedPrecondition for a new child of a queue that holds work. Every
+  // Conflict for a new child of a queue that holds work. Every
   // waiting task is tried again under the new quotas.
   Result<queues::QueueSpec> PutQueue(const queues::QueueSpec& spec, bool create,
                                      const std::string& actor) HF_EXCLUDES(mu_);
-  // FailedPrecondition for root, default, a queue with children, or one that
+  // Conflict for root, default, a queue with children, or one that
   // still holds work (pending, placed or running tasks); NotFound when none.
   Status DeleteQueue(const std::string& name, const std::string& actor) HF_EXCLUDES(mu_);
   // A fresh store's tree from the config file's queues: block (first start);

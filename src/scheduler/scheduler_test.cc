@@ -1030,13 +1030,13 @@ TEST_F(QueuesTest, TreeChangesAreCheckedStoredAndRefusedWhileWorkRemains) {
   EXPECT_EQ(r.status().message(), "queue: no queue named \"nowhere\" (GET /api/v1/queues)");
   const TaskKey k = SubmitOne(In("a", "t"));
   // A queue with work can neither be deleted nor take children.
-  EXPECT_EQ(sched_->DeleteQueue("a", "admin").code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(sched_->DeleteQueue("a", "admin").code(), StatusCode::kConflict);
   EXPECT_EQ(sched_->PutQueue(*queues::QueueSpecFromJson(json::parse(R"({"name": "c", "parent": "a"})")),
                              true, "admin")
                 .status()
                 .code(),
-            StatusCode::kFailedPrecondition);
-  EXPECT_EQ(sched_->DeleteQueue("default", "admin").code(), StatusCode::kFailedPrecondition);
+            StatusCode::kConflict);
+  EXPECT_EQ(sched_->DeleteQueue("default", "admin").code(), StatusCode::kConflict);
   ASSERT_TRUE(sched_->Cancel(k, "alice").ok());
   // Cancelled work is gone from the queue; the tree survives a restart.
   PutQueue(R"({"name": "b", "weight": 4})");
