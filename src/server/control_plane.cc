@@ -170,6 +170,72 @@ void ControlPlane::RegisterMetrics() {
   HF_CHECK(metrics_.AddCollector("heteroflow_node_gpu_milli_total",
                                  "GPU capacity of a node (1000 = one GPU).", MetricType::kGauge,
                                  {"node"}, gpu_milli(true)).ok());
+  // Queues (docs/QUEUES.md): per queue and GPU model, what GET /api/v1/queues shows.
+  using QueueRows = std::function<void(const scheduler::Scheduler::QueuesView&,
+                                       std::vector<CollectedSample>&)>;
+  struct QueueGauge {
+    const char* name;
+    const char* help;
+    std::vector<std::string> labels;
+    QueueRows rows;
+  };
+  const auto per_model = [](auto amount) -> QueueRows {
+    return [amount](const scheduler::Scheduler::QueuesView& v, std::vector<CollectedSample>& rows) {
+      for (const auto& q : v.queues) {
+        for (size_t m = 0; m < v.models.size(); ++m) {
+          const std::optional<double> gpus = amount(q, v.models[m], m);
+          if (gpus) rows.push_back({{q.spec.name, v.models[m]}, *gpus});
+        }
+      }
+    };
+  };
+  using QS = scheduler::Scheduler::QueueStatus;
+  const auto gpus = [](int64_t milli) { return double(milli) / kWholeGpuMilli; };
+  for (const QueueGauge& g : {
+           QueueGauge{"heteroflow_queue_gpus_used", "GPUs a queue's tasks hold, with its descendants'.",
+                      {"queue", "model"}, per_model([gpus](const QS& q, const std::string&, size_t m) {
+                        return std::optional<double>(gpus(q.used.gpu_milli[m]));
+                      })},
+           QueueGauge{"heteroflow_queue_gpus_borrowed", "GPUs a queue holds above its guarantee.",
+                      {"queue", "model"}, per_model([gpus](const QS& q, const std::string&, size_t m) {
+                        return std::optional<double>(gpus(q.borrowed.gpu_milli[m]));
+                      })},
+           QueueGauge{"heteroflow_queue_gpus_guaranteed", "GPUs a queue is guaranteed.",
+                      {"queue", "model"}, per_model([gpus](const QS& q, const std::string& model, size_t) {
+                        return std::optional<double>(gpus(q.spec.guaranteed.Gpu(model).value_or(0)));
+                      })},
+           QueueGauge{"heteroflow_queue_gpus_max", "GPUs a queue may hold at most (queues with a limit).",
+                      {"queue", "model"}, per_model([gpus](const QS& q, const std::string& model, size_t) {
+                        const std::optional<int64_t> max = q.spec.max.Gpu(model);
+                        return max ? std::optional<double>(gpus(*max)) : std::nullopt;
+                      })},
+           QueueGauge{"heteroflow_queue_dominant_share",
+                      "The largest fraction of any one resource of the cluster a queue holds.",
+                      {"queue"},
+                      [](const scheduler::Scheduler::QueuesView& v, std::vector<CollectedSample>& rows) {
+                        for (const auto& q : v.queues) rows.push_back({{q.spec.name}, q.share});
+                      }},
+           QueueGauge{"heteroflow_queue_weight", "A queue's weight among its siblings.", {"queue"},
+                      [](const scheduler::Scheduler::QueuesView& v, std::vector<CollectedSample>& rows) {
+                        for (const auto& q : v.queues) rows.push_back({{q.spec.name}, q.spec.weight});
+                      }},
+           QueueGauge{"heteroflow_queue_tasks",
+                      "A queue's tasks, with its descendants': pending, admitted (placed, not "
+                      "started) or running.",
+                      {"queue", "state"},
+                      [](const scheduler::Scheduler::QueuesView& v, std::vector<CollectedSample>& rows) {
+                        for (const auto& q : v.queues) {
+                          rows.push_back({{q.spec.name, "pending"}, double(q.pending)});
+                          rows.push_back({{q.spec.name, "admitted"}, double(q.admitted)});
+                          rows.push_back({{q.spec.name, "running"}, double(q.running)});
+                        }
+                      }}}) {
+    HF_CHECK(metrics_.AddCollector(g.name, g.help, MetricType::kGauge, g.labels, [this, rows = g.rows] {
+      std::vector<CollectedSample> out;
+      if (scheduler_) rows(scheduler_->Queues(), out);
+      return out;
+    }).ok());
+  }
   // Inference: one collector per figure, each reading the service's counts.
   using Counts = InferenceService::ModelCounts;
   struct ModelGauge {

@@ -9,7 +9,8 @@ Checked:
     victims' grace period, 8 of A's tasks are stopped and queued again, and
     B's 8 run. The victims' events, both queues' events and the queue view
     name the reclaim;
-  - the queue view: usage, borrowed, lendable and counts per queue;
+  - the queue view: usage, borrowed, lendable and counts per queue, and
+    the same in /metrics;
   - submitters: a token a queue does not name may not submit to it (403);
   - bad input: every queue field (wrong types, negative quotas, unknown GPU
     model names, unknown parent, a cycle, children over their parent's
@@ -112,6 +113,16 @@ def main(binary, tmp):
             fail("team-a after the reclaim: %s, borrowed %s" % (qa["usage"], qa["borrowed"]))
         if qb["usage"]["gpu"].get("A100-80G") != 8 or qa["pending"] != 8:
             fail("team-b after the reclaim: %s; team-a pending %d" % (qb["usage"], qa["pending"]))
+        # /metrics has the same per queue.
+        text = srv.call("GET", "/metrics").raw.decode("utf-8")
+        for line in ('heteroflow_queue_gpus_used{queue="team-a",model="A100-80G"} 8',
+                     'heteroflow_queue_gpus_borrowed{queue="team-a",model="A100-80G"} 0',
+                     'heteroflow_queue_gpus_guaranteed{queue="team-b",model="A100-80G"} 8',
+                     'heteroflow_queue_tasks{queue="team-a",state="pending"} 8',
+                     'heteroflow_queue_tasks{queue="team-b",state="running"} 8'):
+            if line not in text:
+                fail("/metrics lacks %r:\n%s" % (line, "\n".join(
+                    l for l in text.splitlines() if l.startswith("heteroflow_queue"))))
         # A queue that holds work cannot go.
         expect_error(srv.call("DELETE", API + "/queues/team-a"), 409, mentions=("holds work",))
         for i in a + b:
