@@ -84,6 +84,7 @@ std::string Resource(const std::string& s) {
   if (s == "node" || s == "nodes" || s == "no") return "nodes";
   if (s == "task" || s == "tasks") return "tasks";
   if (s == "job" || s == "jobs") return "jobs";
+  if (s == "queue" || s == "queues") return "queues";
   if (s == "plugin" || s == "plugins") return "plugins";
   if (s == "token" || s == "tokens") return "tokens";
   if (s == "model" || s == "models" || s == "mo") return "models";
@@ -108,13 +109,13 @@ std::string Singular(const std::string& resource) {
 // `get` ----------------------------------------------------------------------
 
 int RunGet(int argc, char** argv) {
-  CLI::App app{"List or show nodes, tasks, jobs, plugins, tokens, models or endpoints.",
+  CLI::App app{"List or show nodes, tasks, jobs, queues, plugins, tokens, models or endpoints.",
                "heteroflow get"};
   GlobalFlags g;
   std::string resource_arg, name;
   TaskFilters f;
   app.add_option("resource", resource_arg,
-                 "nodes (no), tasks, jobs, plugins, tokens, models (mo) or endpoints (ep)")
+                 "nodes (no), tasks, jobs, queues, plugins, tokens, models (mo) or endpoints (ep)")
       ->required();
   app.add_option("name", name,
                  "one node name, task or job id, plugin name, token id, model or endpoint name");
@@ -131,7 +132,7 @@ int RunGet(int argc, char** argv) {
   const std::string resource = Resource(resource_arg);
   if (resource.empty()) {
     return UsageError("get", "unknown resource \"" + resource_arg +
-                                 "\" (nodes, tasks, jobs, plugins, tokens, models or endpoints)");
+                                 "\" (nodes, tasks, jobs, queues, plugins, tokens, models or endpoints)");
   }
   const bool filtered =
       !f.state.empty() || !f.node.empty() || !f.group.empty() || f.priority || f.limit || f.after;
@@ -147,7 +148,8 @@ int RunGet(int argc, char** argv) {
   if (!session.ok()) return UsageError("get", session.status().message());
   const int64_t now = Now();
 
-  if (resource == "nodes" || resource == "tasks" || resource == "jobs" || IsInference(resource)) {
+  if (resource == "nodes" || resource == "tasks" || resource == "jobs" || resource == "queues" ||
+      IsInference(resource)) {
     const std::string target =
         name.empty() ? (resource == "tasks" ? TaskListTarget(f) : CollectionPath(resource))
                      : CollectionPath(resource) + "/" + UrlEncode(name);
@@ -161,6 +163,7 @@ int RunGet(int argc, char** argv) {
       if (resource == "models") return ModelsTable(list, now);
       if (resource == "endpoints") return EndpointsTable(list);
       if (resource == "jobs") return JobsTable(list, now);
+      if (resource == "queues") return QueuesTable(list);
       return TasksTable(list, now);
     });
     if (resource == "tasks" && name.empty() && session->format() == OutputFormat::kTable &&

@@ -230,6 +230,51 @@ std::string JobsTable(const json& jobs, int64_t now_s) {
   return FormatTable(rows);
 }
 
+namespace {
+
+// The sum of a {"gpu": {MODEL: n}} object's GPUs, as text ("12", "0.5").
+std::string GpuSum(const json* amounts) {
+  double sum = 0;
+  if (amounts && amounts->is_object() && amounts->contains("gpu") && (*amounts)["gpu"].is_object()) {
+    for (const auto& [model, n] : (*amounts)["gpu"].items()) {
+      if (n.is_number()) sum += n.get<double>();
+    }
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", sum);
+  return buf;
+}
+
+// A quota's GPUs by model: "A100-80G:8,*:2"; `none` when it names none.
+std::string GpuQuota(const json* quota, const char* none) {
+  std::string out;
+  if (quota && quota->is_object() && quota->contains("gpu") && (*quota)["gpu"].is_object()) {
+    for (const auto& [model, n] : (*quota)["gpu"].items()) {
+      out += (out.empty() ? "" : ",") + model + ":" + n.dump();
+    }
+  }
+  return out.empty() ? none : out;
+}
+
+}  // namespace
+
+std::string QueuesTable(const json& queues) {
+  std::vector<std::vector<std::string>> rows = {{"NAME", "PARENT", "WEIGHT", "GPUS", "GUARANTEED",
+                                                 "MAX", "BORROWED", "SHARE", "PENDING", "RUNNING"}};
+  for (const json& q : ListOrEmpty(queues)) {
+    char share[32] = "";
+    if (const json* s = Get(q, "dominant_share"); s && s->is_number()) {
+      std::snprintf(share, sizeof share, "%.0f%%", s->get<double>() * 100);
+    }
+    const std::string parent = Text(q, "parent");
+    rows.push_back({Text(q, "name"), parent == kNone ? "" : parent, Text(q, "weight"),
+                    GpuSum(Get(q, "usage")), GpuQuota(Get(q, "guaranteed"), "0"),
+                    GpuQuota(Get(q, "max"), "-"), GpuSum(Get(q, "borrowed")), share,
+                    Text(q, "pending"), Text(q, "running")});
+  }
+  return FormatTable(rows);
+}
+
 std::string NodesTable(const json& nodes) {
   std::vector<std::vector<std::string>> rows = {
       {"NAME", "CONDITION", "GPUS", "MODEL", "CPU", "MEM", "RACK"}};

@@ -43,6 +43,9 @@ std::string TasksTable(const nlohmann::json& tasks, int64_t now_s);
 std::string NodesTable(const nlohmann::json& nodes);
 // ID NAME STATE RUNNING (running/replicas) GANG PRIORITY RESTARTS AGE REASON.
 std::string JobsTable(const nlohmann::json& jobs, int64_t now_s);
+// GET /api/v1/queues' queues: GPUs used, guaranteed, max and borrowed (all
+// models together, "-" for no limit), dominant share, task counts.
+std::string QueuesTable(const nlohmann::json& queues);
 // NAME TYPE ENABLED WEIGHT STATUS MODE.
 std::string PluginsTable(const nlohmann::json& plugins);
 // ID NAME ROLE ACTIVE AGE EXPIRES (never a secret: the list has none).

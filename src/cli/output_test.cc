@@ -87,6 +87,21 @@ TEST(OutputTest, NodesTable) {
             "cpu-1    Draining    0/0     <none>     0/8    0Mi/1Gi      <none>\n");
 }
 
+TEST(OutputTest, QueuesTable) {
+  const json queues = json::parse(R"([
+    {"name": "root", "parent": null, "weight": 1.0, "guaranteed": {}, "max": {},
+     "usage": {"gpu": {"A100-80G": 12, "T4": 0.5}}, "borrowed": {"gpu": {}},
+     "dominant_share": 0.75, "pending": 3, "running": 9},
+    {"name": "team-a", "parent": "root", "weight": 2.0,
+     "guaranteed": {"gpu": {"A100-80G": 8}}, "max": {"gpu": {"*": 16}},
+     "usage": {"gpu": {"A100-80G": 12}}, "borrowed": {"gpu": {"A100-80G": 4}},
+     "dominant_share": 0.75, "pending": 3, "running": 9}])");
+  EXPECT_EQ(QueuesTable(queues),
+            "NAME     PARENT   WEIGHT   GPUS   GUARANTEED   MAX    BORROWED   SHARE   PENDING   RUNNING\n"
+            "root              1        12.5   0            -      0          75%     3         9\n"
+            "team-a   root     2        12     A100-80G:8   *:16   4          75%     3         9\n");
+}
+
 TEST(OutputTest, PluginsTokensAndConfig) {
   const json plugins = json::parse(R"([
     {"name": "binpack", "type": "Score", "enabled": true, "weight": 2, "status": "active"},

@@ -10,7 +10,7 @@ Checked:
     B's 8 run. The victims' events, both queues' events and the queue view
     name the reclaim;
   - the queue view: usage, borrowed, lendable and counts per queue, and
-    the same in /metrics;
+    the same in /metrics and `heteroflow get queues`;
   - submitters: a token a queue does not name may not submit to it (403);
   - bad input: every queue field (wrong types, negative quotas, unknown GPU
     model names, unknown parent, a cycle, children over their parent's
@@ -28,7 +28,7 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hfapi import (_LIVE, API, Checks, Server, expect, expect_error, fail, main_guard,  # noqa: E402
+from hfapi import (_LIVE, ADMIN_TOKEN, API, Checks, Server, expect, expect_error, fail, main_guard,  # noqa: E402
                    wait_until)
 
 NODES = ("q-n1", "q-n2")
@@ -123,6 +123,14 @@ def main(binary, tmp):
             if line not in text:
                 fail("/metrics lacks %r:\n%s" % (line, "\n".join(
                     l for l in text.splitlines() if l.startswith("heteroflow_queue"))))
+        # heteroflow get queues shows it too.
+        env = dict(os.environ, HETEROFLOW_SERVER="http://127.0.0.1:%d" % srv.port,
+                   HETEROFLOW_TOKEN=ADMIN_TOKEN)
+        out = subprocess.run([binary, "get", "queues"], env=env, capture_output=True, text=True,
+                             timeout=20)
+        rows = {line.split()[0]: line.split() for line in out.stdout.splitlines()[1:] if line.strip()}
+        if out.returncode != 0 or rows.get("team-a", [])[3:7] != ["8", "A100-80G:8", "-", "0"]:
+            fail("heteroflow get queues (rc %d):\n%s%s" % (out.returncode, out.stdout, out.stderr))
         # A queue that holds work cannot go.
         expect_error(srv.call("DELETE", API + "/queues/team-a"), 409, mentions=("holds work",))
         for i in a + b:
