@@ -269,6 +269,20 @@ Scheduler::QueuesView Scheduler::Queues() const {
   return v;
 }
 
+std::vector<Scheduler::WaitingTask> Scheduler::QueueWaiting(const std::string& queue,
+                                                            size_t limit) const {
+  MutexLock lock(mu_);
+  std::vector<WaitingTask> out;
+  for (TaskKey key : queue_.Ordered()) {
+    const Task& t = tasks_.at(key);
+    if (t.queue != queue) continue;
+    const std::string* reason = queue_.Reason(key);
+    out.push_back({key, t.name, t.job.id, t.priority, out.size() + 1, reason ? *reason : ""});
+    if (out.size() >= limit) break;
+  }
+  return out;
+}
+
 Result<queues::QueueSpec> Scheduler::PutQueue(const queues::QueueSpec& spec, bool create,
                                               const std::string& actor) {
   {

@@ -282,6 +282,18 @@ class Scheduler {
     std::vector<nlohmann::json> events;
   };
   QueuesView Queues() const HF_EXCLUDES(mu_);
+  // The first `limit` tasks waiting in leaf `queue`, in the order they are
+  // tried (priority, then age; position 1 first), with their reasons.
+  struct WaitingTask {
+    TaskKey id = 0;
+    std::string name;
+    uint64_t job = 0;
+    int32_t priority = 0;
+    size_t position = 0;
+    std::string reason;
+  };
+  std::vector<WaitingTask> QueueWaiting(const std::string& queue, size_t limit) const
+      HF_EXCLUDES(mu_);
   // Creates (`create`: AlreadyExists when it exists) or replaces (NotFound
   // when it does not) a queue, stored with an audit entry "queues.NAME" by
   // `actor`; the whole tree is checked first (InvalidArgument naming the

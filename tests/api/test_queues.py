@@ -109,6 +109,10 @@ def main(binary, tmp):
             if len(ev) != 8 or any(e["queue"] != "team-a" or e["by_queue"] != "team-b" for e in ev):
                 fail("%s's events: %s" % (name, ev))
         qa, qb = queue("team-a"), queue("team-b")
+        # The waiting list: A's 8 victims, in the order they will be tried.
+        waiting = qa["waiting"]
+        if [w["position"] for w in waiting] != list(range(1, 9)) or sorted(w["id"] for w in waiting) != sorted(back):
+            fail("team-a's waiting list: %s" % waiting)
         if qa["usage"]["gpu"].get("A100-80G") != 8 or qa["borrowed"]["gpu"]:
             fail("team-a after the reclaim: %s, borrowed %s" % (qa["usage"], qa["borrowed"]))
         if qb["usage"]["gpu"].get("A100-80G") != 8 or qa["pending"] != 8:

@@ -11,6 +11,9 @@
 namespace hf::server::api {
 namespace {
 
+// Waiting tasks GET /queues/NAME lists, first in line first.
+constexpr size_t kWaitingShown = 100;
+
 json Amounts(const QueueUsage& u, const std::vector<std::string>& models) {
   json gpu = json::object();
   for (size_t m = 0; m < models.size(); ++m) {
@@ -72,7 +75,19 @@ Response QueuesApi::Get(const Request& req, const Caller&) const {
   const std::string name(req.Param("name"));
   const scheduler::Scheduler::QueuesView v = scheduler_.Queues();
   for (const auto& q : v.queues) {
-    if (q.spec.name == name) return JsonResponse(200, QueueJson(q, v));
+    if (q.spec.name != name) continue;
+    json j = QueueJson(q, v);
+    json waiting = json::array();
+    for (const auto& w : scheduler_.QueueWaiting(name, kWaitingShown)) {
+      waiting.push_back({{"id", w.id},
+                         {"name", w.name},
+                         {"job", w.job == 0 ? json(nullptr) : json(w.job)},
+                         {"priority", w.priority},
+                         {"position", w.position},
+                         {"reason", w.reason}});
+    }
+    j["waiting"] = std::move(waiting);
+    return JsonResponse(200, j);
   }
   return StatusError(NotFound("no queue named " + name));
 }
