@@ -130,6 +130,11 @@ Scheduler::QueueGate Scheduler::AdmitLocked(const std::string& queue, const queu
   for (const Task* t : tasks) {
     if (t->requests.gpu > 0) models &= cluster_.MaskOf(t->requests.gpu_models);
   }
+  if (models == 0) {
+    // No node has a model it takes: the framework says so, not the queue.
+    g.admitted = ClusterState::kAnyModel;
+    return g;
+  }
   const queues::Admission a = ledger_.Admit(g.queue, demand, models);
   g.reason = a.reason;
   g.admitted = a.admitted;

@@ -116,6 +116,16 @@ def main(binary, tmp):
         h = ts["render-h100"]
         if h["state"] != "pending" or "GPU model mismatch" not in h["pending_reason"]:
             fail("render-h100: %s %r" % (h["state"], h["pending_reason"]))
+        # Two teams: research runs on its 12 guaranteed A100s and the 4 that
+        # product is guaranteed but leaves idle; product lends them.
+        queues = {q["name"]: q for q in expect(srv.get(API + "/queues"), 200)["queues"]}
+        r, p = queues.get("research"), queues.get("product")
+        if not r or not p:
+            fail("the demo's teams are missing: %s" % sorted(queues))
+        if r["usage"]["gpu"].get("A100-80G") != 16 or r["borrowed"]["gpu"].get("A100-80G") != 4:
+            fail("research's usage %s, borrowed %s" % (r["usage"], r["borrowed"]))
+        if p["lendable"]["gpu"].get("A100-80G") != 4 or p["usage"]["gpu"].get("T4") != 3:
+            fail("product's usage %s, lendable %s" % (p["usage"], p["lendable"]))
 
     def preemption():
         with open(os.path.join(DEMO, "urgent-task.json")) as f:
