@@ -31,6 +31,7 @@ struct Framework::Slot {
 
 Framework::Framework(const Registry& registry, const Clock* clock) {
   deps_.reasons = &reasons_;
+  held_reason_ = reasons_.Intern("room held for a reservation", false);
   deps_.clock = clock;
   for (const PluginFactory& f : registry.entries()) {
     auto slot = std::make_unique<Slot>();
@@ -706,6 +707,13 @@ Decision Framework::Schedule(const Task& task, ClusterState& cluster, CycleState
       st.nodes_.assign(options.candidates.begin(), options.candidates.end());
     }
     st.rejections_.Reset(n, reasons_.size(), recording);
+    if (!options.excluded.empty()) {
+      std::erase_if(st.nodes_, [&](NodeId id) {
+        if (!std::binary_search(options.excluded.begin(), options.excluded.end(), id)) return false;
+        st.rejections_.Reject(id, held_reason_);
+        return true;
+      });
+    }
     for (FilterPlugin* f : filters_) {
       if (st.nodes_.empty()) break;
       timed(f->Name(), "Filter", [&] { f->Filter(task, cluster, st.nodes_, st.rejections_); });

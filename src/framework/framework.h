@@ -91,6 +91,9 @@ struct ScheduleOptions {
   std::span<const NodeId> candidates;
   // Who may be evicted, when queues divide the work (PostFilterPlugin).
   const EvictionScope* eviction = nullptr;
+  // Nodes not considered at all (room held for a reservation, docs/
+  // QUEUES.md "Backfill"), sorted; empty: none.
+  std::span<const NodeId> excluded;
 };
 
 // How a gang is placed (docs/JOBS.md, "Gang placement"), from its job's
@@ -273,6 +276,7 @@ class Framework {
                      const ScheduleOptions& options, Decision& d);
 
   ReasonTable reasons_;
+  ReasonId held_reason_ = 0;  // a node excluded by ScheduleOptions::excluded
   PluginDeps deps_;
   std::vector<std::unique_ptr<Slot>> slots_;  // registry order
   SchedulerConfig scheduler_;

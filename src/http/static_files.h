@@ -41,7 +41,8 @@ class StaticFiles {
 
   // The first path segments of the app's router (web/src/router.js).
   static constexpr const char* kAppRoutes[] = {"login", "overview", "plugins", "config",
-                                               "inference", "nodes", "tasks", "jobs"};
+                                               "inference", "nodes", "tasks", "jobs",
+                                               "queues"};
 
   size_t file_count() const { return files_.size(); }
   const std::string& dir() const { return dir_; }

@@ -134,6 +134,7 @@ void Scheduler::ScheduleGangLocked(const Task& first, const framework::ScheduleO
     queues::Demand demand;
     for (const Task* m : waiting) demand.Add(m->requests);
     const QueueGate gate = AdmitLocked(first.queue, demand, waiting);
+    refused_by_queue_ = !gate.admitted;
     if (!gate.admitted) {
       for (const Task* m : waiting) {
         framework::Decision d;

@@ -2,6 +2,8 @@
 // among queues, admission before placement, and reclaim.
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
+#include <tuple>
 
 #include <spdlog/spdlog.h>
 
@@ -166,6 +168,7 @@ framework::Decision Scheduler::ScheduleOneLocked(const Task& task,
   queues::Demand demand;
   demand.Add(task.requests);
   const QueueGate gate = AdmitLocked(task.queue, demand, {&task});
+  refused_by_queue_ = !gate.admitted;
   if (!gate.admitted) {
     framework::Decision d;
     d.reason = gate.reason;
@@ -176,6 +179,78 @@ framework::Decision Scheduler::ScheduleOneLocked(const Task& task,
   o.eviction = scope.get();
   if (gate.narrowed) return fw_->Schedule(NarrowedLocked(task, gate), cluster_, cycle_, o);
   return fw_->Schedule(task, cluster_, cycle_, o);
+}
+
+int64_t Scheduler::EndOfLocked(const PlacedTask& p, int64_t now_ms) const {
+  auto it = tasks_.find(p.key);
+  if (it == tasks_.end() || it->second.time_limit_s <= 0) return INT64_MAX;
+  const int64_t start = p.state == TaskState::kRunning ? p.started_at_ms : now_ms;
+  return start + it->second.time_limit_s * 1000;
+}
+
+void Scheduler::HeldAgainstLocked(const Task& task, int64_t now_ms,
+                                  std::vector<NodeId>& out) const {
+  out.clear();
+  if (!reservation_ || reservation_->task == task.key ||
+      (task.job.id != 0 && reservation_->job == task.job.id)) {
+    return;
+  }
+  const int64_t end = task.time_limit_s > 0 ? now_ms + task.time_limit_s * 1000 : INT64_MAX;
+  queues::HeldAgainst(*reservation_, task.requests, end, out);
+  std::sort(out.begin(), out.end());
+}
+
+bool Scheduler::ReserveLocked(const Task& task, int64_t now_ms) {
+  if (reservation_ && reservation_->task != task.key &&
+      std::tie(reservation_->priority, task.key) >= std::tie(task.priority, reservation_->task)) {
+    return false;  // the reservation's task ranks higher (priority, then age)
+  }
+  // One member's shape (the largest of those waiting) and how many must go.
+  Requests member = task.requests;
+  int32_t need = 1;
+  if (auto j = jobs_.find(task.job.id); task.job.id != 0 && j != jobs_.end()) {
+    int32_t placed = 0, waiting = 0;
+    for (TaskKey m : j->second.members) {
+      if (CountsTowardsGangLocked(m)) {
+        ++placed;
+        continue;
+      }
+      const Requests& r = tasks_.at(m).requests;
+      ++waiting;
+      member.cpu_milli = std::max(member.cpu_milli, r.cpu_milli);
+      member.memory_mib = std::max(member.memory_mib, r.memory_mib);
+      member.gpu = std::max(member.gpu, r.gpu);
+      member.gpu_milli = std::max(member.gpu_milli, r.gpu_milli);
+    }
+    need = std::min(waiting, std::max(1, task.job.min_available - placed));
+  }
+  std::optional<queues::Reservation> plan = queues::PlanReservation(
+      cluster_, task, member, need, now_ms,
+      [&](const PlacedTask& p) HF_REQUIRES(mu_) { return EndOfLocked(p, now_ms); });
+  if (!plan) {
+    if (reservation_ && reservation_->task == task.key) reservation_.reset();
+    return false;
+  }
+  const auto nodes = [](const queues::Reservation& r) {
+    std::vector<NodeId> n;
+    for (const auto& h : r.holds) n.push_back(h.node);
+    return n;
+  };
+  const bool changed = !reservation_ || reservation_->task != plan->task ||
+                       nodes(*reservation_) != nodes(*plan) ||
+                       std::llabs(reservation_->start_ms - plan->start_ms) > 1000;
+  reservation_ = std::move(plan);
+  return changed;
+}
+
+std::optional<Scheduler::ReservationView> Scheduler::CurrentReservation() const {
+  MutexLock lock(mu_);
+  if (!reservation_) return std::nullopt;
+  ReservationView v{reservation_->task, reservation_->job, reservation_->start_ms, {}};
+  for (const auto& h : reservation_->holds) {
+    v.nodes.emplace_back(cluster_.spec(h.node).name, h.members);
+  }
+  return v;
 }
 
 bool Scheduler::IsReclaimLocked(const Task& preemptor, TaskKey victim) const {

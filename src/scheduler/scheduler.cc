@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/model_json.h"
+#include "core/time.h"
 
 namespace hf::scheduler {
 namespace {
@@ -208,12 +209,20 @@ void Scheduler::CycleLocked() {
   };
   std::vector<Outcome> outcomes;
   std::vector<std::pair<TaskKey, framework::Decision>> gang;
+  // Backfill (docs/QUEUES.md): the reservation holds while its task waits.
+  const int64_t now_ms = clock_->NowMs();
+  if (reservation_ && !queue_.Reason(reservation_->task)) reservation_.reset();
+  std::vector<NodeId> held;
+  std::vector<TaskKey> reserved;  // tasks whose reservation is new or moved
   while (outcomes.size() < options_.batch) {
     const std::optional<TaskKey> popped = PopNextLocked();
     if (!popped) break;
     const TaskKey key = *popped;
     const Task& task = tasks_.at(key);
     framework::ScheduleOptions opt;
+    HeldAgainstLocked(task, now_ms, held);
+    opt.excluded = held;
+    refused_by_queue_ = false;
     const bool sample = options_.on_plugin_timings && options_.plugin_timing_sample > 0 &&
                         attempts_++ % options_.plugin_timing_sample == 0;
     if (sample) {
@@ -231,6 +240,18 @@ void Scheduler::CycleLocked() {
     const double secs = std::chrono::duration<double>(Clock::now() - t0).count() /
                         static_cast<double>(gang.size());
     if (sample) options_.on_plugin_timings(timings_);
+    if (!gang.empty() && !gang.front().second.scheduled && !refused_by_queue_) {
+      if (ReserveLocked(task, now_ms)) reserved.push_back(key);
+    } else if (reservation_ && (reservation_->task == key ||
+                                (task.job.id != 0 && reservation_->job == task.job.id))) {
+      reservation_.reset();  // its task is placed
+    } else if (reservation_) {
+      for (const auto& [k, d] : gang) {
+        if (!d.scheduled) continue;
+        const int64_t limit = tasks_.at(k).time_limit_s;
+        queues::Charge(*reservation_, d.alloc, limit > 0 ? now_ms + limit * 1000 : INT64_MAX);
+      }
+    }
     for (auto& [k, d] : gang) {
       if (options_.on_attempt) options_.on_attempt(d.scheduled ? "scheduled" : "unschedulable", secs);
       std::string node = d.scheduled ? cluster_.spec(d.alloc.node).name : "";
@@ -325,6 +346,28 @@ void Scheduler::CycleLocked() {
   }
   for (const std::string& n : victim_nodes) BumpNodeLocked(n);
   for (json& e : published) Publish("task", std::move(e));
+  if (!reserved.empty() && reservation_ && reservation_->task == reserved.back()) {
+    ReservedEventLocked();
+  }
+}
+
+void Scheduler::ReservedEventLocked() {
+  const queues::Reservation& r = *reservation_;
+  std::string on;
+  for (const auto& h : r.holds) {
+    on += (on.empty() ? "" : ", ") + cluster_.spec(h.node).name + " (" +
+          std::to_string(h.members) + (h.members == 1 ? " member)" : " members)");
+  }
+  const std::string msg = "room held on " + on + " from " + FormatTimeMs(r.start_ms) +
+                          ", when the tasks there reach their time limits (backfill)";
+  Status s = store_->Write([&](store::Tx& tx) -> Status {
+    HF_RETURN_IF_ERROR(tx.AppendTaskEvent(r.task, "reserved", msg));
+    if (r.job != 0) HF_RETURN_IF_ERROR(tx.AppendJobEvent(r.job, "reserved", msg));
+    return Status::Ok();
+  });
+  if (!s.ok()) spdlog::warn("scheduler: storing a reservation event failed: {}", s.ToString());
+  Publish("task", {{"action", "reserved"}, {"id", r.task}, {"start", FormatTimeMs(r.start_ms)},
+                   {"message", msg}});
 }
 
 Result<std::vector<store::TaskRecord>> Scheduler::Submit(const std::vector<Task>& tasks,

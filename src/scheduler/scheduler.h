@@ -61,6 +61,7 @@
 #include "core/status.h"
 #include "framework/framework.h"
 #include "framework/queue.h"
+#include "queues/backfill.h"
 #include "queues/ledger.h"
 #include "queues/queue_tree.h"
 #include "store/store.h"
@@ -316,6 +317,16 @@ class Scheduler {
   Status CheckSubmit(const std::string& queue, const std::string& token,
                      const std::string& role) const HF_EXCLUDES(mu_);
 
+  // The reservation backfill holds now (docs/QUEUES.md, "Backfill"): for
+  // which waiting task (and job), from when, and on which nodes.
+  struct ReservationView {
+    TaskKey task = 0;
+    uint64_t job = 0;
+    int64_t start_ms = 0;
+    std::vector<std::pair<std::string, int32_t>> nodes;  // node, members it is to host
+  };
+  std::optional<ReservationView> CurrentReservation() const HF_EXCLUDES(mu_);
+
   // ---- Policy (docs/PLUGINS.md) ----
   // Calls `read` with the framework, the mutex held, and returns its result.
   template <typename F>
@@ -477,6 +488,18 @@ class Scheduler {
   // InvalidArgument when `task` names no leaf queue.
   Status CheckQueueLocked(const std::string& queue, const std::string& field) const
       HF_REQUIRES(mu_);
+  // Backfill (docs/QUEUES.md): when a placed task will have ended at the
+  // latest (INT64_MAX: no time limit).
+  int64_t EndOfLocked(const PlacedTask& p, int64_t now_ms) const HF_REQUIRES(mu_);
+  // The held nodes `task` (ending at its time limit) may not use, sorted.
+  void HeldAgainstLocked(const Task& task, int64_t now_ms, std::vector<NodeId>& out) const
+      HF_REQUIRES(mu_);
+  // `task` (a gang's first member) could not be placed: when it outranks
+  // the reservation held now (or holds it), plan one for it. True when the
+  // reservation was made or moved to other nodes (worth an event).
+  bool ReserveLocked(const Task& task, int64_t now_ms) HF_REQUIRES(mu_);
+  // Stores and publishes a "reserved" event for reservation_.
+  void ReservedEventLocked() HF_REQUIRES(mu_);
   // Keeps a queue event (the last kMaxQueueEvents) and publishes it.
   void QueueEventLocked(nlohmann::json event) HF_REQUIRES(mu_);
   static constexpr size_t kMaxQueueEvents = 256;
@@ -517,6 +540,8 @@ class Scheduler {
   queues::QueueTree queue_tree_ HF_GUARDED_BY(mu_);
   queues::Ledger ledger_ HF_GUARDED_BY(mu_);  // for the decision in hand
   std::vector<nlohmann::json> queue_events_ HF_GUARDED_BY(mu_);  // a ring, oldest first
+  std::optional<queues::Reservation> reservation_ HF_GUARDED_BY(mu_);  // backfill's
+  bool refused_by_queue_ HF_GUARDED_BY(mu_) = false;  // the last decision's admission
   // Cancelled after Submit's commit, before it queued them.
   std::set<TaskKey> cancelled_early_ HF_GUARDED_BY(mu_);
   bool retry_all_ HF_GUARDED_BY(mu_) = false;  // something changed that may let waiting tasks fit

@@ -1054,5 +1054,56 @@ TEST_F(QueuesTest, TreeChangesAreCheckedStoredAndRefusedWhileWorkRemains) {
   EXPECT_EQ(sched_->DeleteQueue("a", "admin").code(), StatusCode::kNotFound);
 }
 
+TEST_F(QueuesTest, BackfillHoldsRoomForTheFirstWaitingTaskUntilItsStart) {
+  Open(PreemptMode("off"));
+  ASSERT_TRUE(sched_->PutNode(GpuNode("n1", 4), "admin").ok());
+  sched_->Start();
+  // Four 1-GPU tasks with a 600 s limit fill the node.
+  for (int i = 0; i < 4; ++i) {
+    Task t = GpuTask("small-" + std::to_string(i), 1);
+    t.time_limit_s = 600;
+    SubmitOne(t);
+  }
+  ASSERT_TRUE(sched_->WaitIdle(kWait));
+  // The 4-GPU task waits: its room is held from when the four reach their limit.
+  const TaskKey big = SubmitOne(GpuTask("big", 4, 5));
+  ASSERT_TRUE(sched_->WaitIdle(kWait));
+  const std::optional<Scheduler::ReservationView> r = sched_->CurrentReservation();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->task, big);
+  EXPECT_EQ(r->start_ms, clock_.NowMs() + 600'000);
+  ASSERT_EQ(r->nodes.size(), 1u);
+  EXPECT_EQ(r->nodes[0].first, "n1");
+  const auto kinds = Kinds(big);
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "reserved"), kinds.end());
+  // A task without a limit, or one ending after the start, may not take the
+  // held room when one frees; one that ends before the start may.
+  Task endless = GpuTask("endless", 1);
+  const TaskKey e = SubmitOne(endless);
+  Task late = GpuTask("late", 1);
+  late.time_limit_s = 900;
+  const TaskKey l = SubmitOne(late);
+  Task quick = GpuTask("quick", 1);
+  quick.time_limit_s = 60;
+  const TaskKey q = SubmitOne(quick);
+  ASSERT_TRUE(sched_->WaitIdle(kWait));
+  const uint64_t before = attempts_.load();
+  ASSERT_TRUE(sched_->Cancel(1, "alice").ok());  // one small task ends early
+  SettleAfter(before);
+  EXPECT_EQ(Get(q).state, TaskState::kScheduled);
+  EXPECT_EQ(Get(e).state, TaskState::kPending);
+  EXPECT_EQ(Get(l).state, TaskState::kPending);
+  EXPECT_NE(Get(e).pending_reason.find("room held for a reservation"), std::string::npos)
+      << Get(e).pending_reason;
+  // Once every small task is gone, the big one starts and the hold ends.
+  for (TaskKey k : {TaskKey{2}, TaskKey{3}, TaskKey{4}, q}) ASSERT_TRUE(sched_->Cancel(k, "alice").ok());
+  ASSERT_TRUE(sched_->WaitIdle(kWait));
+  for (int i = 0; i < 100 && Get(big).state != TaskState::kScheduled; ++i) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_EQ(Get(big).state, TaskState::kScheduled);
+  EXPECT_FALSE(sched_->CurrentReservation().has_value());
+}
+
 }  // namespace
 }  // namespace hf::scheduler

@@ -465,6 +465,7 @@ const PAGES = [
   ['nodes', '/nodes', '[data-testid="node-row-a100-1"]'],
   ['tasks', '/tasks', '[data-testid^="task-row-"]'],
   ['jobs', '/jobs', '[data-testid^="job-row-"]'],
+  ['queues', '/queues?queue=product', '[data-testid^="queue-waiting-row-"]'],
   ['task-detail', null, '[data-testid="task-events"]'],
 ];
 
@@ -528,6 +529,71 @@ export async function checkJobs(t) {
   }
 }
 
+// Queues: the demo's two teams. research runs the llama-pretrain group and
+// the sweeps on 16 A100s against 12 guaranteed (4 borrowed); product's
+// render-h100 waits, and says why, when its row is opened.
+export async function checkQueues(t) {
+  const list = await t.api.get(`${API}/queues`);
+  const research = (list.queues || []).find((q) => q.name === 'research');
+  assert(research, `GET /queues has no research queue: ${JSON.stringify(list).slice(0, 300)}`);
+  const renderId = t.taskIds['render-h100'];
+  assert(renderId !== undefined, 'the demo has no render-h100 task');
+  await withPage(t, { lang: 'en' }, async (page) => {
+    await login(page, t.base, t.adminToken);
+    await tid(page, 'nav-queues').first().click();
+    await page.waitForURL((u) => u.pathname === '/queues', { timeout: 8000 });
+    await waitUntil(async () => (await titleText(page)) === 'Queues', 3000, 'the page-title to read Queues');
+    await tid(page, 'queue-row-research').first().waitFor({ state: 'visible' });
+    await tid(page, 'queue-row-product').first().waitFor({ state: 'visible' });
+    const bar = tid(page, 'queue-bar-research-A100-80G').first();
+    await bar.waitFor({ state: 'visible' });
+    // Usage follows the agents' reports: wait until the sweeps and the group run.
+    await waitUntil(async () => Number(await bar.getAttribute('data-used')) === 16, 8000,
+      'queue-bar-research-A100-80G to show 16 GPUs used');
+    const guaranteed = Number(await bar.getAttribute('data-guaranteed'));
+    assert(guaranteed === 12, `queue-bar-research-A100-80G data-guaranteed is ${guaranteed}, want 12`);
+    const max = await bar.getAttribute('data-max');
+    assert(max === '', `queue-bar-research-A100-80G data-max is "${max}", want "" (no max)`);
+    const borrowed = tid(page, 'queue-borrowed-research').first();
+    const btext = (await borrowed.innerText()).trim();
+    assert(btext === '4' && (await borrowed.getAttribute('data-borrowed')) === '4', `queue-borrowed-research shows "${btext}", want 4`);
+    const barText = (await bar.innerText()).replace(/\s+/g, ' ');
+    assert(barText.includes('4 borrowed'), `the research A100 bar does not say "4 borrowed": ${barText}`);
+
+    await tid(page, 'queue-row-product').first().click();
+    const waiting = tid(page, 'queue-waiting').first();
+    await waiting.waitFor({ state: 'visible' });
+    const row = tid(page, `queue-waiting-row-${renderId}`).first();
+    await row.waitFor({ state: 'visible' });
+    const cells = (await row.locator('td').allInnerTexts()).map((x) => x.trim());
+    assert(cells[2] === 'render-h100', `queue-waiting-row-${renderId} names "${cells[2]}"`);
+    assert(/^\d+$/.test(cells[0]), `queue-waiting-row-${renderId}: position "${cells[0]}"`);
+    assert(cells[5] && cells[5] !== '—', `render-h100 shows no reason: ${cells.join(' | ')}`);
+    const href = await row.locator('a').first().getAttribute('href');
+    assert(href === `/tasks/${renderId}`, `render-h100's task link is ${href}`);
+    await tid(page, 'queue-events').first().waitFor({ state: 'visible' });
+    assert(new URL(page.url()).searchParams.get('queue') === 'product', `the URL does not keep the opened queue: ${page.url()}`);
+
+    // Both languages, with product opened, checked for layout.
+    mkdirSync(t.out, { recursive: true });
+    const problems = [];
+    for (const [lang, title] of [['en', 'Queues'], ['zh', '队列']]) {
+      if (lang === 'zh') {
+        await tid(page, 'lang-toggle').first().click();
+        await waitUntil(async () => (await titleText(page)) === title, 3000, `the page-title to read ${title}`);
+        const zhRow = (await tid(page, `queue-waiting-row-${renderId}`).first().innerText()).trim();
+        assert(zhRow.includes('render-h100'), `the waiting row in Chinese: ${zhRow}`);
+      }
+      await sleep(300);
+      for (const p of await layoutProblems(page)) problems.push(`${lang}: ${p}`);
+      await page.screenshot({ path: path.join(t.out, `${lang}-40-queues-product.png`), fullPage: true });
+    }
+    await tid(page, 'lang-toggle').first().click();
+    if (problems.length) fail(`layout:\n    ${problems.join('\n    ')}`);
+    if (page.jsErrors.length) fail(`JavaScript errors: ${[...new Set(page.jsErrors)].slice(0, 3).join(' | ')}`);
+  });
+}
+
 // 8. Screenshots of every page in both languages, each checked for layout.
 export async function checkScreenshots(t) {
   mkdirSync(t.out, { recursive: true });
@@ -564,10 +630,11 @@ export async function checkScreenshots(t) {
         } catch (e) {
           problems.push(`${file}: ${e.message.split('\n')[0]}`);
           await page.screenshot({ path: path.join(t.out, file), fullPage: true }).catch(() => {});
+          page.jsErrors.length = 0; // this page's errors are not the next page's
         }
       }
       if (lang === 'zh') {
-        const want = { overview: '概览', plugins: '插件管理', config: '调度器配置', inference: '推理控制面板', nodes: '节点', tasks: '任务', jobs: '作业' };
+        const want = { overview: '概览', plugins: '插件管理', config: '调度器配置', inference: '推理控制面板', nodes: '节点', tasks: '任务', jobs: '作业', queues: '队列' };
         for (const [k, v] of Object.entries(want)) {
           if (titles[k] !== undefined && titles[k] !== v) problems.push(`zh ${k}: page-title "${titles[k]}", want "${v}" (locale zh-CN)`);
         }

@@ -24,8 +24,8 @@ import { cleanupAll, makeTempDir, onCleanup, startServer } from './harness.mjs';
 import { seedCluster } from './seed.mjs';
 import { CheckFailure, notes } from './browser.mjs';
 import {
-  checkChinese, checkConfig, checkExclusive, checkJobs, checkLogin, checkPreview, checkScreenshots, checkTaskWaiting,
-  checkToggle, checkViewer,
+  checkChinese, checkConfig, checkExclusive, checkJobs, checkLogin, checkPreview, checkQueues, checkScreenshots,
+  checkTaskWaiting, checkToggle, checkViewer,
 } from './checks.mjs';
 import { checkInference } from './inference.mjs';
 
@@ -42,6 +42,7 @@ const CHECKS = [
   ['viewer-readonly', checkViewer],
   ['task-waiting', checkTaskWaiting],
   ['jobs', checkJobs],
+  ['queues', checkQueues],
   ['inference', checkInference],
   ['screenshots', checkScreenshots],
 ];

@@ -18,6 +18,7 @@ export const routes = [
       { path: 'nodes', name: 'nodes', component: () => import('./pages/Nodes.vue'), meta: { title: 'nav.nodes' } },
       { path: 'tasks', name: 'tasks', component: () => import('./pages/Tasks.vue'), meta: { title: 'nav.tasks' } },
       { path: 'jobs', name: 'jobs', component: () => import('./pages/Jobs.vue'), meta: { title: 'nav.jobs' } },
+      { path: 'queues', name: 'queues', component: () => import('./pages/Queues.vue'), meta: { title: 'nav.queues' } },
       { path: 'tasks/:id', name: 'task', component: () => import('./pages/TaskDetail.vue'), meta: { title: 'nav.tasks' } },
       { path: ':pathMatch(.*)*', name: 'notfound', component: () => import('./pages/NotFound.vue') },
     ],

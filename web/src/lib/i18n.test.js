@@ -11,8 +11,8 @@ describe('messages', () => {
     expect(keys(zh).sort()).toEqual(keys(en).sort());
   });
   it('use the page titles of the contract', () => {
-    expect(en.nav).toMatchObject({ overview: 'Overview', plugins: 'Plugins', config: 'Scheduler config', inference: 'Inference', nodes: 'Nodes', tasks: 'Tasks' });
-    expect(zh.nav).toMatchObject({ overview: '概览', plugins: '插件管理', config: '调度器配置', inference: '推理控制面板', nodes: '节点', tasks: '任务' });
+    expect(en.nav).toMatchObject({ overview: 'Overview', plugins: 'Plugins', config: 'Scheduler config', inference: 'Inference', nodes: 'Nodes', tasks: 'Tasks', jobs: 'Jobs', queues: 'Queues' });
+    expect(zh.nav).toMatchObject({ overview: '概览', plugins: '插件管理', config: '调度器配置', inference: '推理控制面板', nodes: '节点', tasks: '任务', jobs: '作业', queues: '队列' });
   });
   it('name plugin states as the contract does', () => {
     expect(zh.states.plugin).toEqual({ active: '已启用', inactive: '未启用', error: '错误', configuring: '配置中' });
