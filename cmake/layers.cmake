@@ -17,7 +17,7 @@ set(HF_LAYERS
     "framework:framework core"
     "plugins:plugins framework core"
     "store:store core"
-    "queues:queues core"
+    "queues:queues framework core"
     "http:http core"
     "sim:sim queues plugins framework core"
     "scheduler:scheduler queues plugins framework store core"

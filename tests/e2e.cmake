@@ -24,7 +24,8 @@ if(TARGET heteroflow)
   foreach(case missing_file malformed_row unknown_column negative_request non_integer
                bad_node_row gpu_milli_too_large replay_without_times bad_tune unknown_method
                unknown_flag no_input bad_policy bad_yaml_workload gangs_out_of_range
-               gangs_without_replay bad_gang_sizes)
+               gangs_without_replay bad_gang_sizes bad_queueing bad_backfill bad_teams bad_cluster
+               teams_with_fgd unknown_queue bad_queue_tree)
     hf_e2e_test(sim_bad_input_${case} bash ${HF_TESTS_DIR}/sim_bad_input.sh
                 $<TARGET_FILE:heteroflow> ${case})
   endforeach()
@@ -49,6 +50,10 @@ if(TARGET heteroflow)
                 $<TARGET_FILE:heteroflow> --workload ${gangs} --method replay --no-gang --
                 --method replay --eq jobs=2 --eq jobs_completed=0 --eq jobs_partial_at_end=2
                 --min gpu_seconds_held_by_partial_gangs=9.9 --eq pods_scheduled=2)
+    # Queues (docs/QUEUES.md): backfill against starvation, fair share over a day.
+    hf_e2e_test(sim_queues ${py} ${HF_TESTS_DIR}/sim_queues.py $<TARGET_FILE:heteroflow>
+                ${CMAKE_SOURCE_DIR}/examples/sim/backfill.yaml)
+    set_tests_properties(sim_queues PROPERTIES TIMEOUT 300)
     hf_e2e_test(sim_example_small_cluster_fgd bash ${HF_TESTS_DIR}/sim_json.sh ${py}
                 $<TARGET_FILE:heteroflow> --workload ${example} --method fgd --seed 7 --
                 --method fgd --eq nodes=6 --eq gpus_total=32)

@@ -93,6 +93,50 @@ case $case in
     args=(--workload "$work/w.yaml")
     want_text=("$work/w.yaml:5:" "memroy_mib")
     ;;
+  bad_queueing)
+    args=(--method replay --queueing fair,lottery)
+    want_text=("--queueing" "lottery")
+    ;;
+  bad_backfill)
+    args=(--method replay --backfill maybe)
+    want_text=("--backfill" "maybe")
+    ;;
+  bad_teams)
+    nodes='' pods=''
+    args=(--generate teams --teams a:1,b:0)
+    want_text=("--teams" "b:0" "weight")
+    ;;
+  bad_cluster)
+    nodes='' pods=''
+    args=(--generate teams --cluster 8x0)
+    want_text=("--cluster" "8x0")
+    ;;
+  teams_with_fgd)
+    nodes='' pods=''
+    args=(--generate teams --method fgd)
+    want_text=("--generate teams needs --method replay")
+    ;;
+  unknown_queue)
+    printf 'nodes: [{name: a, cpu_milli: 1000, memory_mib: 1024}]
+queues: [{name: team-a}]
+tasks:
+  - {name: t, queue: team-b}
+' \
+      >"$work/w.yaml"
+    nodes='' pods=''
+    args=(--workload "$work/w.yaml" --method replay)
+    want_text=("$work/w.yaml:4" "queue team-b is not in queues:")
+    ;;
+  bad_queue_tree)
+    printf 'nodes: [{name: a, cpu_milli: 1000, memory_mib: 1024}]
+queues:
+  - {name: team-a, guaranteed: {gpu: {A100: 8}}, max: {gpu: {A100: 4}}}
+' \
+      >"$work/w.yaml"
+    nodes='' pods=''
+    args=(--workload "$work/w.yaml" --method replay)
+    want_text=("$work/w.yaml:3" "queues.team-a.max.gpu.A100" "below")
+    ;;
   *)
     echo "unknown case $case" >&2
     exit 1

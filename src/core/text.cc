@@ -34,4 +34,15 @@ std::string FormatNumber(double v) {
   return buf;
 }
 
+std::vector<std::string> Split(std::string_view text, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t at = text.find(sep, start);
+    out.emplace_back(text.substr(start, at == std::string_view::npos ? text.npos : at - start));
+    if (at == std::string_view::npos) return out;
+    start = at + 1;
+  }
+}
+
 }  // namespace hf

@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace hf {
 
@@ -16,6 +17,9 @@ std::string UrlEncode(std::string_view s);
 
 // A number as printf's %g writes it: "5", "0.25", "1e+06".
 std::string FormatNumber(double v);
+
+// The pieces of `text` between `sep`s: "a,b," -> {"a", "b", ""}; "" -> {""}.
+std::vector<std::string> Split(std::string_view text, char sep);
 
 }  // namespace hf
 

@@ -71,6 +71,23 @@ std::optional<Reservation> PlanReservation(const ClusterState& c, const Task& ta
       const int64_t end = end_of(*p);
       if (end != INT64_MAX) ending.emplace_back(std::max(end, now_ms), p);
     }
+    if (need == 1) {
+      // A placed task that holds enough for it by itself: its end makes
+      // room, whatever else takes the room free now, and no reservation is
+      // due.
+      for (const auto& [end, p] : ending) {
+        int64_t s = 0;
+        for (const GpuGrant& g : p->alloc.gpus) {
+          const int32_t slot = c.GpuSlot(n, g.index);
+          if (member.gpu > 0 && slot >= 0 && (bits[size_t(slot)] & allowed)) {
+            s += g.milli / member.gpu_milli;
+          }
+        }
+        if (Hostable(p->alloc.cpu_milli, p->alloc.memory_mib, s, member, 1) >= 1) {
+          return std::nullopt;
+        }
+      }
+    }
     std::sort(ending.begin(), ending.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
     for (size_t i = 0; i < ending.size();) {

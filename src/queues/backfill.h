@@ -11,6 +11,11 @@
 // leaves the reservation its room at the start; a task without a time limit
 // therefore never takes held room. Tasks without a time limit never end, so
 // a task waiting only for them gets no reservation (it waits as before).
+// Nor does a single task (need 1) no bigger than some placed task that
+// will end: that task's end makes room for it whatever takes the room free
+// now, the room goes to the first in line at that moment, so no one can pass
+// it over for long, and holding room for it would only hand the next release
+// out of turn (under fair share, to a queue whose turn it no longer is).
 //
 // The plan counts resources only (CPU, memory, GPU shares of the models the
 // task takes, on Ready nodes); the filters that look at more (RDMA,

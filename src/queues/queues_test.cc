@@ -1,11 +1,14 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/cluster_state.h"
 #include "core/testing/nodes.h"
+#include "queues/backfill.h"
 #include "queues/ledger.h"
 #include "queues/queue_tree.h"
 
@@ -37,7 +40,7 @@ TEST(QueueSpecTest, ReadsEveryFieldAndWritesItBack) {
   EXPECT_EQ(s->parent, "research");
   EXPECT_EQ(s->weight, 2.5);
   EXPECT_EQ(s->guaranteed.Gpu("A100-80G"), 32000);
-  EXPECT_EQ(s->guaranteed.Gpu("T4"), 8000);  // "*": every model not named
+  EXPECT_EQ(s->guaranteed.Gpu("T4"), 8000);   // "*": every model not named
   EXPECT_EQ(s->max.Gpu("T4"), std::nullopt);  // no limit
   EXPECT_EQ(s->guaranteed.cpu_milli, 64000);
   EXPECT_EQ(s->roles, std::vector<std::string>{"operator"});
@@ -53,8 +56,10 @@ TEST(QueueSpecTest, BadFieldsAreNamed) {
       {R"({"name": "Team A"})", "queue.name"},
       {R"({"name": "a", "weight": 0})", "queues.a.weight must be > 0"},
       {R"({"name": "a", "weight": "2"})", "queues.a.weight must be a number"},
-      {R"({"name": "a", "guaranteed": {"gpu": {"A100": -1}}})", "queues.a.guaranteed.gpu.A100 must be >= 0"},
-      {R"({"name": "a", "max": {"gpu": {"A100": 1.5}}})", "queues.a.max.gpu.A100 must be an integer"},
+      {R"({"name": "a", "guaranteed": {"gpu": {"A100": -1}}})",
+       "queues.a.guaranteed.gpu.A100 must be >= 0"},
+      {R"({"name": "a", "max": {"gpu": {"A100": 1.5}}})",
+       "queues.a.max.gpu.A100 must be an integer"},
       {R"({"name": "a", "max": {"cpu_milli": -5}})", "queues.a.max.cpu_milli must be >= 0"},
       {R"({"name": "a", "max": {"gpus": {}}})", "queues.a.max.gpus"},
       {R"({"name": "a", "max": []})", "queues.a.max must be an object"},
@@ -85,10 +90,10 @@ TEST(QueueTreeTest, RootAndDefaultAreAlwaysThere) {
 TEST(QueueTreeTest, BadTreesAreRefusedNamingTheQueue) {
   EXPECT_EQ(BuildError({Spec(R"({"name": "a", "parent": "nowhere"})")}),
             "queues.a.parent: no queue named \"nowhere\"");
-  EXPECT_NE(BuildError({Spec(R"({"name": "a", "parent": "b"})"),
-                        Spec(R"({"name": "b", "parent": "a"})")})
-                .find("queues.a.parent makes a cycle"),
-            std::string::npos);
+  EXPECT_NE(
+      BuildError({Spec(R"({"name": "a", "parent": "b"})"), Spec(R"({"name": "b", "parent": "a"})")})
+          .find("queues.a.parent makes a cycle"),
+      std::string::npos);
   EXPECT_EQ(BuildError({Spec(R"({"name": "a", "guaranteed": {"gpu": {"A100": 8}},
                                   "max": {"gpu": {"A100": 4}}})")}),
             "queues.a.max.gpu.A100: 4 is below guaranteed 8");
@@ -96,17 +101,19 @@ TEST(QueueTreeTest, BadTreesAreRefusedNamingTheQueue) {
   EXPECT_EQ(BuildError({Spec(R"({"name": "a", "guaranteed": {"gpu": {"*": 8}},
                                   "max": {"gpu": {"T4": 2}}})")}),
             "queues.a.max.gpu.T4: 2 is below guaranteed 8");
-  EXPECT_EQ(BuildError({Spec(R"({"name": "p", "guaranteed": {"gpu": {"A100": 8}}})"),
-                        Spec(R"({"name": "c1", "parent": "p", "guaranteed": {"gpu": {"A100": 6}}})"),
-                        Spec(R"({"name": "c2", "parent": "p", "guaranteed": {"gpu": {"A100": 4}}})")}),
-            "queues.p.guaranteed.gpu.A100: its children are guaranteed 10 GPUs, more than its 8");
+  EXPECT_EQ(
+      BuildError({Spec(R"({"name": "p", "guaranteed": {"gpu": {"A100": 8}}})"),
+                  Spec(R"({"name": "c1", "parent": "p", "guaranteed": {"gpu": {"A100": 6}}})"),
+                  Spec(R"({"name": "c2", "parent": "p", "guaranteed": {"gpu": {"A100": 4}}})")}),
+      "queues.p.guaranteed.gpu.A100: its children are guaranteed 10 GPUs, more than its 8");
   EXPECT_EQ(BuildError({Spec(R"({"name": "a"})"), Spec(R"({"name": "a"})")}),
             "queues.a is given twice");
   EXPECT_NE(BuildError({Spec(R"({"name": "root", "max": {"cpu_milli": 1}})")}).find("no quota"),
             std::string::npos);
-  EXPECT_EQ(BuildError({Spec(R"({"name": "p", "guaranteed": {"gpu": {"A100": 8}}})"),
-                        Spec(R"({"name": "c1", "parent": "p", "guaranteed": {"gpu": {"A100": 6}}})")}),
-            "");
+  EXPECT_EQ(
+      BuildError({Spec(R"({"name": "p", "guaranteed": {"gpu": {"A100": 8}}})"),
+                  Spec(R"({"name": "c1", "parent": "p", "guaranteed": {"gpu": {"A100": 6}}})")}),
+      "");
 }
 
 // Two 8-GPU A100 nodes and one 4-GPU T4 node, and placed tasks per queue.
@@ -173,9 +180,9 @@ TEST_F(LedgerTest, AdmissionHoldsEveryAncestorsMaxPerModelAndKnowsTheGuarantee) 
 }
 
 TEST_F(LedgerTest, BorrowedIsWhatAQueueHoldsAboveItsGuarantee) {
-  Result<QueueTree> t = QueueTree::Build(
-      {Spec(R"({"name": "a", "guaranteed": {"gpu": {"A100": 8}}})"),
-       Spec(R"({"name": "b", "guaranteed": {"gpu": {"A100": 8}}})")});
+  Result<QueueTree> t =
+      QueueTree::Build({Spec(R"({"name": "a", "guaranteed": {"gpu": {"A100": 8}}})"),
+                        Spec(R"({"name": "b", "guaranteed": {"gpu": {"A100": 8}}})")});
   ASSERT_TRUE(t.ok());
   Place("a", "a1", 8);
   Place("a", "a2", 4);
@@ -209,7 +216,7 @@ TEST_F(LedgerTest, FairShareGoesToTheLowestShareOverWeightLevelByLevel) {
   Place("y1", "a1", 4);  // y: 4/16 over 3 = 1/12, below x's 1/8
   l.Compute(*t, cluster_);
   EXPECT_EQ(l.PickFair({x, y1, y2}), y2);  // within y, y2 holds nothing
-  Place("y2", "a2", 4);  // y: 8/16 over 3 = 1/6, above x's 1/8
+  Place("y2", "a2", 4);                    // y: 8/16 over 3 = 1/6, above x's 1/8
   l.Compute(*t, cluster_);
   EXPECT_EQ(l.PickFair({x, y1, y2}), x);
   EXPECT_EQ(l.PickFair({y1, y2}), y1);  // 4 each: by name
@@ -232,6 +239,78 @@ TEST_F(LedgerTest, UsageFollowsReleaseAndModelOfEachGpu) {
   l.Compute(*t, cluster_);
   EXPECT_EQ(l.used(t->Find("a")).gpu_milli[std::countr_zero(Bit("T4"))], 0);
   EXPECT_EQ(cluster_.queue_usage(id).cpu_milli, 1000);
+}
+
+}  // namespace
+}  // namespace hf::queues
+
+namespace hf::queues {
+namespace {
+
+// Backfill's plan on LedgerTest's cluster: each placed task ends at the
+// time `ends` gives its key.
+class BackfillTest : public LedgerTest {
+ protected:
+  std::optional<Reservation> Plan(int gpus, int32_t need) {
+    Task t = MakeTask(1000, 1000, 1024, gpus);
+    t.requests.gpu_models = {"A100"};
+    return PlanReservation(cluster_, t, t.requests, need, 0, [&](const PlacedTask& p) {
+      auto it = ends_.find(p.key);
+      return it == ends_.end() ? INT64_MAX : it->second;
+    });
+  }
+  std::map<TaskKey, int64_t> ends_;
+};
+
+TEST_F(BackfillTest, HoldsRoomFromWhenEnoughEndsAndOnlyForWhatCannotWait) {
+  Place("a", "a1", 4);  // key 1
+  Place("a", "a1", 4);  // key 2
+  Place("a", "a2", 4);  // key 3
+  Place("a", "a2", 4);  // key 4
+  ends_ = {{1, 100}, {2, 200}, {3, 150}, {4, 400}};
+  // 8 GPUs on one node: a1 is whole again at 200.
+  std::optional<Reservation> r = Plan(8, 1);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->start_ms, 200);
+  ASSERT_EQ(r->holds.size(), 1u);
+  EXPECT_EQ(r->holds[0].node, cluster_.FindNode("a1"));
+  // Two members of 8: both nodes, from 400.
+  r = Plan(8, 2);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->start_ms, 400);
+  EXPECT_EQ(r->holds.size(), 2u);
+  // 4 GPUs: a placed task of 4 makes room by its own end, whatever takes
+  // the room free by then: no reservation is due.
+  EXPECT_FALSE(Plan(4, 1).has_value());
+  // Without limits nothing is known to end: no reservation.
+  ends_.clear();
+  EXPECT_FALSE(Plan(8, 1).has_value());
+}
+
+TEST_F(BackfillTest, HeldRoomGoesOnlyToWhatEndsBeforeTheStartOrLeavesItsRoom) {
+  Place("a", "a1", 4);  // key 1
+  Place("a", "a1", 2);  // key 2: 2 free on a1
+  Place("a", "a2", 8);  // key 3: no limit, never ends
+  ends_ = {{1, 100}, {2, 100}};
+  std::optional<Reservation> r = Plan(8, 1);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->start_ms, 100);
+  ASSERT_EQ(r->holds.size(), 1u);
+  Requests one;
+  one.gpu = 1;
+  one.gpu_milli = 1000;
+  std::vector<NodeId> out;
+  HeldAgainst(*r, one, 50, out);  // gone before the start
+  EXPECT_TRUE(out.empty());
+  HeldAgainst(*r, one, 150, out);  // still there at the start: a1 is held
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0], cluster_.FindNode("a1"));
+  // Once something ending later is placed there, the hold has less room.
+  Allocation a;
+  a.node = cluster_.FindNode("a1");
+  a.gpus = {{0, 1000, 0}};
+  Charge(*r, a, 1000);
+  EXPECT_EQ(r->holds[0].gpu_slots, 7);
 }
 
 }  // namespace

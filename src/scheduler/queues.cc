@@ -1,11 +1,11 @@
 // The scheduler's part in queues (docs/QUEUES.md): the tree, fair share
 // among queues, admission before placement, and reclaim.
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstdlib>
 #include <tuple>
-
-#include <spdlog/spdlog.h>
 
 #include "scheduler/scheduler.h"
 
@@ -13,89 +13,6 @@ namespace hf::scheduler {
 namespace {
 
 using nlohmann::json;
-using Kind = framework::EvictionScope::Kind;
-
-// Who one preemptor may evict (framework::EvictionScope): its own queue's
-// work by priority; other queues' borrowed capacity when the preemptor is
-// within its guarantee (GPUs of the models it is guaranteed, or CPU and
-// memory for a task without GPUs), never more than a queue borrowed.
-class QueueScope final : public framework::EvictionScope {
- public:
-  QueueScope(const queues::QueueTree& tree, const queues::Ledger& ledger,
-             const ClusterState& cluster, size_t queue, ClusterState::ModelMask guaranteed,
-             bool gpu)
-      : tree_(tree), ledger_(ledger), cluster_(cluster), queue_(queue), guaranteed_(guaranteed),
-        gpu_(gpu) {}
-
-  Kind Evictable(const PlacedTask& v) const override {
-    const size_t q = QueueOf(v.queue);
-    if (q == queue_) return Kind::kPriority;
-    if (!guaranteed_ || q == queues::QueueTree::kNone) return Kind::kNone;
-    const QueueUsage& b = Borrowed(q);
-    if (!gpu_) return b.cpu_milli > 0 || b.memory_mib > 0 ? Kind::kReclaim : Kind::kNone;
-    if (v.alloc.gpus.empty()) return Kind::kNone;
-    const QueueUsage held = cluster_.UsageOf(v);
-    for (size_t m = 0; m < cluster_.model_count(); ++m) {
-      if (held.gpu_milli[m] > 0 && (guaranteed_ & (ClusterState::ModelMask{1} << m)) &&
-          b.gpu_milli[m] > 0) {
-        return Kind::kReclaim;
-      }
-    }
-    return Kind::kNone;
-  }
-
-  bool reclaims() const override { return guaranteed_ != 0; }
-
-  bool Affordable(std::span<const TaskKey> victims, const ClusterState& cluster) const override {
-    std::vector<std::pair<size_t, QueueUsage>> taken;
-    for (TaskKey k : victims) {
-      const PlacedTask* p = cluster.FindPlaced(k);
-      if (!p) continue;
-      const size_t q = QueueOf(p->queue);
-      if (q == queue_) continue;  // the own queue's, by priority
-      auto it = std::find_if(taken.begin(), taken.end(), [q](const auto& t) { return t.first == q; });
-      if (it == taken.end()) it = taken.insert(taken.end(), {q, QueueUsage{}});
-      const QueueUsage u = cluster.UsageOf(*p);
-      it->second.cpu_milli += u.cpu_milli;
-      it->second.memory_mib += u.memory_mib;
-      for (size_t m = 0; m < cluster.model_count(); ++m) it->second.gpu_milli[m] += u.gpu_milli[m];
-    }
-    for (const auto& [q, t] : taken) {
-      if (q == queues::QueueTree::kNone) return false;
-      const QueueUsage& b = Borrowed(q);
-      if (!gpu_) {
-        if (t.cpu_milli > b.cpu_milli || t.memory_mib > b.memory_mib) return false;
-        continue;
-      }
-      for (size_t m = 0; m < cluster.model_count(); ++m) {
-        if (t.gpu_milli[m] > b.gpu_milli[m]) return false;
-      }
-    }
-    return true;
-  }
-
- private:
-  size_t QueueOf(uint32_t id) const {
-    if (id >= ids_.size()) ids_.resize(cluster_.queue_count(), kUnknown);
-    if (ids_[id] == kUnknown) ids_[id] = tree_.Find(cluster_.queue_name(id));
-    return ids_[id];
-  }
-  const QueueUsage& Borrowed(size_t q) const {
-    auto it = borrowed_.find(q);
-    if (it == borrowed_.end()) it = borrowed_.emplace(q, ledger_.Borrowed(q)).first;
-    return it->second;
-  }
-
-  static constexpr size_t kUnknown = SIZE_MAX - 1;
-  const queues::QueueTree& tree_;
-  const queues::Ledger& ledger_;
-  const ClusterState& cluster_;
-  const size_t queue_;
-  const ClusterState::ModelMask guaranteed_;
-  const bool gpu_;
-  mutable std::vector<size_t> ids_;                      // cluster queue id -> tree index
-  mutable std::unordered_map<size_t, QueueUsage> borrowed_;  // by tree index
-};
 
 }  // namespace
 
@@ -117,49 +34,15 @@ std::optional<TaskKey> Scheduler::PopNextLocked() {
 
 Scheduler::QueueGate Scheduler::AdmitLocked(const std::string& queue, const queues::Demand& demand,
                                             const std::vector<const Task*>& tasks) {
-  QueueGate g;
-  g.queue = queue_tree_.Find(queue);
-  if (g.queue == queues::QueueTree::kNone || !queue_tree_.leaf(g.queue)) {
-    g.reason = "queue " + queue + (g.queue == queues::QueueTree::kNone ? " does not exist"
-                                                                      : " has child queues");
-    return g;
-  }
-  g.gpu = demand.gpu_milli > 0;
-  const ClusterState::ModelMask known =
-      cluster_.model_count() >= 64 ? ClusterState::kAnyModel
-                                   : (ClusterState::ModelMask{1} << cluster_.model_count()) - 1;
-  ClusterState::ModelMask models = g.gpu ? known : ClusterState::kAnyModel;
-  for (const Task* t : tasks) {
-    if (t->requests.gpu > 0) models &= cluster_.MaskOf(t->requests.gpu_models);
-  }
-  if (models == 0) {
-    // No node has a model it takes: the framework says so, not the queue.
-    g.admitted = ClusterState::kAnyModel;
-    return g;
-  }
-  const queues::Admission a = ledger_.Admit(g.queue, demand, models);
-  g.reason = a.reason;
-  g.admitted = a.admitted;
-  g.guaranteed = a.guaranteed;
-  g.narrowed = g.gpu && a.admitted != 0 && a.admitted != models;
-  return g;
+  return queues::Admit(queue_tree_, ledger_, cluster_, queue, demand, tasks);
 }
 
 std::unique_ptr<framework::EvictionScope> Scheduler::ScopeLocked(const QueueGate& gate) const {
-  return std::make_unique<QueueScope>(queue_tree_, ledger_, cluster_, gate.queue, gate.guaranteed,
-                                      gate.gpu);
+  return queues::Scope(queue_tree_, ledger_, cluster_, gate);
 }
 
 Task Scheduler::NarrowedLocked(const Task& task, const QueueGate& gate) const {
-  Task t = task;
-  if (t.requests.gpu == 0) return t;
-  t.requests.gpu_models.clear();
-  for (size_t m = 0; m < cluster_.model_count(); ++m) {
-    if (gate.admitted & (ClusterState::ModelMask{1} << m)) {
-      t.requests.gpu_models.push_back(cluster_.model_name(m));
-    }
-  }
-  return t;
+  return queues::Narrowed(cluster_, task, gate);
 }
 
 framework::Decision Scheduler::ScheduleOneLocked(const Task& task,
@@ -201,9 +84,12 @@ void Scheduler::HeldAgainstLocked(const Task& task, int64_t now_ms,
 }
 
 bool Scheduler::ReserveLocked(const Task& task, int64_t now_ms) {
-  if (reservation_ && reservation_->task != task.key &&
-      std::tie(reservation_->priority, task.key) >= std::tie(task.priority, reservation_->task)) {
-    return false;  // the reservation's task ranks higher (priority, then age)
+  // The reservation stays with its task until it starts, unless a task of
+  // higher priority cannot start: among equals it went to the first that
+  // could not start in the order tasks are tried (fair share among queues,
+  // then priority and age), and a later one taking it would undo that order.
+  if (reservation_ && reservation_->task != task.key && reservation_->priority >= task.priority) {
+    return false;
   }
   // One member's shape (the largest of those waiting) and how many must go.
   Requests member = task.requests;
@@ -326,7 +212,9 @@ Scheduler::QueuesView Scheduler::Queues() const {
   for (const auto& [key, t] : tasks_) {
     size_t q = queue_tree_.Find(t.queue);
     const PlacedTask* p = cluster_.FindPlaced(key);
-    std::vector<size_t>& count = !p ? pending : p->state == TaskState::kRunning ? running : admitted;
+    std::vector<size_t>& count = !p                                ? pending
+                                 : p->state == TaskState::kRunning ? running
+                                                                   : admitted;
     for (; q != queues::QueueTree::kNone; q = queue_tree_.parent(q)) ++count[q];
   }
   for (size_t i = 0; i < n; ++i) {
@@ -388,16 +276,17 @@ Result<queues::QueueSpec> Scheduler::PutQueue(const queues::QueueSpec& spec, boo
         }
         return InvalidArgument("queues." + spec.name +
                                (quota == &spec.guaranteed ? ".guaranteed" : ".max") + ".gpu." +
-                               model + ": no node has GPU model \"" + model + "\" (the cluster has " +
-                               (known.empty() ? "no GPUs" : known) + ")");
+                               model + ": no node has GPU model \"" + model +
+                               "\" (the cluster has " + (known.empty() ? "no GPUs" : known) + ")");
       }
     }
     if (!spec.parent.empty()) {
       const size_t p = queue_tree_.Find(spec.parent);
-      if (p != queues::QueueTree::kNone && queue_tree_.leaf(p) && QueueHoldsWorkLocked(spec.parent)) {
+      if (p != queues::QueueTree::kNone && queue_tree_.leaf(p) &&
+          QueueHoldsWorkLocked(spec.parent)) {
         return Conflict("queues." + spec.name + ".parent: queue " + spec.parent +
-                                  " holds work, and only leaves hold work; give " + spec.name +
-                                  " another parent, or wait for that work to end");
+                        " holds work, and only leaves hold work; give " + spec.name +
+                        " another parent, or wait for that work to end");
       }
     }
     const json now = queues::QueueSpecToJson(spec);
@@ -406,7 +295,8 @@ Result<queues::QueueSpec> Scheduler::PutQueue(const queues::QueueSpec& spec, boo
       return tx.AppendAudit(actor, "queues." + spec.name, old, now);
     }));
     queue_tree_ = std::move(tree);
-    QueueEventLocked({{"action", create ? "created" : "changed"}, {"queue", spec.name}, {"by", actor}});
+    QueueEventLocked(
+        {{"action", create ? "created" : "changed"}, {"queue", spec.name}, {"by", actor}});
     RetryAllLocked();
   }
   cv_.notify_all();
@@ -425,8 +315,8 @@ Status Scheduler::DeleteQueue(const std::string& name, const std::string& actor)
   }
   if (QueueHoldsWorkLocked(name)) {
     return Conflict("queue " + name +
-                              " holds work (pending, placed or running tasks, or live jobs); "
-                              "cancel it or wait for it to end");
+                    " holds work (pending, placed or running tasks, or live jobs); "
+                    "cancel it or wait for it to end");
   }
   std::vector<queues::QueueSpec> specs = queue_tree_.specs();
   const json old = queues::QueueSpecToJson(specs[q]);
@@ -441,7 +331,8 @@ Status Scheduler::DeleteQueue(const std::string& name, const std::string& actor)
   return Status::Ok();
 }
 
-Status Scheduler::SeedQueues(const std::vector<queues::QueueSpec>& specs, const std::string& actor) {
+Status Scheduler::SeedQueues(const std::vector<queues::QueueSpec>& specs,
+                             const std::string& actor) {
   MutexLock lock(mu_);
   bool stored = false;
   HF_RETURN_IF_ERROR(store_->Read([&](const store::ReadTx& tx) -> Status {

@@ -1,6 +1,7 @@
 #include "scheduler/scheduler.h"
 
 #include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <future>
@@ -60,7 +61,10 @@ std::string ReclaimedBy(const Task& t, const Task& victim) {
 
 Scheduler::Scheduler(store::Store* store, std::unique_ptr<framework::Framework> fw,
                      const hf::Clock* clock, EventSink* events, SchedulerOptions options)
-    : store_(store), clock_(clock), events_(events), options_(std::move(options)),
+    : store_(store),
+      clock_(clock),
+      events_(events),
+      options_(std::move(options)),
       fw_(std::move(fw)) {}
 
 Scheduler::~Scheduler() { Stop(); }
@@ -116,7 +120,8 @@ Status Scheduler::RebuildLocked() {
     }
     Status s = cluster_.Bind(r.task, FromStored(*a->second, node), r.state, r.updated_at_ms);
     if (!s.ok()) {
-      return Internal("stored allocation of task " + std::to_string(r.task.key) + ": " + s.message());
+      return Internal("stored allocation of task " + std::to_string(r.task.key) + ": " +
+                      s.message());
     }
   }
   cluster_.AdoptMeasurements(old_cluster);
@@ -214,6 +219,7 @@ void Scheduler::CycleLocked() {
   if (reservation_ && !queue_.Reason(reservation_->task)) reservation_.reset();
   std::vector<NodeId> held;
   std::vector<TaskKey> reserved;  // tasks whose reservation is new or moved
+  bool first_failure = true;      // no task has failed to start in this cycle yet
   while (outcomes.size() < options_.batch) {
     const std::optional<TaskKey> popped = PopNextLocked();
     if (!popped) break;
@@ -237,11 +243,17 @@ void Scheduler::CycleLocked() {
     } else {
       gang.assign(1, {key, ScheduleOneLocked(task, opt)});
     }
-    const double secs = std::chrono::duration<double>(Clock::now() - t0).count() /
-                        static_cast<double>(gang.size());
+    const double secs =
+        std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(gang.size());
     if (sample) options_.on_plugin_timings(timings_);
     if (!gang.empty() && !gang.front().second.scheduled && !refused_by_queue_) {
-      if (ReserveLocked(task, now_ms)) reserved.push_back(key);
+      // Only the cycle's first task that cannot start may take a free
+      // reservation (the one ranked highest in the order tasks were tried);
+      // the holder's is planned again whenever it is tried.
+      const bool holder = reservation_ && (reservation_->task == key ||
+                                           (task.job.id != 0 && reservation_->job == task.job.id));
+      if ((first_failure || holder) && ReserveLocked(task, now_ms)) reserved.push_back(key);
+      first_failure = false;
     } else if (reservation_ && (reservation_->task == key ||
                                 (task.job.id != 0 && reservation_->job == task.job.id))) {
       reservation_.reset();  // its task is placed
@@ -253,7 +265,8 @@ void Scheduler::CycleLocked() {
       }
     }
     for (auto& [k, d] : gang) {
-      if (options_.on_attempt) options_.on_attempt(d.scheduled ? "scheduled" : "unschedulable", secs);
+      if (options_.on_attempt)
+        options_.on_attempt(d.scheduled ? "scheduled" : "unschedulable", secs);
       std::string node = d.scheduled ? cluster_.spec(d.alloc.node).name : "";
       outcomes.push_back({k, std::move(d), std::move(node)});
     }
@@ -295,7 +308,8 @@ void Scheduler::CycleLocked() {
         std::snprintf(score, sizeof score, " (the only feasible node)");
       }
       std::string msg = "scheduled to " + DescribeAllocation(d.alloc, o.node) + score;
-      if (!d.victims.empty()) msg += ", preempting " + std::to_string(d.victims.size()) + " task(s)";
+      if (!d.victims.empty())
+        msg += ", preempting " + std::to_string(d.victims.size()) + " task(s)";
       HF_RETURN_IF_ERROR(tx.AppendTaskEvent(o.key, "scheduled", msg));
     }
     return Status::Ok();
@@ -315,7 +329,9 @@ void Scheduler::CycleLocked() {
     if (!d.scheduled) {
       if (queue_.SetUnschedulable(o.key, d.reason)) {
         TouchJobLocked(o.key);
-        published.push_back({{"action", "unschedulable"}, {"id", o.key}, {"name", task.name},
+        published.push_back({{"action", "unschedulable"},
+                             {"id", o.key},
+                             {"name", task.name},
                              {"reason", d.reason}});
       }
       continue;
@@ -328,8 +344,10 @@ void Scheduler::CycleLocked() {
       TouchJobLocked(v);
       const bool reclaim = IsReclaimLocked(task, v);
       EnqueueLocked(victim, reclaim ? ReclaimedBy(task, victim) : PreemptedBy(task));
-      published.push_back({{"action", reclaim ? "reclaimed" : "preempted"}, {"id", v},
-                           {"name", victim.name}, {"by", o.key}});
+      published.push_back({{"action", reclaim ? "reclaimed" : "preempted"},
+                           {"id", v},
+                           {"name", victim.name},
+                           {"by", o.key}});
       if (reclaim) {
         QueueEventLocked({{"action", "reclaimed"},
                           {"queue", victim.queue},
@@ -341,8 +359,11 @@ void Scheduler::CycleLocked() {
       }
     }
     if (!d.victims.empty() && options_.on_preemption) options_.on_preemption(d.victims.size());
-    published.push_back({{"action", "scheduled"}, {"id", o.key}, {"name", task.name},
-                         {"node", o.node}, {"allocation", AllocationToJson(d.alloc, o.node)}});
+    published.push_back({{"action", "scheduled"},
+                         {"id", o.key},
+                         {"name", task.name},
+                         {"node", o.node},
+                         {"allocation", AllocationToJson(d.alloc, o.node)}});
   }
   for (const std::string& n : victim_nodes) BumpNodeLocked(n);
   for (json& e : published) Publish("task", std::move(e));
@@ -355,8 +376,8 @@ void Scheduler::ReservedEventLocked() {
   const queues::Reservation& r = *reservation_;
   std::string on;
   for (const auto& h : r.holds) {
-    on += (on.empty() ? "" : ", ") + cluster_.spec(h.node).name + " (" +
-          std::to_string(h.members) + (h.members == 1 ? " member)" : " members)");
+    on += (on.empty() ? "" : ", ") + cluster_.spec(h.node).name + " (" + std::to_string(h.members) +
+          (h.members == 1 ? " member)" : " members)");
   }
   const std::string msg = "room held on " + on + " from " + FormatTimeMs(r.start_ms) +
                           ", when the tasks there reach their time limits (backfill)";
@@ -366,7 +387,9 @@ void Scheduler::ReservedEventLocked() {
     return Status::Ok();
   });
   if (!s.ok()) spdlog::warn("scheduler: storing a reservation event failed: {}", s.ToString());
-  Publish("task", {{"action", "reserved"}, {"id", r.task}, {"start", FormatTimeMs(r.start_ms)},
+  Publish("task", {{"action", "reserved"},
+                   {"id", r.task},
+                   {"start", FormatTimeMs(r.start_ms)},
                    {"message", msg}});
 }
 
@@ -422,7 +445,8 @@ Result<store::TaskRecord> Scheduler::Cancel(TaskKey id, const std::string& actor
     }));
     if (rec.state == TaskState::kCancelled) return rec;
     if (rec.state == TaskState::kSucceeded || rec.state == TaskState::kFailed) {
-      return FailedPrecondition("task " + std::to_string(id) + " already " + TaskStateName(rec.state));
+      return FailedPrecondition("task " + std::to_string(id) + " already " +
+                                TaskStateName(rec.state));
     }
     if (rec.task.job.id != 0) {
       return FailedPrecondition("task " + std::to_string(id) + " is a member of job " +
@@ -484,7 +508,8 @@ Result<bool> Scheduler::PutNode(const NodeSpec& spec, const std::string& actor) 
     retry_all_ = true;
   }
   cv_.notify_all();
-  Publish("node", {{"action", created ? "registered" : "updated"}, {"name", spec.name}, {"by", actor}});
+  Publish("node",
+          {{"action", created ? "registered" : "updated"}, {"name", spec.name}, {"by", actor}});
   return created;
 }
 
@@ -510,18 +535,22 @@ Status Scheduler::SetNodeCondition(const std::string& name, NodeCondition condit
     const NodeId n = cluster_.FindNode(name);
     if (n == kNoNode) return NotFound("node " + name + " not found");
     if (cluster_.condition(n) == condition) return Status::Ok();
-    HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) { return tx.SetNodeCondition(name, condition); }));
+    HF_RETURN_IF_ERROR(
+        store_->Write([&](store::Tx& tx) { return tx.SetNodeCondition(name, condition); }));
     cluster_.SetCondition(n, condition);
     // Ready may let waiting tasks fit; any change alters their reasons.
     retry_all_ = true;
   }
   cv_.notify_all();
-  Publish("node", {{"action", "condition"}, {"name", name}, {"condition", NodeConditionName(condition)},
+  Publish("node", {{"action", "condition"},
+                   {"name", name},
+                   {"condition", NodeConditionName(condition)},
                    {"by", actor}});
   return Status::Ok();
 }
 
-Result<Scheduler::DrainOutcome> Scheduler::Drain(const std::string& name, const std::string& actor) {
+Result<Scheduler::DrainOutcome> Scheduler::Drain(const std::string& name,
+                                                 const std::string& actor) {
   DrainOutcome out;
   bool condition_changed = false;
   const std::string why = "evicted: node " + name + " drained by " + actor;
@@ -552,7 +581,8 @@ Result<Scheduler::DrainOutcome> Scheduler::Drain(const std::string& name, const 
     std::sort(out.evicted.begin(), out.evicted.end());
     std::sort(out.waiting.begin(), out.waiting.end());
     HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
-      if (condition_changed) HF_RETURN_IF_ERROR(tx.SetNodeCondition(name, NodeCondition::kDraining));
+      if (condition_changed)
+        HF_RETURN_IF_ERROR(tx.SetNodeCondition(name, NodeCondition::kDraining));
       for (TaskKey key : out.evicted) {
         HF_RETURN_IF_ERROR(tx.DeleteAllocation(key));
         HF_RETURN_IF_ERROR(tx.UpdateTaskState(key, TaskState::kPending, why));
@@ -562,7 +592,8 @@ Result<Scheduler::DrainOutcome> Scheduler::Drain(const std::string& name, const 
     }));
     cluster_.SetCondition(n, NodeCondition::kDraining);
     for (TaskKey key : out.evicted) {
-      if (const PlacedTask* p = cluster_.FindPlaced(key)) BumpNodeLocked(cluster_.spec(p->alloc.node).name);
+      if (const PlacedTask* p = cluster_.FindPlaced(key))
+        BumpNodeLocked(cluster_.spec(p->alloc.node).name);
       HF_CHECK(cluster_.Release(key).ok());
       EnqueueLocked(tasks_.at(key), why);
       TouchJobLocked(key);
@@ -572,7 +603,8 @@ Result<Scheduler::DrainOutcome> Scheduler::Drain(const std::string& name, const 
   }
   cv_.notify_all();
   if (condition_changed) {
-    Publish("node", {{"action", "condition"}, {"name", name}, {"condition", "Draining"}, {"by", actor}});
+    Publish("node",
+            {{"action", "condition"}, {"name", name}, {"condition", "Draining"}, {"by", actor}});
   }
   for (TaskKey key : out.evicted) {
     Publish("task", {{"action", "evicted"}, {"id", key}, {"node", name}, {"by", actor}});
@@ -610,7 +642,8 @@ std::vector<std::tuple<std::string, int64_t, int64_t>> Scheduler::GpuAllocation(
   std::vector<std::tuple<std::string, int64_t, int64_t>> out;
   out.reserve(cluster_.node_count());
   for (NodeId n = 0; n < cluster_.node_count(); ++n) {
-    out.emplace_back(cluster_.spec(n).name, cluster_.used_gpu_milli(n), cluster_.total_gpu_milli(n));
+    out.emplace_back(cluster_.spec(n).name, cluster_.used_gpu_milli(n),
+                     cluster_.total_gpu_milli(n));
   }
   return out;
 }
@@ -641,7 +674,8 @@ void Scheduler::BumpNodeLocked(const std::string& node) {
   const auto wall = std::chrono::duration_cast<std::chrono::microseconds>(
                         std::chrono::system_clock::now().time_since_epoch())
                         .count();
-  assign_version_ = std::max(assign_version_ + 1, static_cast<uint64_t>(std::max<int64_t>(wall, 0)));
+  assign_version_ =
+      std::max(assign_version_ + 1, static_cast<uint64_t>(std::max<int64_t>(wall, 0)));
   node_version_[node] = assign_version_;
   if (!watches_.empty()) {
     watches_dirty_ = true;
@@ -704,8 +738,9 @@ Result<Scheduler::AssignmentList> Scheduler::AssignmentsLocked(const std::string
     }
     out.push_back(std::move(a));
   }
-  std::sort(out.begin(), out.end(),
-            [](const NodeAssignment& a, const NodeAssignment& b) { return a.task.key < b.task.key; });
+  std::sort(out.begin(), out.end(), [](const NodeAssignment& a, const NodeAssignment& b) {
+    return a.task.key < b.task.key;
+  });
   return AssignmentList(NodeVersionLocked(node), std::move(out));
 }
 
@@ -831,8 +866,8 @@ Result<store::TaskRecord> Scheduler::ReportTask(const std::string& node, TaskKey
                tasks_.at(id).requeue_on_node_loss) {
       // Stopped for the node's sake, not its own: as a lost node's task
       // (which it is, once a storm that held it passed).
-      const std::string why = "stopped on node " + node +
-                              " by its supervisor (fenced): the node lost the server";
+      const std::string why =
+          "stopped on node " + node + " by its supervisor (fenced): the node lost the server";
       HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
         HF_RETURN_IF_ERROR(tx.DeleteAllocation(id));
         HF_RETURN_IF_ERROR(tx.UpdateTaskState(id, TaskState::kPending, why));
@@ -889,8 +924,9 @@ void Scheduler::CheckHeartbeatsLocked() {
     ++watched;
     if (now - seen >= heartbeat_grace_) ++silent_nodes;
   }
-  const bool storm = silent_nodes >= kStormMinNodes &&
-                     static_cast<double>(silent_nodes) > storm_fraction_ * static_cast<double>(watched);
+  const bool storm =
+      silent_nodes >= kStormMinNodes &&
+      static_cast<double>(silent_nodes) > storm_fraction_ * static_cast<double>(watched);
   if (storm != requeue_held_) {
     requeue_held_ = storm;
     const std::string detail =
@@ -950,7 +986,8 @@ void Scheduler::CheckHeartbeatsLocked() {
       TouchJobLocked(key);
       tasks_.erase(key);
       Publish("task", {{"action", "lost"}, {"id", key}, {"node", node}, {"requeued", false}});
-      Publish("task", {{"action", "failed"}, {"id", key}, {"node", node}, {"detail", not_requeued}});
+      Publish("task",
+              {{"action", "failed"}, {"id", key}, {"node", node}, {"detail", not_requeued}});
     }
     for (TaskKey key : requeuing) {
       HF_CHECK(cluster_.Release(key).ok());
@@ -960,7 +997,8 @@ void Scheduler::CheckHeartbeatsLocked() {
     }
     if (!failing.empty() || !requeuing.empty()) BumpNodeLocked(node);
     if (!requeuing.empty()) retry_all_ = true;
-    if (marking) Publish("node", {{"action", "condition"}, {"name", node}, {"condition", "NotReady"}});
+    if (marking)
+      Publish("node", {{"action", "condition"}, {"name", node}, {"condition", "NotReady"}});
   }
 }
 

@@ -42,9 +42,9 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <optional>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -62,6 +62,7 @@
 #include "framework/framework.h"
 #include "framework/queue.h"
 #include "queues/backfill.h"
+#include "queues/gate.h"
 #include "queues/ledger.h"
 #include "queues/queue_tree.h"
 #include "store/store.h"
@@ -269,10 +270,10 @@ class Scheduler {
   struct QueueStatus {
     queues::QueueSpec spec;
     bool leaf = true;
-    QueueUsage used;      // with its descendants'
-    QueueUsage borrowed;  // above its guarantee
-    double share = 0;         // dominant share of the cluster it holds
-    double beyond_share = 0;  // ... of what it holds beyond its guarantee
+    QueueUsage used;                                // with its descendants'
+    QueueUsage borrowed;                            // above its guarantee
+    double share = 0;                               // dominant share of the cluster it holds
+    double beyond_share = 0;                        // ... of what it holds beyond its guarantee
     size_t pending = 0, admitted = 0, running = 0;  // tasks (leaves: its own)
   };
   struct QueuesView {
@@ -464,13 +465,7 @@ class Scheduler {
   std::optional<TaskKey> PopNextLocked() HF_REQUIRES(mu_);
   // Admission (docs/QUEUES.md) of `demand` from `queue` for `tasks` (the
   // GPU models they all accept), by ledger_ as PopNextLocked computed it.
-  struct QueueGate {
-    size_t queue = queues::QueueTree::kNone;
-    ClusterState::ModelMask admitted = 0, guaranteed = 0;
-    bool gpu = false;
-    bool narrowed = false;  // admitted on fewer GPU models than the tasks accept
-    std::string reason;     // when nothing is admitted
-  };
+  using QueueGate = queues::Gate;
   QueueGate AdmitLocked(const std::string& queue, const queues::Demand& demand,
                         const std::vector<const Task*>& tasks) HF_REQUIRES(mu_);
   // Who a decision admitted by `gate` may evict (framework::EvictionScope).
@@ -529,17 +524,17 @@ class Scheduler {
   ClusterState cluster_ HF_GUARDED_BY(mu_);
   // Every pending, scheduled or running task.
   std::unordered_map<TaskKey, Task> tasks_ HF_GUARDED_BY(mu_);
-  framework::SchedulingQueue queue_ HF_GUARDED_BY(mu_);  // the pending tasks
+  framework::SchedulingQueue queue_ HF_GUARDED_BY(mu_);               // the pending tasks
   std::unordered_map<uint64_t, JobRuntime> jobs_ HF_GUARDED_BY(mu_);  // jobs not ended
-  std::set<uint64_t> touched_jobs_ HF_GUARDED_BY(mu_);  // for ReconcileJobsLocked
+  std::set<uint64_t> touched_jobs_ HF_GUARDED_BY(mu_);                // for ReconcileJobsLocked
   // Jobs whose reconcile failed (the store refused): touched again a second
   // later, not at once, so that the loop does not spin holding the mutex.
   std::set<uint64_t> jobs_to_retry_ HF_GUARDED_BY(mu_);
   std::chrono::steady_clock::time_point jobs_retry_at_ HF_GUARDED_BY(mu_);
   std::unordered_map<std::string, std::string> node_address_ HF_GUARDED_BY(mu_);
   queues::QueueTree queue_tree_ HF_GUARDED_BY(mu_);
-  queues::Ledger ledger_ HF_GUARDED_BY(mu_);  // for the decision in hand
-  std::vector<nlohmann::json> queue_events_ HF_GUARDED_BY(mu_);  // a ring, oldest first
+  queues::Ledger ledger_ HF_GUARDED_BY(mu_);                           // for the decision in hand
+  std::vector<nlohmann::json> queue_events_ HF_GUARDED_BY(mu_);        // a ring, oldest first
   std::optional<queues::Reservation> reservation_ HF_GUARDED_BY(mu_);  // backfill's
   bool refused_by_queue_ HF_GUARDED_BY(mu_) = false;  // the last decision's admission
   // Cancelled after Submit's commit, before it queued them.

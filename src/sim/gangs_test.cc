@@ -43,8 +43,9 @@ TEST(GangsTest, AShareOfTheTasksBecomesJobsOfConsecutiveArrivals) {
   for (auto& [id, members] : jobs) {
     const int32_t world = int32_t(members.size());
     ++sizes[world];
-    std::sort(members.begin(), members.end(),
-              [](const SimTask* a, const SimTask* b) { return a->task.job.rank < b->task.job.rank; });
+    std::sort(members.begin(), members.end(), [](const SimTask* a, const SimTask* b) {
+      return a->task.job.rank < b->task.job.rank;
+    });
     const SimTask& first = *members.front();
     for (int32_t r = 0; r < world; ++r) {
       const SimTask& m = *members[size_t(r)];
@@ -68,7 +69,8 @@ TEST(GangsTest, AShareOfTheTasksBecomesJobsOfConsecutiveArrivals) {
   // The same seed draws the same jobs.
   Workload again = Trace(4000);
   ASSERT_TRUE(MakeGangs(again, 0.3, DefaultGangSizes(), 42).ok());
-  for (size_t i = 0; i < w.tasks.size(); ++i) EXPECT_EQ(again.tasks[i].task.job, w.tasks[i].task.job);
+  for (size_t i = 0; i < w.tasks.size(); ++i)
+    EXPECT_EQ(again.tasks[i].task.job, w.tasks[i].task.job);
 }
 
 TEST(GangsTest, NoShareChangesNothingAndBadInputIsRefused) {

@@ -12,6 +12,7 @@
 #include "sim/gangs.h"
 #include "sim/openb_reader.h"
 #include "sim/simulator.h"
+#include "sim/teams.h"
 #include "sim/yaml_workload.h"
 
 namespace hf::sim {
@@ -100,6 +101,38 @@ nlohmann::json ToJson(const SimReport& r, double elapsed_seconds) {
     j["jobs_completed"] = r.jobs_completed;
     j["jobs_partial_at_end"] = r.jobs_partial_at_end;
     j["gpu_seconds_held_by_partial_gangs"] = r.gpu_seconds_held_by_partial_gangs;
+    j["queueing"] = QueueingName(r.queueing);
+    j["backfill"] = r.backfill;
+    j["reservations"] = r.reservations;
+    j["jain_index"] = r.jain_index;
+    json queues = json::array();
+    for (const QueueStats& q : r.queues) {
+      json qj = {
+          {"name", q.name},
+          {"weight", q.weight},
+          {"entitled_share", q.entitled},
+          {"gpu_hours", q.gpu_hours},
+          {"gpu_hours_share", q.share},
+          {"utilisation", q.utilisation},
+          {"jobs", q.jobs},
+          {"jobs_started", q.started},
+          {"wait_seconds", {{"p50", q.wait_p50_s}, {"p95", q.wait_p95_s}, {"max", q.wait_max_s}}},
+          {"largest_job",
+           {{"name", q.largest_job},
+            {"gpus", q.largest_job_gpus},
+            {"wait_seconds", q.largest_job_wait_s ? json(*q.largest_job_wait_s) : json(nullptr)}}},
+          {"user_gpu_hours", q.user_gpu_hours}};
+      queues.push_back(std::move(qj));
+    }
+    j["queues"] = std::move(queues);
+    const JobTimes& l = r.largest_job;
+    const auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+    j["largest_job"] = {{"name", l.name},
+                        {"queue", l.queue},
+                        {"gpus", l.gpus},
+                        {"arrival_seconds", l.arrival_s},
+                        {"first_reservation_seconds", opt(l.first_reservation_s)},
+                        {"start_seconds", opt(l.start_s)}};
   }
   json curve = json::array();
   for (const CurvePoint& p : r.curve)
@@ -126,6 +159,82 @@ nlohmann::json ToJson(const SimReport& r, double elapsed_seconds) {
   }
   j["policy"] = {{"enabled_plugins", std::move(enabled)}, {"plugins", std::move(plugins)}};
   return j;
+}
+
+std::string Secs(const std::optional<double>& s) {
+  return s ? FormatNumber(std::round(*s)) + " s" : std::string("never");
+}
+
+void PrintLargest(const SimReport& r) {
+  const JobTimes& l = r.largest_job;
+  if (l.name.empty()) return;
+  std::printf(
+      "largest job: %s (%s, %s GPUs) arrived %s s, first reservation to start at %s, "
+      "started %s\n",
+      l.name.c_str(), l.queue.c_str(), FormatNumber(l.gpus).c_str(),
+      FormatNumber(std::round(l.arrival_s)).c_str(), Secs(l.first_reservation_s).c_str(),
+      Secs(l.start_s).c_str());
+}
+
+// Several runs of one workload, one column each.
+void PrintSideBySide(const std::vector<SimReport>& runs) {
+  std::string header = "                              ";
+  for (const SimReport& r : runs) {
+    char col[32];
+    std::snprintf(
+        col, sizeof col, "%14s",
+        (std::string(QueueingName(r.queueing)) + "/backfill " + (r.backfill ? "on" : "off"))
+            .c_str());
+    header += "  ";
+    header += col;
+  }
+  std::printf("%s\n", header.c_str());
+  const auto row = [&](const std::string& label, const auto& cell) {
+    std::printf("%-30s", label.c_str());
+    for (const SimReport& r : runs) std::printf("  %14s", cell(r).c_str());
+    std::printf("\n");
+  };
+  const auto pct = [](double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.2f%%", 100 * v);
+    return std::string(b);
+  };
+  const auto num = [](double v, const char* fmt) {
+    char b[32];
+    std::snprintf(b, sizeof b, fmt, v);
+    return std::string(b);
+  };
+  row("GPU utilisation", [&](const SimReport& r) { return pct(r.gpu_alloc_ratio_time_avg); });
+  row("span (s)", [&](const SimReport& r) { return num(double(r.trace_span_ms) / 1000, "%.0f"); });
+  row("Jain's index", [&](const SimReport& r) { return num(r.jain_index, "%.4f"); });
+  row("preemptions", [&](const SimReport& r) { return std::to_string(r.preemptions); });
+  row("reservations", [&](const SimReport& r) { return std::to_string(r.reservations); });
+  const SimReport& first = runs.front();
+  if (!first.largest_job.name.empty()) {
+    std::printf("largest job %s (%s, %s GPUs, arrived %s s)\n", first.largest_job.name.c_str(),
+                first.largest_job.queue.c_str(), FormatNumber(first.largest_job.gpus).c_str(),
+                FormatNumber(std::round(first.largest_job.arrival_s)).c_str());
+    row("  first reservation at",
+        [&](const SimReport& r) { return Secs(r.largest_job.first_reservation_s); });
+    row("  started at", [&](const SimReport& r) { return Secs(r.largest_job.start_s); });
+  }
+  for (size_t k = 0; k < first.queues.size(); ++k) {
+    const QueueStats& q0 = first.queues[k];
+    std::printf("queue %s (weight %s, entitled %.2f%%)\n", q0.name.c_str(),
+                FormatNumber(q0.weight).c_str(), 100 * q0.entitled);
+    row("  GPU-hours share", [&](const SimReport& r) { return pct(r.queues[k].share); });
+    row("  share / entitled", [&](const SimReport& r) {
+      return r.queues[k].entitled > 0 ? num(r.queues[k].share / r.queues[k].entitled, "%.3f") : "-";
+    });
+    row("  jobs started", [&](const SimReport& r) {
+      return std::to_string(r.queues[k].started) + "/" + std::to_string(r.queues[k].jobs);
+    });
+    row("  wait p50 (s)", [&](const SimReport& r) { return num(r.queues[k].wait_p50_s, "%.0f"); });
+    row("  wait p95 (s)", [&](const SimReport& r) { return num(r.queues[k].wait_p95_s, "%.0f"); });
+    row("  wait max (s)", [&](const SimReport& r) { return num(r.queues[k].wait_max_s, "%.0f"); });
+    row("  largest job's wait",
+        [&](const SimReport& r) { return Secs(r.queues[k].largest_job_wait_s); });
+  }
 }
 
 void PrintSummary(const SimReport& r, double elapsed_seconds, const std::string& cluster_source) {
@@ -155,6 +264,18 @@ void PrintSummary(const SimReport& r, double elapsed_seconds, const std::string&
           r.jobs_total, r.jobs_completed, r.jobs_partial_at_end,
           r.gpu_seconds_held_by_partial_gangs);
     }
+  }
+  if (r.method == Method::kReplay && (r.queues.size() > 1 || r.reservations > 0)) {
+    std::printf("queues (%s, backfill %s): Jain's index %.4f over GPU-hours share / entitled\n",
+                QueueingName(r.queueing), r.backfill ? "on" : "off", r.jain_index);
+    for (const QueueStats& q : r.queues) {
+      std::printf(
+          "  %-16s weight %-5s GPU-hours %10.1f  share %6.2f%% (entitled %6.2f%%)  jobs %zu, "
+          "started %zu, wait p50/p95/max %.0f/%.0f/%.0f s\n",
+          q.name.c_str(), FormatNumber(q.weight).c_str(), q.gpu_hours, 100 * q.share,
+          100 * q.entitled, q.jobs, q.started, q.wait_p50_s, q.wait_p95_s, q.wait_max_s);
+    }
+    PrintLargest(r);
   }
   std::printf("scheduler: %zu decisions, p50 %.1f us, p99 %.1f us, %.0f decisions/s\n", r.decisions,
               r.latency_p50_us, r.latency_p99_us,
@@ -216,13 +337,82 @@ int RunSimulateCommand(int argc, char** argv) {
   app.add_option("--gang-sizes", gang_sizes_text,
                  "job sizes and weights for --gangs (default 2:0.5,4:0.3,8:0.2)")
       ->needs(gangs_opt);
+  std::string generate, teams_text = "a:1,b:2,c:1", cluster_text = "32x8";
+  TeamsOptions teams;
+  CLI::Option* generate_opt =
+      app.add_option("--generate", generate,
+                     "generate the workload instead of reading one: teams (a cluster shared by "
+                     "teams submitting 1-GPU jobs and a few 32-64-GPU gangs; src/sim/teams.h)")
+          ->check(CLI::IsMember({"teams"}));
+  generate_opt->excludes(nodes_opt)->excludes(pods_opt)->excludes(workload_opt);
+  app.add_option("--teams", teams_text,
+                 "--generate teams: NAME:WEIGHT[:JOBS_PER_HOUR],... (each a queue)")
+      ->capture_default_str();
+  app.add_option("--cluster", cluster_text, "--generate teams: NODESxGPUS (A100-80G nodes)")
+      ->capture_default_str();
+  app.add_option("--hours", teams.hours, "--generate teams: hours of arrivals, and the horizon")
+      ->capture_default_str();
+  app.add_option("--large-share", teams.large_share,
+                 "--generate teams: share of the jobs that are 32-64-GPU gangs")
+      ->capture_default_str();
+  app.add_option("--users-per-team", teams.users_per_team, "--generate teams: users per team")
+      ->capture_default_str();
+  std::string queueing_text = "fair", backfill_text = "on";
+  double horizon_s = 0;
+  app.add_option("--queueing", queueing_text,
+                 "replay: fifo (one global order, queues ignored) or fair (as the server: "
+                 "admission, weighted fair share, reclaim); a list runs each, side by side")
+      ->capture_default_str();
+  app.add_option("--backfill", backfill_text,
+                 "replay: on (reservations from time limits, as the server) or off (skip-ahead); "
+                 "a list runs each, side by side")
+      ->capture_default_str();
+  CLI::Option* horizon_opt = app.add_option(
+      "--horizon", horizon_s, "replay: stop this many seconds into the trace (default: the end)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kBadInput;
   }
-  if (nodes_path.empty() && workload_path.empty()) {
-    return Fail("give --nodes FILE --pods FILE (openb CSVs) or --workload FILE (YAML); see --help");
+  if (nodes_path.empty() && workload_path.empty() && generate.empty()) {
+    return Fail(
+        "give --nodes FILE --pods FILE (openb CSVs), --workload FILE (YAML) or --generate teams; "
+        "see --help");
+  }
+  std::vector<Queueing> queueings;
+  for (const std::string& q : Split(queueing_text, ',')) {
+    auto parsed = ParseQueueing(q);
+    if (!parsed)
+      return Fail("--queueing: want fifo or fair (or a list of them), got \"" + q + "\"");
+    queueings.push_back(*parsed);
+  }
+  std::vector<bool> backfills;
+  for (const std::string& b : Split(backfill_text, ',')) {
+    if (b != "on" && b != "off") {
+      return Fail("--backfill: want on or off (or a list of them), got \"" + b + "\"");
+    }
+    backfills.push_back(b == "on");
+  }
+  if (*horizon_opt && !(std::isfinite(horizon_s) && horizon_s > 0)) {
+    return Fail("--horizon must be a number of seconds > 0");
+  }
+  // The queue options are replay's: they choose it unless --method says otherwise.
+  if (!app.count("--method") &&
+      (app.count("--queueing") || app.count("--backfill") || *horizon_opt)) {
+    method_name = "replay";
+  }
+  if (!generate.empty()) {
+    if (app.count("--method") && method_name != "replay") {
+      return Fail("--generate teams needs --method replay (its jobs arrive over time)");
+    }
+    method_name = "replay";
+    auto parsed = ParseTeams(teams_text);
+    if (!parsed.ok()) return Fail(parsed.status().message());
+    teams.teams = std::move(*parsed);
+    Status st = ParseClusterShape(cluster_text, teams.nodes, teams.gpus_per_node);
+    if (!st.ok()) return Fail(st.message());
+    teams.seed = seed;
+    if (!*horizon_opt) horizon_s = teams.hours * 3600;
   }
   if (!std::isfinite(tune) || tune <= 0 || tune > 100) {
     return Fail("--tune must be in (0, 100], got " + FormatNumber(tune));
@@ -233,8 +423,13 @@ int RunSimulateCommand(int argc, char** argv) {
   options.tune = tune;
   options.seed = seed;
   options.gang = !no_gang;
-  Result<Workload> workload = workload_path.empty() ? LoadOpenbWorkload(nodes_path, pods_path)
-                                                    : LoadYamlWorkload(workload_path);
+  if (horizon_s > 0) options.horizon_ms = std::llround(horizon_s * 1000);
+  const std::string source = !generate.empty()       ? "--generate teams"
+                             : workload_path.empty() ? nodes_path
+                                                     : workload_path;
+  Result<Workload> workload = !generate.empty()       ? GenerateTeams(teams)
+                              : workload_path.empty() ? LoadOpenbWorkload(nodes_path, pods_path)
+                                                      : LoadYamlWorkload(workload_path);
   if (!workload.ok()) return Fail(workload.status().message());
   if (*gangs_opt) {
     if (options.method != Method::kReplay) return Fail("--gangs needs --method replay");
@@ -254,6 +449,43 @@ int RunSimulateCommand(int argc, char** argv) {
   } else if (workload->policy) {
     options.policy = *workload->policy;
   }
+  const size_t combos = queueings.size() * backfills.size();
+  if (combos > 1 && options.method != Method::kReplay) {
+    return Fail("several --queueing or --backfill values need --method replay");
+  }
+  if (combos > 1 && !placements_path.empty()) {
+    return Fail("--output-placements takes one run: give one --queueing and one --backfill");
+  }
+  if (combos > 1) {
+    std::vector<SimReport> runs;
+    nlohmann::json all = nlohmann::json::array();
+    for (Queueing q : queueings) {
+      for (bool b : backfills) {
+        SimOptions o = options;
+        o.queueing = q;
+        o.backfill = b;
+        auto report = Simulate(*workload, o);
+        if (!report.ok()) return Fail(report.status().message());
+        report->queueing = q;  // as asked, even where the tree makes them alike
+        if (json) {
+          const double elapsed =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          all.push_back(ToJson(*report, elapsed));
+        }
+        runs.push_back(std::move(*report));
+      }
+    }
+    if (json) {
+      std::printf("%s\n", nlohmann::json{{"runs", std::move(all)}}.dump().c_str());
+    } else {
+      std::printf("%s: %zu nodes, %lld GPUs, %zu tasks\n", source.c_str(), runs.front().nodes,
+                  static_cast<long long>(runs.front().gpus_total), runs.front().pods_total);
+      PrintSideBySide(runs);
+    }
+    return 0;
+  }
+  options.queueing = queueings.front();
+  options.backfill = backfills.front();
   auto report = Simulate(*workload, options);
   if (!report.ok()) {
     std::string message = report.status().message();
@@ -279,7 +511,7 @@ int RunSimulateCommand(int argc, char** argv) {
   if (json) {
     std::printf("%s\n", ToJson(*report, elapsed).dump().c_str());
   } else {
-    PrintSummary(*report, elapsed, workload_path.empty() ? nodes_path : workload_path);
+    PrintSummary(*report, elapsed, source);
   }
   return 0;
 }

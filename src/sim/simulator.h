@@ -40,6 +40,7 @@
 #define HF_SIM_SIMULATOR_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -57,6 +58,17 @@ enum class Method { kFgd, kReplay };
 const char* MethodName(Method m);
 std::optional<Method> ParseMethod(std::string_view name);
 
+// replay: the order waiting work is tried in (docs/QUEUES.md).
+//   fifo — one global order, priority then arrival, queues ignored: no
+//     admission, no fair share, no reclaim (a scheduler without queues);
+//   fair — as the server decides: the next task comes from the queue whose
+//     turn it is by weighted fair share (queues::Ledger::PickFair), within
+//     a queue priority then arrival; each leaves its queue only as
+//     admission allows (queues::Admit), and may reclaim borrowed capacity.
+enum class Queueing { kFifo, kFair };
+const char* QueueingName(Queueing q);
+std::optional<Queueing> ParseQueueing(std::string_view name);
+
 struct SimOptions {
   Method method = Method::kFgd;
   // fgd: sample until GPU demand >= tune x GPU capacity. In (0, 100].
@@ -69,6 +81,16 @@ struct SimOptions {
   // one decision or none (docs/JOBS.md); false places them one by one, as a
   // scheduler without gangs does (--no-gang), to show what that costs.
   bool gang = true;
+  // replay: see Queueing.
+  Queueing queueing = Queueing::kFair;
+  // replay: backfill with reservations (queues/backfill.h), as the server
+  // does: the first waiting task in rank order that cannot start holds room
+  // from its earliest start, computed from placed tasks' time limits. Off:
+  // whatever fits goes ahead of it (skip-ahead).
+  bool backfill = true;
+  // replay: stop at this time (ms from the trace's start); the report then
+  // covers [0, horizon]. Absent: run until the last task leaves.
+  std::optional<int64_t> horizon_ms;
 };
 
 // A task's final (fgd) or last (replay) placement. `node` is empty for a task
@@ -85,6 +107,42 @@ struct PodPlacement {
 struct CurvePoint {
   double arrived = 0;    // arrived GPU demand / capacity
   double allocated = 0;  // allocated GPU milli / capacity
+};
+
+// replay: one leaf queue's share of the run (tasks outside jobs count as
+// jobs of one). GPU-hours are GPU time held, over the report's span.
+struct QueueStats {
+  std::string name;
+  double weight = 1;
+  // Its weight-entitled share of GPU time: at each level of the tree, its
+  // weight over the weights of the siblings that have work in the workload.
+  double entitled = 0;
+  double gpu_hours = 0;
+  double share = 0;        // of all GPU-hours held by any queue
+  double utilisation = 0;  // gpu_hours / (GPUs x span)
+  size_t jobs = 0;         // arrived within the span
+  size_t started = 0;      // of those, started
+  // Waits (first start - arrival) of the jobs that started, in seconds.
+  double wait_p50_s = 0;
+  double wait_p95_s = 0;
+  double wait_max_s = 0;
+  // Its largest job (most GPUs; the first to arrive of those) and its wait;
+  // absent when it never started.
+  std::string largest_job;
+  double largest_job_gpus = 0;
+  std::optional<double> largest_job_wait_s;
+  std::map<std::string, double> user_gpu_hours;  // by SimTask::user ("" when none)
+};
+
+// replay: the workload's largest job (most GPUs; the first to arrive).
+struct JobTimes {
+  std::string name;
+  std::string queue;
+  double gpus = 0;
+  double arrival_s = 0;
+  // When its first reservation was computed to start (backfill).
+  std::optional<double> first_reservation_s;
+  std::optional<double> start_s;  // absent: never started
 };
 
 struct SimReport {
@@ -133,6 +191,16 @@ struct SimReport {
   size_t jobs_completed = 0;
   size_t jobs_partial_at_end = 0;
   double gpu_seconds_held_by_partial_gangs = 0;
+
+  // replay, queues: how the run was ordered, per leaf queue with work, and
+  // Jain's fairness index over the queues' share / entitled (1: each got
+  // exactly its entitlement).
+  Queueing queueing = Queueing::kFair;
+  bool backfill = true;
+  std::vector<QueueStats> queues;
+  double jain_index = 1;
+  size_t reservations = 0;  // reservations computed (new, or moved)
+  JobTimes largest_job;
 
   std::vector<framework::PluginInfo> plugins;
   // fgd: one per sampled task in schedule order; replay: one per task in

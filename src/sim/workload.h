@@ -13,6 +13,7 @@
 #include "core/status.h"
 #include "framework/framework.h"
 #include "framework/policy.h"
+#include "queues/queue_tree.h"
 
 namespace hf::sim {
 
@@ -32,6 +33,13 @@ struct SimTask {
   std::optional<int64_t> job_run_ms;
   // A job's member: how its gang is placed (its job's placement).
   framework::GangOptions job_gang;
+  // A task outside a job: how long it runs once placed, then it leaves
+  // (placed again after an eviction, it runs this long again). Absent: it
+  // runs until its delete time. A time limit (task.time_limit_s) shorter
+  // than the run stops it at the limit, as the agent does.
+  std::optional<int64_t> run_ms;
+  // Who submitted it (reported per user within its queue).
+  std::string user;
 };
 
 // A node and the usage measurement it starts with (YAML workloads only; the
@@ -44,6 +52,8 @@ struct SimNode {
 struct Workload {
   std::vector<SimNode> nodes;
   std::vector<SimTask> tasks;
+  // The queue tree (docs/QUEUES.md); empty: root and default only.
+  std::vector<queues::QueueSpec> queues;
   // A plugins:/scheduler: block given with the workload (YAML only).
   std::optional<framework::Policy> policy;
   // Names the sources in messages and summaries.

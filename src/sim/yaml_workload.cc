@@ -11,9 +11,21 @@
 #include "core/job.h"
 #include "core/text.h"
 #include "core/yaml_json.h"
+#include "queues/queue_tree.h"
 
 namespace hf::sim {
 namespace {
+
+// `count: N` and `every: S` on an entry: N copies arriving S seconds apart,
+// named NAME-0 .. NAME-(N-1).
+struct Repeat {
+  int64_t count = 1;
+  std::optional<int64_t> every_ms;
+};
+constexpr int64_t kMaxRepeat = 1'000'000;
+
+// The copies' name and arrival shift.
+std::string CopyName(const std::string& name, int64_t i) { return name + "-" + std::to_string(i); }
 
 // Converts YAML nodes into model values, turning every problem into
 // "FILE:LINE: field: what" so a user can find the entry.
@@ -264,7 +276,8 @@ class Reader {
     return Status::Ok();
   }
 
-  Status TaskEntry(const YAML::Node& n, const std::string& field, SimTask& out) const {
+  Status TaskEntry(const YAML::Node& n, const std::string& field, SimTask& out,
+                   Repeat& repeat) const {
     Task& t = out.task;
     HF_RETURN_IF_ERROR(
         ForEach(n, field, [&](const std::string& k, const YAML::Node& v, bool& known) -> Status {
@@ -293,6 +306,16 @@ class Reader {
           if (k == "env") return StringMap(v, f, t.env);
           if (k == "create_time") return Time(v, f, out.create_ms);
           if (k == "delete_time") return Time(v, f, out.delete_ms);
+          if (k == "queue") return String(v, f, t.queue);
+          if (k == "user") return String(v, f, out.user);
+          if (k == "time_limit_s") return IntAs(v, f, 1, t.time_limit_s);
+          if (k == "duration") {
+            HF_RETURN_IF_ERROR(Time(v, f, out.run_ms));
+            if (*out.run_ms <= 0) return Error(v, f + " must be > 0");
+            return Status::Ok();
+          }
+          if (k == "count") return IntAs(v, f, 1, repeat.count);
+          if (k == "every") return Time(v, f, repeat.every_ms);
           known = false;
           return Status::Ok();
         }));
@@ -301,6 +324,15 @@ class Reader {
     if (out.delete_ms && *out.delete_ms < *out.create_ms) {
       return Error(n, field + ": delete_time is before create_time");
     }
+    if (out.delete_ms && out.run_ms) {
+      return Error(
+          n, field + ": give delete_time (leaves then) or duration (runs that long), not both");
+    }
+    if (repeat.every_ms && repeat.count == 1) return Error(n, field + ": every needs count");
+    if (repeat.count > 1 && out.delete_ms) {
+      return Error(n, field + ": count repeats a task with a duration, not a delete_time");
+    }
+    if (t.queue.empty()) return Error(n, field + ".queue must not be empty");
     return Status::Ok();
   }
 
@@ -351,18 +383,44 @@ Result<Workload> ParseYamlWorkload(const std::string& text, const std::string& s
           std::set<std::string> names;
           for (size_t i = 0; i < v.size(); ++i) {
             SimTask t;
-            t.task.key = TaskKey(i);
-            HF_RETURN_IF_ERROR(r.TaskEntry(v[i], "tasks[" + std::to_string(i) + "]", t));
-            if (!names.insert(t.task.name).second)
-              return r.Error(v[i], "duplicate task name " + t.task.name);
+            Repeat repeat;
+            const std::string field = "tasks[" + std::to_string(i) + "]";
+            HF_RETURN_IF_ERROR(r.TaskEntry(v[i], field, t, repeat));
+            if (repeat.count > kMaxRepeat || w.tasks.size() + size_t(repeat.count) > kMaxRepeat) {
+              return r.Error(v[i], field + ": more than " + std::to_string(kMaxRepeat) + " tasks");
+            }
             t.origin = source + ":" + std::to_string(v[i].Mark().line + 1);
-            w.tasks.push_back(std::move(t));
+            for (int64_t c = 0; c < repeat.count; ++c) {
+              SimTask copy = t;
+              if (repeat.count > 1) {
+                copy.task.name = CopyName(t.task.name, c);
+                *copy.create_ms += c * repeat.every_ms.value_or(0);
+              }
+              copy.task.key = TaskKey(w.tasks.size());
+              if (!names.insert(copy.task.name).second)
+                return r.Error(v[i], "duplicate task name " + copy.task.name);
+              w.tasks.push_back(std::move(copy));
+            }
           }
           return Status::Ok();
         }
         if (k == "jobs") {
           if (!v.IsSequence()) return r.Error(v, "jobs must be a list");
           jobs = v;
+          return Status::Ok();
+        }
+        if (k == "queues") {
+          if (!v.IsSequence()) return r.Error(v, "queues must be a list");
+          for (size_t i = 0; i < v.size(); ++i) {
+            const std::string field = "queues[" + std::to_string(i) + "]";
+            Result<nlohmann::json> j = YamlToJson(v[i]);
+            if (!j.ok()) return r.Error(v[i], field + ": " + j.status().message());
+            Result<queues::QueueSpec> q = queues::QueueSpecFromJson(*j, field);
+            if (!q.ok()) return r.Error(v[i], q.status().message());
+            w.queues.push_back(std::move(*q));
+          }
+          auto tree = queues::QueueTree::Build(w.queues);
+          if (!tree.ok()) return r.Error(v, tree.status().message());
           return Status::Ok();
         }
         known = false;
@@ -373,6 +431,7 @@ Result<Workload> ParseYamlWorkload(const std::string& text, const std::string& s
   // the tasks'.
   std::set<std::string> names;
   for (const SimTask& t : w.tasks) names.insert(t.task.name);
+  uint64_t job_id = 0;
   for (size_t i = 0; jobs && i < jobs.size(); ++i) {
     const YAML::Node& entry = jobs[i];
     const std::string at = source + ":" + std::to_string(entry.Mark().line + 1);
@@ -393,23 +452,47 @@ Result<Workload> ParseYamlWorkload(const std::string& text, const std::string& s
       j->erase(it);
       return Status::Ok();
     };
-    int64_t create_ms = 0, stagger_ms = 0, run_ms = 0;
+    int64_t create_ms = 0, stagger_ms = 0, run_ms = 0, every_ms = 0;
     HF_RETURN_IF_ERROR(seconds("create_time", false, create_ms));
     HF_RETURN_IF_ERROR(seconds("stagger", false, stagger_ms));
     HF_RETURN_IF_ERROR(seconds("duration", true, run_ms));
+    HF_RETURN_IF_ERROR(seconds("every", false, every_ms));
+    int64_t count = 1;
+    if (auto it = j->find("count"); it != j->end()) {
+      if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > kMaxRepeat) {
+        return InvalidArgument(at + ": " + field + ".count must be an integer in 1.." +
+                               std::to_string(kMaxRepeat));
+      }
+      count = it->get<int64_t>();
+      j->erase(it);
+    }
+    std::string user;
+    if (auto it = j->find("user"); it != j->end()) {
+      if (!it->is_string()) return InvalidArgument(at + ": " + field + ".user must be a string");
+      user = it->get<std::string>();
+      j->erase(it);
+    }
     Result<JobSpec> spec = JobSpecFromJson(*j);
     if (!spec.ok()) return InvalidArgument(at + ": " + field + ": " + spec.status().message());
-    for (Task& t : spec->Members(i + 1)) {
-      if (!names.insert(t.name).second)
-        return InvalidArgument(at + ": duplicate task name " + t.name);
-      SimTask st;
-      t.key = TaskKey(w.tasks.size());
-      st.create_ms = create_ms + stagger_ms * t.job.rank;
-      st.job_run_ms = run_ms;
-      st.job_gang = framework::GangOptions::For(*spec);
-      st.origin = at;
-      st.task = std::move(t);
-      w.tasks.push_back(std::move(st));
+    const std::string base = spec->name;
+    for (int64_t c = 0; c < count; ++c) {
+      if (count > 1) spec->name = CopyName(base, c);
+      ++job_id;
+      for (Task& t : spec->Members(job_id)) {
+        if (!names.insert(t.name).second)
+          return InvalidArgument(at + ": duplicate task name " + t.name);
+        if (w.tasks.size() >= size_t(kMaxRepeat))
+          return InvalidArgument(at + ": more than " + std::to_string(kMaxRepeat) + " tasks");
+        SimTask st;
+        t.key = TaskKey(w.tasks.size());
+        st.create_ms = create_ms + c * every_ms + stagger_ms * t.job.rank;
+        st.job_run_ms = run_ms;
+        st.job_gang = framework::GangOptions::For(*spec);
+        st.user = user;
+        st.origin = at;
+        st.task = std::move(t);
+        w.tasks.push_back(std::move(st));
+      }
     }
   }
   if (has_policy) {

@@ -32,6 +32,12 @@
 //       env: {EPOCHS: "3"}
 //       create_time: 0                  # seconds; default 0 (present from the start)
 //       delete_time: 3600               # seconds; default: never leaves
+//       duration: 600                   # or: seconds it runs once placed, then leaves
+//       time_limit_s: 900               # stopped at this many seconds of running
+//       queue: team-a                   # docs/QUEUES.md; default "default"
+//       user: alice                     # reported per user within its queue
+//       count: 100                      # this many copies, NAME-0 .. NAME-99,
+//       every: 30                       #   arriving this many seconds apart
 //   jobs:                   # docs/JOBS.md's job spec, plus times
 //     - name: train-a
 //       roles: [{name: worker, replicas: 2, requests: {gpu: 4}}]
@@ -41,9 +47,16 @@
 //       stagger: 1                      # seconds between members' arrivals (default 0)
 //       duration: 600                   # seconds the job runs once its whole gang runs
 //                                       # (required); then every member leaves
+//       queue: team-a                   # as the job spec has it, with time_limit_s
+//       user: alice
+//       count: 10                       # copies NAME-0 .. NAME-9 ...
+//       every: 3600                     #   arriving this many seconds apart
+//   queues:                 # the queue tree, as the server's config file has it
+//     - {name: team-a, weight: 2, guaranteed: {gpu: {A100-80G: 8}}}
 //
 // A job's members are tasks named NAME-ROLE-INDEX after the tasks: list,
-// with the job's id (its position in jobs:, from 1), role and rank.
+// with the job's id (its position in jobs:, copies counted, from 1), role
+// and rank.
 // A GPU's index defaults to its position in the list; locality ids default to
 // -1 (unknown). Task keys are positions in the tasks list. Unknown keys, wrong
 // types, out-of-range values (SPEC §2 validation), duplicate node or task

@@ -253,7 +253,8 @@ TEST(YamlWorkloadTest, BadJobsNameTheEntry) {
       {"jobs:\n  - {name: j, duration: -1, roles: [{name: w}]}\n", "jobs[0].duration must be"},
       {"jobs:\n  - {name: j, duration: 1, roles: [{name: w, replicas: 0}]}\n",
        "jobs[0]: roles[0].replicas must be >= 1"},
-      {"jobs:\n  - {name: j, duration: 1, roles: [{name: w}]}\n  - {name: j, duration: 1, roles: [{name: w}]}\n",
+      {"jobs:\n  - {name: j, duration: 1, roles: [{name: w}]}\n  - {name: j, duration: 1, roles: "
+       "[{name: w}]}\n",
        "duplicate task name j-w-0"},
   };
   for (const Row& r : rows) {
