@@ -11,6 +11,14 @@
 // Workload: openb default pods sampled with replacement (seeded) until the
 // requested GPUs reach --fill x cluster GPU capacity; multi-GPU pods form
 // RDMA groups of two; every 10th pod depends on an earlier pod.
+//
+// --queues N (docs/QUEUES.md): the decisions go through a SchedulingQueue
+// holding --pending tasks (at least those decided), as the scheduler's loop
+// does: once with one queue (the pop and the decision), then spread over N
+// leaf queues (weights 1-4), without guarantees and then each guaranteed 2
+// GPUs of every model, where each decision also computes the ledger, picks
+// the queue by fair share, admits the task and scopes its evictions. The
+// three lines print, with the time the queues' part adds per decision.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,12 +29,20 @@
 
 #include "core/cluster_state.h"
 #include "framework/framework.h"
+#include "framework/queue.h"
+#include "queues/gate.h"
+#include "queues/ledger.h"
+#include "queues/queue_tree.h"
 #include "sim/openb_reader.h"
 
 namespace {
 
 struct Figures {
   size_t nodes = 0, decisions = 0, placed = 0, preemptions = 0;
+  size_t refused = 0;  // --queues: refused by admission
+  // --queues: microseconds in the framework's decisions, and around them in
+  // the queues' part (pop by fair share, ledger, admission, eviction scope).
+  double framework_us = 0, queues_us = 0;
   double per_second = 0, p50_us = 0, p99_us = 0, max_us = 0;
   // --gang N: N-member gangs (4 GPUs a member) decided on the filled cluster.
   size_t gangs = 0, gangs_placed = 0;
@@ -40,8 +56,25 @@ double Percentile(std::vector<double> v, double q) {
   return v[k];
 }
 
+// The queue tree of --queues: n leaves under root, or root and default alone.
+hf::queues::QueueTree Tree(int n, bool guarantees) {
+  if (n <= 1) return hf::queues::QueueTree();
+  std::vector<hf::queues::QueueSpec> specs;
+  for (int i = 0; i < n; ++i) {
+    hf::queues::QueueSpec& q = specs.emplace_back();
+    q.name = "q-" + std::to_string(i);
+    q.parent = hf::queues::kRoot;
+    q.weight = 1 + i % 4;
+    if (guarantees) q.guaranteed.gpu_milli[hf::queues::kEveryOtherModel] = 2000;
+    q.max.gpu_milli[hf::queues::kEveryOtherModel] = 100000 * 1000;
+  }
+  auto tree = hf::queues::QueueTree::Build(std::move(specs));
+  HF_CHECK(tree.ok());
+  return std::move(*tree);
+}
+
 Figures RunOne(const hf::sim::Workload& openb, size_t node_count, double fill, uint64_t seed,
-               int gang) {
+               int gang, int queue_count = 0, size_t pending = 0, bool guarantees = true) {
   using hf::NodeId;
   hf::ClusterState cluster;
   int64_t gpu_capacity = 0;
@@ -76,7 +109,9 @@ Figures RunOne(const hf::sim::Workload& openb, size_t node_count, double fill, u
   std::vector<hf::Task> tasks;
   int64_t demand = 0;
   int groups = 0;
-  while (demand < int64_t(fill * double(gpu_capacity))) {
+  size_t decided = 0;  // tasks to decide: those up to the fill
+  while (demand < int64_t(fill * double(gpu_capacity)) || tasks.size() < pending) {
+    if (demand < int64_t(fill * double(gpu_capacity))) decided = tasks.size() + 1;
     hf::Task t = openb.tasks[pick(rng)].task;
     t.key = tasks.size();
     t.name = "pod-" + std::to_string(t.key);
@@ -85,6 +120,7 @@ Figures RunOne(const hf::sim::Workload& openb, size_t node_count, double fill, u
       t.rdma_required = true;
     }
     if (t.key % 10 == 9) t.depends_on = {"pod-" + std::to_string(t.key / 2)};
+    if (queue_count > 1) t.queue = "q-" + std::to_string(t.key % size_t(queue_count));
     demand += int64_t(t.requests.gpu) * t.requests.gpu_milli;
     tasks.push_back(std::move(t));
   }
@@ -106,21 +142,98 @@ Figures RunOne(const hf::sim::Workload& openb, size_t node_count, double fill, u
     }
     HF_CHECK(cluster.ReportUsage(id, u).ok());
   };
-  for (const hf::Task& t : tasks) {
-    clock.Advance(1000);
-    if (t.key % 256 == 0) {
-      for (NodeId id = 0; id < cluster.node_count(); id += 10) report(id);
+  if (queue_count == 0) {
+    for (const hf::Task& t : tasks) {
+      clock.Advance(1000);
+      if (t.key % 256 == 0) {
+        for (NodeId id = 0; id < cluster.node_count(); id += 10) report(id);
+      }
+      const auto start = std::chrono::steady_clock::now();
+      hf::framework::Decision d = (*fw)->Schedule(t, cluster, opts);
+      const double us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+              .count();
+      lat_us.push_back(us);
+      total_us += us;
+      f.placed += d.scheduled;
+      f.preemptions += d.victims.size();
     }
-    const auto start = std::chrono::steady_clock::now();
-    hf::framework::Decision d = (*fw)->Schedule(t, cluster, opts);
-    const double us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-    lat_us.push_back(us);
-    total_us += us;
-    f.placed += d.scheduled;
-    f.preemptions += d.victims.size();
+    f.decisions = tasks.size();
+  } else {
+    // As the scheduler's loop: pop by fair share, admit, decide.
+    const hf::queues::QueueTree tree = Tree(queue_count, guarantees);
+    hf::queues::Ledger ledger;
+    hf::framework::SchedulingQueue waiting;
+    for (const hf::Task& t : tasks) waiting.Add(t.key, t.priority, "", t.queue);
+    std::vector<size_t> candidates;
+    uint64_t candidates_version = UINT64_MAX;
+    for (size_t n = 0; n < decided; ++n) {
+      clock.Advance(1000);
+      if (n % 256 == 0) {
+        for (NodeId id = 0; id < cluster.node_count(); id += 10) report(id);
+      }
+      const auto start = std::chrono::steady_clock::now();
+      std::optional<hf::TaskKey> key;
+      if (tree.trivial()) {
+        key = waiting.Pop();
+      } else {
+        // As Scheduler::PopNextLocked.
+        ledger.Compute(tree, cluster);
+        if (candidates_version != waiting.active_queues_version()) {
+          candidates.clear();
+          for (const std::string_view name : waiting.ActiveQueues()) {
+            candidates.push_back(tree.Find(name));
+          }
+          candidates_version = waiting.active_queues_version();
+        }
+        key = waiting.Pop(tree.spec(ledger.PickFair(candidates)).name);
+      }
+      HF_CHECK(key.has_value());
+      const hf::Task& t = tasks[*key];
+      hf::framework::Decision d;
+      const auto us_since = [](std::chrono::steady_clock::time_point t0) {
+        return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+            .count();
+      };
+      if (tree.trivial()) {
+        f.queues_us += us_since(start);
+        const auto decide = std::chrono::steady_clock::now();
+        d = (*fw)->Schedule(t, cluster, opts);
+        f.framework_us += us_since(decide);
+      } else {
+        hf::queues::Demand demand;
+        demand.Add(t.requests);
+        const hf::queues::Gate gate = hf::queues::Admit(tree, ledger, cluster, t.queue, demand, {&t});
+        if (gate.admitted) {
+          const auto scope = hf::queues::Scope(tree, ledger, cluster, gate);
+          hf::framework::ScheduleOptions o = opts;
+          o.eviction = scope.get();
+          hf::Task narrowed;
+          if (gate.narrowed) narrowed = hf::queues::Narrowed(cluster, t, gate);
+          f.queues_us += us_since(start);
+          const auto decide = std::chrono::steady_clock::now();
+          d = (*fw)->Schedule(gate.narrowed ? narrowed : t, cluster, o);
+          f.framework_us += us_since(decide);
+        } else {
+          f.queues_us += us_since(start);
+          ++f.refused;
+        }
+      }
+      if (d.scheduled) {
+        waiting.Remove(*key);
+      } else {
+        waiting.SetUnschedulable(*key, d.reason);
+      }
+      const double us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+              .count();
+      lat_us.push_back(us);
+      total_us += us;
+      f.placed += d.scheduled;
+      f.preemptions += d.victims.size();
+    }
+    f.decisions = decided;
   }
-  f.decisions = tasks.size();
   f.per_second = double(f.decisions) / (total_us / 1e6);
   f.p50_us = Percentile(lat_us, 0.50);
   f.p99_us = Percentile(lat_us, 0.99);
@@ -169,7 +282,8 @@ int main(int argc, char** argv) {
   double fill = 0.9;
   uint64_t seed = 42;
   std::vector<size_t> sizes = {1000, 5000, 10000};
-  int gang = 0;
+  int gang = 0, queue_count = 0;
+  size_t pending = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--trace-dir") trace = argv[i + 1];
@@ -177,9 +291,12 @@ int main(int argc, char** argv) {
     else if (flag == "--fill") fill = std::atof(argv[i + 1]);
     else if (flag == "--seed") seed = std::strtoull(argv[i + 1], nullptr, 10);
     else if (flag == "--gang") gang = std::atoi(argv[i + 1]);
+    else if (flag == "--queues") queue_count = std::atoi(argv[i + 1]);
+    else if (flag == "--pending") pending = size_t(std::strtoull(argv[i + 1], nullptr, 10));
     else {
       std::fprintf(stderr,
-                   "usage: hf_bench [--trace-dir DIR] [--fill X] [--seed N] [--nodes N] [--gang N]\n");
+                   "usage: hf_bench [--trace-dir DIR] [--fill X] [--seed N] [--nodes N] [--gang N]\n"
+                   "                [--queues N [--pending P]]\n");
       return 2;
     }
   }
@@ -194,6 +311,39 @@ int main(int argc, char** argv) {
               fill * 100);
   std::printf("%8s %10s %9s %12s %9s %9s %9s %7s\n", "nodes", "decisions", "placed", "decisions/s",
               "p50_us", "p99_us", "max_us", "evicted");
+  if (queue_count > 0) {
+    std::printf("through a SchedulingQueue of %zu tasks or more: 1 queue, then %d queues with fair "
+                "share and admission\n",
+                pending, queue_count);
+    for (size_t n : sizes) {
+      const Figures one = RunOne(*openb, n, fill, seed, 0, 1, pending);
+      const Figures weights = RunOne(*openb, n, fill, seed, 0, queue_count, pending, false);
+      const Figures many = RunOne(*openb, n, fill, seed, 0, queue_count, pending, true);
+      const char* names[] = {"1 queue", "queues, weights only", "queues, weights and guarantees"};
+      const Figures* runs[] = {&one, &weights, &many};
+      for (int k = 0; k < 3; ++k) {
+        const Figures* f = runs[k];
+        std::printf("%8zu %10zu %9zu %12.0f %9.1f %9.1f %9.1f %7zu  %s (%zu refused)\n", f->nodes,
+                    f->decisions, f->placed, f->per_second, f->p50_us, f->p99_us, f->max_us,
+                    f->preemptions, names[k], f->refused);
+      }
+      std::printf("%8s per decision, 1 queue: %.2f us popping, %.2f us in the framework\n", "",
+                  one.queues_us / double(one.decisions), one.framework_us / double(one.decisions));
+      for (int k = 1; k < 3; ++k) {
+        const Figures* f = runs[k];
+        std::printf("%8s per decision, %s: %.2f us in fair share and admission (%.1f%% of the "
+                    "1-queue decision), %.2f us in the framework\n",
+                    "", names[k], f->queues_us / double(f->decisions),
+                    100.0 * (f->queues_us / double(f->decisions)) /
+                        (one.framework_us / double(one.decisions)),
+                    f->framework_us / double(f->decisions));
+        std::printf("%8s mean decision time, all included, %s: %+.1f%%\n", "", names[k],
+                    100.0 * (one.per_second / f->per_second - 1.0));
+      }
+      std::fflush(stdout);
+    }
+    return 0;
+  }
   for (size_t n : sizes) {
     Figures f = RunOne(*openb, n, fill, seed, gang);
     std::printf("%8zu %10zu %9zu %12.0f %9.1f %9.1f %9.1f %7zu\n", f.nodes, f.decisions, f.placed,

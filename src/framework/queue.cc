@@ -5,14 +5,19 @@
 namespace hf::framework {
 
 void SchedulingQueue::Activate(TaskKey key, const Entry& e) {
-  if (active_[e.queue].insert(OrderKey(key, e.priority)).second) ++active_count_;
+  auto [q, fresh] = active_.try_emplace(e.queue);
+  active_queues_version_ += fresh;
+  if (q->second.insert(OrderKey(key, e.priority)).second) ++active_count_;
 }
 
 void SchedulingQueue::Deactivate(TaskKey key, const Entry& e) {
   auto q = active_.find(e.queue);
   if (q == active_.end() || q->second.erase(OrderKey(key, e.priority)) == 0) return;
   --active_count_;
-  if (q->second.empty()) active_.erase(q);
+  if (q->second.empty()) {
+    active_.erase(q);
+    ++active_queues_version_;
+  }
 }
 
 void SchedulingQueue::Add(TaskKey key, int32_t priority, std::string reason,
@@ -35,7 +40,10 @@ TaskKey SchedulingQueue::PopFrom(std::map<std::string, Order>::iterator q) {
   const TaskKey key = q->second.begin()->second;
   q->second.erase(q->second.begin());
   --active_count_;
-  if (q->second.empty()) active_.erase(q);
+  if (q->second.empty()) {
+    active_.erase(q);
+    ++active_queues_version_;
+  }
   return key;
 }
 
@@ -54,8 +62,8 @@ std::optional<TaskKey> SchedulingQueue::Pop(const std::string& queue) {
   return PopFrom(q);
 }
 
-std::vector<std::string> SchedulingQueue::ActiveQueues() const {
-  std::vector<std::string> out;
+std::vector<std::string_view> SchedulingQueue::ActiveQueues() const {
+  std::vector<std::string_view> out;
   out.reserve(active_.size());
   for (const auto& [name, order] : active_) out.push_back(name);
   return out;
@@ -88,6 +96,7 @@ size_t SchedulingQueue::MoveAllToActive() {
 void SchedulingQueue::Clear() {
   waiting_.clear();
   active_.clear();
+  ++active_queues_version_;
   active_count_ = 0;
   unschedulable_.clear();
 }

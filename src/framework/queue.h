@@ -26,6 +26,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -47,8 +48,11 @@ class SchedulingQueue {
   std::optional<TaskKey> Pop();
   // Takes the first active task of `queue`; nullopt when it has none.
   std::optional<TaskKey> Pop(const std::string& queue);
-  // The queues with active tasks, by name.
-  std::vector<std::string> ActiveQueues() const;
+  // The queues with active tasks, by name (valid until the queue changes).
+  std::vector<std::string_view> ActiveQueues() const;
+  // Changes whenever the set of queues with active tasks changes (not on
+  // every pop), so that a caller may keep what it worked out from it.
+  uint64_t active_queues_version() const { return active_queues_version_; }
   // Takes `key` in flight from wherever it waits (the other members of a
   // gang, tried with the one popped); false when it does not wait.
   bool Claim(TaskKey key);
@@ -85,6 +89,7 @@ class SchedulingQueue {
   std::unordered_map<TaskKey, Entry> waiting_;  // every task in the queue
   std::map<std::string, Order> active_;         // by queue; no empty sets
   size_t active_count_ = 0;
+  uint64_t active_queues_version_ = 0;
   std::set<TaskKey> unschedulable_;
 };
 

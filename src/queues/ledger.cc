@@ -26,7 +26,26 @@ void Ledger::Compute(const QueueTree& tree, const ClusterState& cluster) {
   tree_ = &tree;
   cluster_ = &cluster;
   models_ = cluster.model_count();
-  used_.assign(tree.size(), QueueUsage{});
+  if (quotas_generation_ != tree.generation() || quotas_models_ != models_) {
+    guaranteed_gpu_.assign(tree.size() * models_, 0);
+    max_gpu_.assign(tree.size() * models_, kNoLimit);
+    for (size_t q = 0; q < tree.size(); ++q) {
+      const QueueSpec& s = tree.spec(q);
+      for (size_t m = 0; m < models_; ++m) {
+        const std::string& model = cluster.model_name(m);
+        guaranteed_gpu_[q * models_ + m] = s.guaranteed.Gpu(model).value_or(0);
+        max_gpu_[q * models_ + m] = s.max.Gpu(model).value_or(kNoLimit);
+      }
+    }
+    quotas_generation_ = tree.generation();
+    quotas_models_ = models_;
+  }
+  // Only the models in use are cleared: a QueueUsage holds 64.
+  used_.resize(tree.size());
+  for (QueueUsage& u : used_) {
+    u.cpu_milli = u.memory_mib = 0;
+    std::fill_n(u.gpu_milli.begin(), models_, 0);
+  }
   for (size_t id = 0; id < cluster.queue_count(); ++id) {
     size_t q = tree.Find(cluster.queue_name(id));
     const QueueUsage& u = cluster.queue_usage(id);
@@ -75,7 +94,8 @@ Admission Ledger::Admit(size_t queue, const Demand& d, ClusterState::ModelMask m
   const QueueUsage& lu = used_[queue];
   if (d.gpu_milli == 0) {
     a.admitted = ClusterState::kAnyModel;
-    const bool cpu_ok = d.cpu_milli == 0 || lu.cpu_milli + d.cpu_milli <= leaf.guaranteed.cpu_milli.value_or(0);
+    const bool cpu_ok =
+        d.cpu_milli == 0 || lu.cpu_milli + d.cpu_milli <= leaf.guaranteed.cpu_milli.value_or(0);
     const bool mem_ok =
         d.memory_mib == 0 || lu.memory_mib + d.memory_mib <= leaf.guaranteed.memory_mib.value_or(0);
     if (cpu_ok && mem_ok && d.cpu_milli + d.memory_mib > 0) a.guaranteed = ClusterState::kAnyModel;
@@ -91,12 +111,12 @@ Admission Ledger::Admit(size_t queue, const Demand& d, ClusterState::ModelMask m
     bool fits = true;
     for (size_t q : path) {
       const QueueSpec& s = tree_->spec(q);
-      const std::optional<int64_t> max = s.max.Gpu(model);
+      const int64_t max = MaxGpu(q, m);
       const int64_t holds = used_[q].gpu_milli[m];
-      if (max && holds + d.gpu_milli > *max) {
+      if (max != kNoLimit && holds + d.gpu_milli > max) {
         if (first.empty()) {
           first = "queue " + s.name + ": over its max " +
-                  Over("gpu " + model, holds, *max, d.gpu_milli, true);
+                  Over("gpu " + model, holds, max, d.gpu_milli, true);
         }
         fits = false;
         break;
@@ -104,7 +124,7 @@ Admission Ledger::Admit(size_t queue, const Demand& d, ClusterState::ModelMask m
     }
     if (!fits) continue;
     a.admitted |= bit;
-    if (lu.gpu_milli[m] + d.gpu_milli <= leaf.guaranteed.Gpu(model).value_or(0)) a.guaranteed |= bit;
+    if (lu.gpu_milli[m] + d.gpu_milli <= GuaranteedGpu(queue, m)) a.guaranteed |= bit;
   }
   if (!a.admitted) {
     a.reason = first.empty() ? "queue " + leaf.name + ": no GPU model it may use" : first;
@@ -120,8 +140,7 @@ QueueUsage Ledger::Borrowed(size_t queue) const {
   b.cpu_milli = std::max<int64_t>(0, u.cpu_milli - s.guaranteed.cpu_milli.value_or(0));
   b.memory_mib = std::max<int64_t>(0, u.memory_mib - s.guaranteed.memory_mib.value_or(0));
   for (size_t m = 0; m < models_; ++m) {
-    b.gpu_milli[m] = std::max<int64_t>(
-        0, u.gpu_milli[m] - s.guaranteed.Gpu(cluster_->model_name(m)).value_or(0));
+    b.gpu_milli[m] = std::max<int64_t>(0, u.gpu_milli[m] - GuaranteedGpu(queue, m));
   }
   return b;
 }
@@ -143,7 +162,19 @@ double Dominant(const QueueUsage& u, const QueueUsage& cap, size_t models) {
 }  // namespace
 
 double Ledger::BeyondShare(size_t queue) const {
-  return Dominant(Borrowed(queue), capacity_, models_);
+  // Dominant(Borrowed(queue)), without building the QueueUsage.
+  const QueueSpec& s = tree_->spec(queue);
+  const QueueUsage& u = used_[queue];
+  double share = 0;
+  const auto take = [&](int64_t beyond, int64_t cap) {
+    if (cap > 0 && beyond > 0) share = std::max(share, double(beyond) / double(cap));
+  };
+  take(u.cpu_milli - s.guaranteed.cpu_milli.value_or(0), capacity_.cpu_milli);
+  take(u.memory_mib - s.guaranteed.memory_mib.value_or(0), capacity_.memory_mib);
+  for (size_t m = 0; m < models_; ++m) {
+    take(u.gpu_milli[m] - GuaranteedGpu(queue, m), capacity_.gpu_milli[m]);
+  }
+  return share;
 }
 
 double Ledger::Share(size_t queue) const { return Dominant(used_[queue], capacity_, models_); }
@@ -158,23 +189,40 @@ size_t Ledger::PickFair(const std::vector<size_t>& candidates) const {
   }
   std::vector<uint8_t> is_candidate(tree_->size(), 0);
   for (size_t c : candidates) is_candidate[c] = 1;
-  size_t at = 0;  // root
+  size_t at = 0;                                  // root
+  std::vector<std::pair<double, size_t>> beyond;  // (beyond share / weight, child)
   while (!is_candidate[at]) {
-    size_t best = QueueTree::kNone;
-    std::tuple<double, double, const std::string*> best_key;
+    beyond.clear();
+    double lowest = 0;
     for (size_t c : tree_->children(at)) {
       if (!marked[c]) continue;
-      const double w = tree_->spec(c).weight;
-      std::tuple<double, double, const std::string*> key{BeyondShare(c) / w, Share(c) / w,
-                                                         &tree_->spec(c).name};
-      if (best == QueueTree::kNone ||
-          std::tie(std::get<0>(key), std::get<1>(key), *std::get<2>(key)) <
-              std::tie(std::get<0>(best_key), std::get<1>(best_key), *std::get<2>(best_key))) {
+      const double b = BeyondShare(c) / tree_->spec(c).weight;
+      if (beyond.empty() || b < lowest) lowest = b;
+      beyond.emplace_back(b, c);
+    }
+    if (beyond.empty()) return candidates[0];  // not reachable: a candidate is a leaf
+    // Ties on the share beyond the guarantee: the share of all it holds,
+    // then the name (worked out only for the tied).
+    size_t best = QueueTree::kNone;
+    double best_share = 0;
+    bool best_share_known = false;
+    for (const auto& [b, c] : beyond) {
+      if (b != lowest) continue;
+      if (best == QueueTree::kNone) {
         best = c;
-        best_key = key;
+        continue;
+      }
+      if (!best_share_known) {
+        best_share = Share(best) / tree_->spec(best).weight;
+        best_share_known = true;
+      }
+      const double share = Share(c) / tree_->spec(c).weight;
+      if (share < best_share ||
+          (share == best_share && tree_->spec(c).name < tree_->spec(best).name)) {
+        best = c;
+        best_share = share;
       }
     }
-    if (best == QueueTree::kNone) return candidates[0];  // not reachable: a candidate is a leaf
     at = best;
   }
   return at;

@@ -94,6 +94,15 @@ class Ledger {
   QueueUsage capacity_;
   uint64_t capacity_version_ = 0;
   bool has_capacity_ = false;
+  // Each queue's GPU quotas per model bit, from its specs' names and "*"
+  // (kNoLimit: the max names none), for the tree generation and model
+  // count they were worked out for.
+  static constexpr int64_t kNoLimit = -1;
+  int64_t GuaranteedGpu(size_t q, size_t m) const { return guaranteed_gpu_[q * models_ + m]; }
+  int64_t MaxGpu(size_t q, size_t m) const { return max_gpu_[q * models_ + m]; }
+  std::vector<int64_t> guaranteed_gpu_, max_gpu_;
+  uint64_t quotas_generation_ = 0;
+  size_t quotas_models_ = 0;
 };
 
 }  // namespace hf::queues

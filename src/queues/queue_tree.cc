@@ -1,6 +1,7 @@
 #include "queues/queue_tree.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -94,8 +95,8 @@ Result<QueueSpec> QueueSpecFromJson(const json& j, const std::string& given_path
     return InvalidArgument(Field(given_path.empty() ? "queue" : given_path, "name") +
                            " is required");
   }
-  HF_RETURN_IF_ERROR(ReadName(j["name"], Field(given_path.empty() ? "queue" : given_path, "name"),
-                              q.name));
+  HF_RETURN_IF_ERROR(
+      ReadName(j["name"], Field(given_path.empty() ? "queue" : given_path, "name"), q.name));
   const std::string path = given_path.empty() ? "queues." + q.name : given_path;
   HF_RETURN_IF_ERROR(
       CheckKeys(j, path, {"name", "parent", "weight", "guaranteed", "max", "submitters"}));
@@ -168,10 +169,13 @@ QueueTree::QueueTree() {
   *this = std::move(*t);
 }
 
-QueueTree::QueueTree(Empty) {}
+QueueTree::QueueTree(Empty) {
+  static std::atomic<uint64_t> next{1};
+  generation_ = next.fetch_add(1, std::memory_order_relaxed);
+}
 
 size_t QueueTree::Find(std::string_view name) const {
-  auto it = index_.find(std::string(name));
+  auto it = index_.find(name);
   return it == index_.end() ? kNone : it->second;
 }
 
@@ -188,8 +192,8 @@ Result<QueueTree> QueueTree::Build(std::vector<QueueSpec> specs) {
                            std::to_string(kMaxQueues));
   }
   // root first, then the others in the order given; default when absent.
-  auto root = std::find_if(specs.begin(), specs.end(),
-                           [](const QueueSpec& q) { return q.name == kRoot; });
+  auto root =
+      std::find_if(specs.begin(), specs.end(), [](const QueueSpec& q) { return q.name == kRoot; });
   if (root == specs.end()) {
     QueueSpec r;
     r.name = kRoot;
@@ -207,7 +211,8 @@ Result<QueueTree> QueueTree::Build(std::vector<QueueSpec> specs) {
   for (size_t i = 0; i < specs.size(); ++i) {
     const QueueSpec& q = specs[i];
     const std::string at = "queues." + q.name;
-    if (!IsValidName(q.name)) return InvalidArgument("queues[" + std::to_string(i) + "].name is not a valid name");
+    if (!IsValidName(q.name))
+      return InvalidArgument("queues[" + std::to_string(i) + "].name is not a valid name");
     if (!t.index_.emplace(q.name, i).second) return InvalidArgument(at + " is given twice");
     if (!(q.weight > 0) || q.weight > kMaxWeight) {
       return InvalidArgument(at + ".weight must be > 0 and <= 1000000");
@@ -275,7 +280,8 @@ Result<QueueTree> QueueTree::Build(std::vector<QueueSpec> specs) {
     const QueueSpec& parent = t.specs_[p];
     std::set<std::string> keys{kEveryOtherModel};
     for (size_t c : kids) {
-      for (const std::string& k : GpuKeys(t.specs_[c].guaranteed, parent.guaranteed)) keys.insert(k);
+      for (const std::string& k : GpuKeys(t.specs_[c].guaranteed, parent.guaranteed))
+        keys.insert(k);
     }
     for (const std::string& k : keys) {
       int64_t sum = 0;
@@ -283,8 +289,8 @@ Result<QueueTree> QueueTree::Build(std::vector<QueueSpec> specs) {
       const int64_t has = GpuEntry(parent.guaranteed, k).value_or(0);
       if (sum > has) {
         return InvalidArgument("queues." + parent.name + ".guaranteed.gpu." + k +
-                               ": its children are guaranteed " + Gpus(sum) + " GPUs, more than its " +
-                               Gpus(has));
+                               ": its children are guaranteed " + Gpus(sum) +
+                               " GPUs, more than its " + Gpus(has));
       }
     }
     int64_t cpu = 0, mem = 0;
@@ -293,12 +299,14 @@ Result<QueueTree> QueueTree::Build(std::vector<QueueSpec> specs) {
       mem += t.specs_[c].guaranteed.memory_mib.value_or(0);
     }
     if (cpu > parent.guaranteed.cpu_milli.value_or(0)) {
-      return InvalidArgument("queues." + parent.name + ".guaranteed.cpu_milli: its children are guaranteed " +
+      return InvalidArgument("queues." + parent.name +
+                             ".guaranteed.cpu_milli: its children are guaranteed " +
                              std::to_string(cpu) + ", more than its " +
                              std::to_string(parent.guaranteed.cpu_milli.value_or(0)));
     }
     if (mem > parent.guaranteed.memory_mib.value_or(0)) {
-      return InvalidArgument("queues." + parent.name + ".guaranteed.memory_mib: its children are guaranteed " +
+      return InvalidArgument("queues." + parent.name +
+                             ".guaranteed.memory_mib: its children are guaranteed " +
                              std::to_string(mem) + ", more than its " +
                              std::to_string(parent.guaranteed.memory_mib.value_or(0)));
     }

@@ -26,13 +26,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/model.h"
 #include "core/status.h"
@@ -102,16 +101,25 @@ class QueueTree {
   std::vector<size_t> PathUp(size_t i) const;
   // No queue has a quota and there is one leaf: nothing to decide.
   bool trivial() const { return trivial_; }
+  // Differs between trees built apart, the same in copies: what a cache of
+  // a tree's contents (Ledger's quotas) is keyed by.
+  uint64_t generation() const { return generation_; }
 
  private:
   struct Empty {};
   explicit QueueTree(Empty);
 
   std::vector<QueueSpec> specs_;
-  std::unordered_map<std::string, size_t> index_;
+  // Finds by string_view without building a string.
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, size_t, NameHash, std::equal_to<>> index_;
   std::vector<size_t> parent_;
   std::vector<std::vector<size_t>> children_;
   bool trivial_ = true;
+  uint64_t generation_ = 0;
 };
 
 }  // namespace hf::queues

@@ -19,17 +19,21 @@ using nlohmann::json;
 std::optional<TaskKey> Scheduler::PopNextLocked() {
   if (queue_tree_.trivial()) return queue_.Pop();
   ledger_.Compute(queue_tree_, cluster_);
-  const std::vector<std::string> active = queue_.ActiveQueues();
-  if (active.size() <= 1) return queue_.Pop();
-  std::vector<size_t> candidates;
-  candidates.reserve(active.size());
-  for (const std::string& name : active) {
-    const size_t q = queue_tree_.Find(name);
-    // A task of a queue deleted under it: tried at once, and told why.
-    if (q == queues::QueueTree::kNone) return queue_.Pop(name);
-    candidates.push_back(q);
+  // The candidates (tree indexes of the queues with active tasks) change only
+  // when a queue gains its first active task or loses its last.
+  if (fair_.version != queue_.active_queues_version() || fair_.tree != queue_tree_.generation()) {
+    fair_.candidates.clear();
+    for (const std::string_view name : queue_.ActiveQueues()) {
+      const size_t q = queue_tree_.Find(name);
+      // A task of a queue deleted under it: tried at once, and told why.
+      if (q == queues::QueueTree::kNone) return queue_.Pop(std::string(name));
+      fair_.candidates.push_back(q);
+    }
+    fair_.version = queue_.active_queues_version();
+    fair_.tree = queue_tree_.generation();
   }
-  return queue_.Pop(queue_tree_.spec(ledger_.PickFair(candidates)).name);
+  if (fair_.candidates.size() <= 1) return queue_.Pop();
+  return queue_.Pop(queue_tree_.spec(ledger_.PickFair(fair_.candidates)).name);
 }
 
 Scheduler::QueueGate Scheduler::AdmitLocked(const std::string& queue, const queues::Demand& demand,

@@ -536,6 +536,14 @@ class Scheduler {
   queues::Ledger ledger_ HF_GUARDED_BY(mu_);                           // for the decision in hand
   std::vector<nlohmann::json> queue_events_ HF_GUARDED_BY(mu_);        // a ring, oldest first
   std::optional<queues::Reservation> reservation_ HF_GUARDED_BY(mu_);  // backfill's
+  // PopNextLocked's candidates: the tree indexes of the queues with active
+  // tasks, as of the queue's active_queues_version and the tree generation.
+  struct FairCandidates {
+    std::vector<size_t> candidates;
+    uint64_t version = UINT64_MAX;
+    uint64_t tree = 0;
+  };
+  FairCandidates fair_ HF_GUARDED_BY(mu_);
   bool refused_by_queue_ HF_GUARDED_BY(mu_) = false;  // the last decision's admission
   // Cancelled after Submit's commit, before it queued them.
   std::set<TaskKey> cancelled_early_ HF_GUARDED_BY(mu_);
