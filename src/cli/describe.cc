@@ -71,6 +71,17 @@ std::string TimeWithAge(const json& o, std::string_view key, int64_t now_s) {
   return age.empty() ? t : t + " (" + age + " ago)";
 }
 
+// Backfill's reservation: "room held from 2026-12-02T14:10:00Z on n1 (1), n2 (1)".
+std::string ReservationText(const json& r) {
+  std::string nodes;
+  if (const json& ns = Child(r, "nodes"); ns.is_array()) {
+    for (const json& n : ns) {
+      nodes += (nodes.empty() ? "" : ", ") + Text(n, "node") + " (" + Text(n, "members") + ")";
+    }
+  }
+  return "room held from " + Text(r, "start") + " on " + (nodes.empty() ? kNone : nodes);
+}
+
 std::string RequestsText(const json& r) {
   if (!r.is_object()) return kNone;
   std::string out = "cpu " + Cores(IntField(r, "cpu_milli").value_or(0)) + ", memory " +
@@ -252,6 +263,7 @@ std::string DescribeTask(const json& t, int64_t now_s) {
   f.Add("ID", Text(t, "id"));
   f.Add("State", Text(t, "state"));
   f.Add("Priority", Text(t, "priority"));
+  f.Add("Queue", Text(t, "queue"));
   f.Add("Group", Text(t, "group"));
   if (Text(t, "group") != kNone) f.Add("Group Placement", Text(t, "group_placement"));
   f.Add("Kind", Text(t, "kind"));
@@ -265,6 +277,8 @@ std::string DescribeTask(const json& t, int64_t now_s) {
   // A pending task's reason is why it is not placed; a scheduled one's, why
   // its agent has not started it yet ("waiting for task 12 to exit ...").
   f.Add("Pending Reason", Text(t, "pending_reason"));
+  if (const json& r = Child(t, "reservation"); r.is_object())
+    f.Add("Reservation", ReservationText(r));
   f.Add("Depends On", Join(Child(t, "depends_on")));
   f.Add("Command", Join(Child(t, "command"), " "));
   f.Add("Env", JoinMap(Child(t, "env")));
@@ -288,6 +302,8 @@ std::string DescribeJob(const json& j, int64_t now_s) {
   f.Add("ID", Text(j, "id"));
   f.Add("State", Text(j, "state"));
   f.Add("Reason", Text(j, "reason"));
+  if (const json& r = Child(j, "reservation"); r.is_object())
+    f.Add("Reservation", ReservationText(r));
   f.Add("Queue", Text(j, "queue"));
   f.Add("Priority", Text(j, "priority"));
   f.Add("Gang", Text(j, "min_available") + " of " + Text(j, "replicas") + " members, all or none");

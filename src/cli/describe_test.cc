@@ -11,7 +11,7 @@ constexpr int64_t kNow = 1796220000;  // 2026-12-02T14:00:00Z
 
 TEST(DescribeTest, PendingTaskWithEvents) {
   const json task = json::parse(R"({
-    "id": 18, "name": "infer", "group": "", "priority": 3, "kind": "inference",
+    "id": 18, "name": "infer", "group": "", "priority": 3, "queue": "default", "kind": "inference",
     "state": "pending", "node": null, "preemptible": true,
     "requests": {"cpu_milli": 2000, "memory_mib": 8192, "gpu": 1, "gpu_milli": 500,
                  "gpu_memory_mib": 20480, "gpu_models": ["A100-80G", "H100"]},
@@ -27,6 +27,7 @@ TEST(DescribeTest, PendingTaskWithEvents) {
             "ID:              18\n"
             "State:           pending\n"
             "Priority:        3\n"
+            "Queue:           default\n"
             "Group:           <none>\n"
             "Kind:            inference\n"
             "Preemptible:     true\n"
@@ -43,6 +44,23 @@ TEST(DescribeTest, PendingTaskWithEvents) {
             "  AGE   KIND            MESSAGE\n"
             "  60s   submitted       submitted\n"
             "  30s   unschedulable   0/2 nodes available\n");
+}
+
+TEST(DescribeTest, ReservedTaskShowsItsHeldRoom) {
+  const json task = json::parse(R"json({
+    "id": 21, "name": "big", "state": "pending", "queue": "team-a",
+    "pending_reason": "0/2 nodes available: 2 Insufficient GPU",
+    "reservation": {"start": "2026-12-02T14:10:00Z",
+                    "nodes": [{"node": "n1", "members": 1}, {"node": "n2", "members": 2}]}})json");
+  const std::string text = DescribeTask(task, kNow);
+  EXPECT_NE(text.find("Queue:           team-a\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("Reservation:     room held from 2026-12-02T14:10:00Z on n1 (1), n2 (2)\n"),
+            std::string::npos)
+      << text;
+  // Without one, no line.
+  const json plain = json::parse(R"({"id": 22, "name": "small", "state": "pending",
+                                     "reservation": null})");
+  EXPECT_EQ(DescribeTask(plain, kNow).find("Reservation:"), std::string::npos);
 }
 
 TEST(DescribeTest, ScheduledTaskShowsItsAllocation) {

@@ -11,6 +11,10 @@ Checked:
     name the reclaim;
   - the queue view: usage, borrowed, lendable and counts per queue, and
     the same in /metrics and `heteroflow get queues`;
+  - backfill: a 16-GPU gang behind sixteen running 1-GPU tasks limited to
+    600 s gets a reservation of both nodes from their limits; GET on the job
+    and on a member, the queue's waiting list and `heteroflow describe` show
+    it, and a `reserved` event names it;
   - submitters: a token a queue does not name may not submit to it (403);
   - bad input: every queue field (wrong types, negative quotas, unknown GPU
     model names, unknown parent, a cycle, children over their parent's
@@ -22,6 +26,7 @@ Checked:
 usage: test_queues.py HETEROFLOW_BINARY
 """
 import os
+import re
 import subprocess
 import sys
 import time
@@ -202,7 +207,51 @@ def main(binary, tmp):
         expect(srv.call("DELETE", API + "/queues/org-x"), 200)
         expect(srv.call("DELETE", API + "/queues/org"), 200)
 
+    def backfill():
+        body = {"tasks": [{"name": "fill-%d" % i, "command": ["sleep", "120"], "time_limit_s": 600,
+                           "requests": {"gpu": 1, "cpu_milli": 500, "memory_mib": 256}}
+                          for i in range(16)]}
+        small = [t["id"] for t in expect(srv.call("POST", API + "/tasks/batch", body), 201)["tasks"]]
+        wait_until(lambda: running(small) == 16, 30, "the 16 limited tasks running")
+        t0 = time.time()
+        job = expect(srv.call("POST", API + "/jobs", {"name": "wide", "roles": [
+            {"name": "w", "replicas": 2, "command": ["true"],
+             "requests": {"gpu": 8, "cpu_milli": 500, "memory_mib": 256}}]}), 201)
+
+        def reserved():
+            return expect(srv.get(API + "/jobs/%d" % job["id"]), 200).get("reservation")
+        wait_until(lambda: reserved() is not None, 10, "the gang's reservation")
+        r = reserved()
+        start = time.mktime(time.strptime(r["start"][:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
+        if not (t0 + 590 <= start <= t0 + 610):
+            fail("reservation starts %s, %.0f s after submission; want about 600 s" % (r["start"], start - t0))
+        if sorted(n["node"] for n in r["nodes"]) != sorted(NODES) or any(n["members"] != 1 for n in r["nodes"]):
+            fail("reservation nodes: %s" % r)
+        member = next(t for t in srv.list_all(API + "/tasks", "tasks")
+                      if t.get("job", {}) and t["job"].get("id") == job["id"])
+        got = expect(srv.get(API + "/tasks/%d" % member["id"]), 200)
+        if got.get("reservation") != r:
+            fail("the member's reservation: %s, the job's %s" % (got.get("reservation"), r))
+        if not any(e["kind"] == "reserved" for e in got["events"]):
+            fail("no reserved event: %s" % got["events"])
+        waiting = queue("default")["waiting"]
+        if not any(w["job"] == job["id"] and w["reservation"] == r for w in waiting):
+            fail("the waiting list does not show the reservation: %s" % waiting)
+        if any(w["job"] != job["id"] and w["reservation"] is not None for w in waiting):
+            fail("a reservation on another waiting task: %s" % waiting)
+        env = dict(os.environ, HETEROFLOW_SERVER="http://127.0.0.1:%d" % srv.port,
+                   HETEROFLOW_TOKEN=ADMIN_TOKEN)
+        out = subprocess.run([binary, "describe", "task", str(member["id"])], env=env,
+                             capture_output=True, text=True, timeout=20)
+        if out.returncode != 0 or not re.search(r"^Reservation:\s+room held from " + re.escape(r["start"]),
+                                                out.stdout, re.M):
+            fail("heteroflow describe task (rc %d):\n%s%s" % (out.returncode, out.stdout, out.stderr))
+        expect(srv.call("POST", API + "/jobs/%d/cancel" % job["id"]), 200)
+        for i in small:
+            expect(srv.call("POST", API + "/tasks/%d/cancel" % i), 200)
+
     c.run("reclaim: a guaranteed queue takes back what another borrowed", reclaim)
+    c.run("backfill: the reservation is shown on the job, its members and the queue", backfill)
     c.run("submitters: only named tokens submit to a private queue", submitters)
     c.run("bad input: 400 naming the field, nothing changed", bad_input)
     c.finish()

@@ -142,6 +142,9 @@ Response JobsApi::Show(uint64_t id, int status) const {
     return JobJson(tx, j, true, out);
   });
   if (!s.ok()) return StatusError(s);
+  // Backfill's reservation, when it holds room for this job's gang.
+  const std::optional<scheduler::Scheduler::ReservationView> r = scheduler_.CurrentReservation();
+  out["reservation"] = r && r->job == id ? ReservationJson(*r) : json(nullptr);
   return JsonResponse(status, out);
 }
 

@@ -5,6 +5,7 @@
 
 #include "queues/queue_tree.h"
 #include "server/api/api.h"
+#include "server/api/views.h"
 #include "server/auth.h"
 #include "server/codec.h"
 
@@ -26,8 +27,7 @@ json Amounts(const QueueUsage& u, const std::vector<std::string>& models) {
 json Lendable(const scheduler::Scheduler::QueueStatus& q, const std::vector<std::string>& models) {
   QueueUsage l;
   l.cpu_milli = std::max<int64_t>(0, q.spec.guaranteed.cpu_milli.value_or(0) - q.used.cpu_milli);
-  l.memory_mib =
-      std::max<int64_t>(0, q.spec.guaranteed.memory_mib.value_or(0) - q.used.memory_mib);
+  l.memory_mib = std::max<int64_t>(0, q.spec.guaranteed.memory_mib.value_or(0) - q.used.memory_mib);
   for (size_t m = 0; m < models.size(); ++m) {
     l.gpu_milli[m] =
         std::max<int64_t>(0, q.spec.guaranteed.Gpu(models[m]).value_or(0) - q.used.gpu_milli[m]);
@@ -35,7 +35,8 @@ json Lendable(const scheduler::Scheduler::QueueStatus& q, const std::vector<std:
   return Amounts(l, models);
 }
 
-json QueueJson(const scheduler::Scheduler::QueueStatus& q, const scheduler::Scheduler::QueuesView& v) {
+json QueueJson(const scheduler::Scheduler::QueueStatus& q,
+               const scheduler::Scheduler::QueuesView& v) {
   json j = queues::QueueSpecToJson(q.spec);
   j["leaf"] = q.leaf;
   j["usage"] = Amounts(q.used, v.models);
@@ -67,8 +68,8 @@ Response QueuesApi::List(const Request&, const Caller&) const {
   const scheduler::Scheduler::QueuesView v = scheduler_.Queues();
   json out = json::array();
   for (const auto& q : v.queues) out.push_back(QueueJson(q, v));
-  return JsonResponse(200, json{{"queues", std::move(out)},
-                                {"capacity", Amounts(v.capacity, v.models)}});
+  return JsonResponse(
+      200, json{{"queues", std::move(out)}, {"capacity", Amounts(v.capacity, v.models)}});
 }
 
 Response QueuesApi::Get(const Request& req, const Caller&) const {
@@ -78,13 +79,16 @@ Response QueuesApi::Get(const Request& req, const Caller&) const {
     if (q.spec.name != name) continue;
     json j = QueueJson(q, v);
     json waiting = json::array();
+    const std::optional<scheduler::Scheduler::ReservationView> r = scheduler_.CurrentReservation();
     for (const auto& w : scheduler_.QueueWaiting(name, kWaitingShown)) {
+      const bool reserved = r && (r->task == w.id || (w.job != 0 && r->job == w.job));
       waiting.push_back({{"id", w.id},
                          {"name", w.name},
                          {"job", w.job == 0 ? json(nullptr) : json(w.job)},
                          {"priority", w.priority},
                          {"position", w.position},
-                         {"reason", w.reason}});
+                         {"reason", w.reason},
+                         {"reservation", reserved ? ReservationJson(*r) : json(nullptr)}});
     }
     j["waiting"] = std::move(waiting);
     return JsonResponse(200, j);
@@ -109,8 +113,7 @@ Response QueuesApi::Write(const Request& req, const Caller& caller, bool create)
     if (!ParseRole(spec->roles[i])) {
       return StatusError(InvalidArgument("queues." + spec->name + ".submitters.roles[" +
                                          std::to_string(i) + "]: no role named \"" +
-                                         spec->roles[i] +
-                                         "\" (admin, operator, viewer, agent)"));
+                                         spec->roles[i] + "\" (admin, operator, viewer, agent)"));
     }
   }
   Result<queues::QueueSpec> stored = scheduler_.PutQueue(*spec, create, caller.name);

@@ -107,8 +107,10 @@ Response TasksApi::Get(const Request& req, const Caller&) const {
   Result<TaskKey> id = TaskId(req);
   if (!id.ok()) return StatusError(id.status());
   json out;
+  uint64_t job = 0;
   Status s = store_.Read([&](const store::ReadTx& tx) -> Status {
     HF_ASSIGN_OR_RETURN(store::TaskRecord rec, tx.GetTask(*id));
+    job = rec.task.job.id;
     Result<store::StoredAllocation> a = tx.GetAllocation(*id);
     if (!a.ok() && a.status().code() != StatusCode::kNotFound) return a.status();
     out = TaskJson(rec, a.ok() ? &*a : nullptr);
@@ -121,6 +123,10 @@ Response TasksApi::Get(const Request& req, const Caller&) const {
     return Status::Ok();
   });
   if (!s.ok()) return StatusError(s);
+  // Backfill's reservation, when it holds room for this task or its job.
+  const std::optional<scheduler::Scheduler::ReservationView> r = scheduler_.CurrentReservation();
+  out["reservation"] =
+      r && (r->task == *id || (job != 0 && r->job == job)) ? ReservationJson(*r) : json(nullptr);
   return JsonResponse(200, out);
 }
 

@@ -93,4 +93,11 @@ json TaskJson(const store::TaskRecord& r, const store::StoredAllocation* alloc) 
   return j;
 }
 
+json ReservationJson(const scheduler::Scheduler::ReservationView& r) {
+  json nodes = json::array();
+  for (const auto& [node, members] : r.nodes)
+    nodes.push_back({{"node", node}, {"members", members}});
+  return {{"start", FormatTimeMs(r.start_ms)}, {"nodes", std::move(nodes)}};
+}
+
 }  // namespace hf::server::api

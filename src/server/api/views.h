@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/model.h"
+#include "scheduler/scheduler.h"
 #include "store/store.h"
 
 namespace hf::server::api {
@@ -37,6 +38,9 @@ nlohmann::json NodeJson(const store::NodeRecord& rec,
 // A task as the API shows it; `alloc`: its allocation, or null when it
 // holds none.
 nlohmann::json TaskJson(const store::TaskRecord& r, const store::StoredAllocation* alloc = nullptr);
+// Backfill's reservation (docs/QUEUES.md): {"start", "nodes": [{"node",
+// "members"}]}, for the task or job it holds room for.
+nlohmann::json ReservationJson(const scheduler::Scheduler::ReservationView& r);
 
 }  // namespace hf::server::api
 

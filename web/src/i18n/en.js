@@ -420,6 +420,7 @@ export default {
     waiting: 'Waiting tasks, in the order they are tried',
     waitingMore: 'The first 100 are shown.',
     noWaiting: 'No task waits in this queue',
+    reservation: 'Room held for it from {start} on {nodes} (backfill)',
     position: '#',
     task: 'Task',
     taskName: 'Name',

@@ -420,6 +420,7 @@ export default {
     waiting: '等待中的任务（按尝试顺序）',
     waitingMore: '仅显示前 100 个。',
     noWaiting: '该队列中没有等待的任务',
+    reservation: '已为其预留资源：自 {start} 起，节点 {nodes}（回填）',
     position: '#',
     task: '任务',
     taskName: '名称',

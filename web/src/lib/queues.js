@@ -153,3 +153,11 @@ export function recentEvents(events, n = 20) {
     .slice(0, n)
     .map((x) => x.e);
 }
+
+// Backfill's reservation of a waiting task ({start, nodes: [{node, members}]}),
+// as the i18n key and its parameters; null when it holds none.
+export function reservationMessage(r) {
+  if (!r || typeof r !== 'object' || !Array.isArray(r.nodes)) return null;
+  const nodes = r.nodes.map((n) => `${n.node} (${n.members})`).join(', ');
+  return { key: 'queues.reservation', params: { start: r.start || '—', nodes: nodes || '—' } };
+}

@@ -1,6 +1,7 @@
 import { describe, it, expect } from 'vitest';
 import {
-  borrowedGpus, clusterModels, formatGpus, gpuBar, gpuQuota, queueBars, queueEventMessage, recentEvents, treeOrder,
+  borrowedGpus, clusterModels, formatGpus, gpuBar, gpuQuota, queueBars, queueEventMessage, recentEvents,
+  reservationMessage, treeOrder,
 } from './queues.js';
 
 // The demo cluster of examples/demo, as GET /api/v1/queues gives it.
@@ -143,5 +144,17 @@ describe('formatting', () => {
     expect(recentEvents(ev).map((e) => e.a)).toEqual([3, 2, 4, 1]);
     expect(recentEvents(ev, 2).map((e) => e.a)).toEqual([3, 2]);
     expect(recentEvents(undefined)).toEqual([]);
+  });
+});
+
+describe('reservationMessage', () => {
+  it('names the start and each held node with its members', () => {
+    expect(reservationMessage({ start: '2026-12-05T08:00:00Z', nodes: [{ node: 'n1', members: 1 }, { node: 'n2', members: 2 }] }))
+      .toEqual({ key: 'queues.reservation', params: { start: '2026-12-05T08:00:00Z', nodes: 'n1 (1), n2 (2)' } });
+  });
+  it('is null without a reservation', () => {
+    expect(reservationMessage(null)).toBeNull();
+    expect(reservationMessage(undefined)).toBeNull();
+    expect(reservationMessage({ start: 'x' })).toBeNull();
   });
 });
