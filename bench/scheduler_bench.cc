@@ -142,6 +142,16 @@ Figures RunOne(const hf::sim::Workload& openb, size_t node_count, double fill, u
     }
     HF_CHECK(cluster.ReportUsage(id, u).ok());
   };
+  // One decision's latency and outcome.
+  const auto record = [&](std::chrono::steady_clock::time_point start,
+                          const hf::framework::Decision& d) {
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    lat_us.push_back(us);
+    total_us += us;
+    f.placed += d.scheduled;
+    f.preemptions += d.victims.size();
+  };
   if (queue_count == 0) {
     for (const hf::Task& t : tasks) {
       clock.Advance(1000);
@@ -150,13 +160,7 @@ Figures RunOne(const hf::sim::Workload& openb, size_t node_count, double fill, u
       }
       const auto start = std::chrono::steady_clock::now();
       hf::framework::Decision d = (*fw)->Schedule(t, cluster, opts);
-      const double us =
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-              .count();
-      lat_us.push_back(us);
-      total_us += us;
-      f.placed += d.scheduled;
-      f.preemptions += d.victims.size();
+      record(start, d);
     }
     f.decisions = tasks.size();
   } else {
@@ -224,13 +228,7 @@ Figures RunOne(const hf::sim::Workload& openb, size_t node_count, double fill, u
       } else {
         waiting.SetUnschedulable(*key, d.reason);
       }
-      const double us =
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-              .count();
-      lat_us.push_back(us);
-      total_us += us;
-      f.placed += d.scheduled;
-      f.preemptions += d.victims.size();
+      record(start, d);
     }
     f.decisions = decided;
   }
