@@ -153,6 +153,20 @@ std::optional<Reservation> PlanReservation(const ClusterState& c, const Task& ta
   return r;
 }
 
+GangNeed NeedOf(const Requests& first, const std::vector<const Requests*>& waiting,
+                int32_t min_available, int32_t placed) {
+  GangNeed g{first, 1};
+  if (waiting.empty()) return g;
+  for (const Requests* r : waiting) {
+    g.member.cpu_milli = std::max(g.member.cpu_milli, r->cpu_milli);
+    g.member.memory_mib = std::max(g.member.memory_mib, r->memory_mib);
+    g.member.gpu = std::max(g.member.gpu, r->gpu);
+    g.member.gpu_milli = std::max(g.member.gpu_milli, r->gpu_milli);
+  }
+  g.need = std::min(int32_t(waiting.size()), std::max(1, min_available - placed));
+  return g;
+}
+
 void HeldAgainst(const Reservation& r, const Requests& req, int64_t end_ms,
                  std::vector<NodeId>& out) {
   if (end_ms <= r.start_ms) return;  // gone before the reservation starts

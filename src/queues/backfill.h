@@ -54,7 +54,31 @@ struct Reservation {
     int64_t gpu_slots = 0;  // GPU shares of member.gpu_milli, on its models
   };
   std::vector<Hold> holds;
+
+  // Whether it holds room for task `key` (of job `job`, 0: none): that
+  // task, or any member of its gang.
+  bool Holds(TaskKey key, uint64_t job_id) const {
+    return task == key || (job_id != 0 && job == job_id);
+  }
+  // Whether a task of `other_priority` that cannot start takes it over.
+  // There is one reservation; it stays with its task until that starts,
+  // unless higher priority waits: among equals it went to the first task
+  // that could not start in the order tasks are tried (fair share among
+  // queues, then priority and age), and a later one taking it would undo
+  // that order.
+  bool TakenOverBy(int32_t other_priority) const { return other_priority > priority; }
 };
+
+// What a reservation for waiting task(s) plans for: one member's shape,
+// each resource the largest any waiting member asks (GPU models: `first`'s),
+// and how many must start: `min_available` less those `placed`, at least
+// one and at most those waiting. A task outside a job: itself, one.
+struct GangNeed {
+  Requests member;
+  int32_t need = 1;
+};
+GangNeed NeedOf(const Requests& first, const std::vector<const Requests*>& waiting,
+                int32_t min_available, int32_t placed);
 
 // The reservation for `need` members shaped like `member` (the task `task`
 // of job `job`, priority `priority`), or nullopt when they never fit.

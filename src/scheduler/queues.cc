@@ -78,44 +78,32 @@ int64_t Scheduler::EndOfLocked(const PlacedTask& p, int64_t now_ms) const {
 void Scheduler::HeldAgainstLocked(const Task& task, int64_t now_ms,
                                   std::vector<NodeId>& out) const {
   out.clear();
-  if (!reservation_ || reservation_->task == task.key ||
-      (task.job.id != 0 && reservation_->job == task.job.id)) {
-    return;
-  }
+  if (!reservation_ || reservation_->Holds(task.key, task.job.id)) return;
   const int64_t end = task.time_limit_s > 0 ? now_ms + task.time_limit_s * 1000 : INT64_MAX;
   queues::HeldAgainst(*reservation_, task.requests, end, out);
   std::sort(out.begin(), out.end());
 }
 
 bool Scheduler::ReserveLocked(const Task& task, int64_t now_ms) {
-  // The reservation stays with its task until it starts, unless a task of
-  // higher priority cannot start: among equals it went to the first that
-  // could not start in the order tasks are tried (fair share among queues,
-  // then priority and age), and a later one taking it would undo that order.
-  if (reservation_ && reservation_->task != task.key && reservation_->priority >= task.priority) {
+  if (reservation_ && reservation_->task != task.key && !reservation_->TakenOverBy(task.priority)) {
     return false;
   }
   // One member's shape (the largest of those waiting) and how many must go.
-  Requests member = task.requests;
-  int32_t need = 1;
+  queues::GangNeed g{task.requests, 1};
   if (auto j = jobs_.find(task.job.id); task.job.id != 0 && j != jobs_.end()) {
-    int32_t placed = 0, waiting = 0;
+    int32_t placed = 0;
+    std::vector<const Requests*> waiting;
     for (TaskKey m : j->second.members) {
       if (CountsTowardsGangLocked(m)) {
         ++placed;
-        continue;
+      } else {
+        waiting.push_back(&tasks_.at(m).requests);
       }
-      const Requests& r = tasks_.at(m).requests;
-      ++waiting;
-      member.cpu_milli = std::max(member.cpu_milli, r.cpu_milli);
-      member.memory_mib = std::max(member.memory_mib, r.memory_mib);
-      member.gpu = std::max(member.gpu, r.gpu);
-      member.gpu_milli = std::max(member.gpu_milli, r.gpu_milli);
     }
-    need = std::min(waiting, std::max(1, task.job.min_available - placed));
+    g = queues::NeedOf(task.requests, waiting, task.job.min_available, placed);
   }
   std::optional<queues::Reservation> plan = queues::PlanReservation(
-      cluster_, task, member, need, now_ms,
+      cluster_, task, g.member, g.need, now_ms,
       [&](const PlacedTask& p) HF_REQUIRES(mu_) { return EndOfLocked(p, now_ms); });
   if (!plan) {
     if (reservation_ && reservation_->task == task.key) reservation_.reset();

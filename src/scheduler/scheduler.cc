@@ -250,12 +250,10 @@ void Scheduler::CycleLocked() {
       // Only the cycle's first task that cannot start may take a free
       // reservation (the one ranked highest in the order tasks were tried);
       // the holder's is planned again whenever it is tried.
-      const bool holder = reservation_ && (reservation_->task == key ||
-                                           (task.job.id != 0 && reservation_->job == task.job.id));
+      const bool holder = reservation_ && reservation_->Holds(key, task.job.id);
       if ((first_failure || holder) && ReserveLocked(task, now_ms)) reserved.push_back(key);
       first_failure = false;
-    } else if (reservation_ && (reservation_->task == key ||
-                                (task.job.id != 0 && reservation_->job == task.job.id))) {
+    } else if (reservation_ && reservation_->Holds(key, task.job.id)) {
       reservation_.reset();  // its task is placed
     } else if (reservation_) {
       for (const auto& [k, d] : gang) {

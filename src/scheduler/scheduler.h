@@ -325,6 +325,10 @@ class Scheduler {
     uint64_t job = 0;
     int64_t start_ms = 0;
     std::vector<std::pair<std::string, int32_t>> nodes;  // node, members it is to host
+    // Whether it holds room for task `key` (of job `job_id`, 0: none).
+    bool Holds(TaskKey key, uint64_t job_id) const {
+      return task == key || (job_id != 0 && job == job_id);
+    }
   };
   std::optional<ReservationView> CurrentReservation() const HF_EXCLUDES(mu_);
 

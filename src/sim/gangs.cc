@@ -6,6 +6,7 @@
 #include <random>
 
 #include "core/text.h"
+#include "sim/random.h"
 
 namespace hf::sim {
 namespace {
@@ -13,10 +14,6 @@ namespace {
 constexpr int32_t kMaxGangSize = 1024;
 // How long a job whose first pod never left runs: longer than any trace.
 constexpr int64_t kForeverMs = int64_t{1} << 50;
-
-// A double in [0, 1) from 53 bits of the generator (the same on every
-// standard library: mt19937_64 is specified bit for bit).
-double Uniform(std::mt19937_64& rng) { return double(rng() >> 11) * 0x1.0p-53; }
 
 }  // namespace
 

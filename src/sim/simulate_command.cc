@@ -466,7 +466,6 @@ int RunSimulateCommand(int argc, char** argv) {
         o.backfill = b;
         auto report = Simulate(*workload, o);
         if (!report.ok()) return Fail(report.status().message());
-        report->queueing = q;  // as asked, even where the tree makes them alike
         if (json) {
           const double elapsed =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

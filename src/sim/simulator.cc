@@ -74,6 +74,16 @@ class Rng {
   std::mt19937_64 gen_;
 };
 
+// Nearest-rank percentile of `v` (reordered); T{} when empty.
+template <typename T>
+T NearestRank(std::vector<T>& v, double p) {
+  if (v.empty()) return T{};
+  size_t rank = size_t(std::ceil(p * double(v.size())));
+  rank = std::clamp<size_t>(rank, 1, v.size()) - 1;
+  std::nth_element(v.begin(), v.begin() + ptrdiff_t(rank), v.end());
+  return v[rank];
+}
+
 int64_t GpuDemand(const Task& t) {
   return t.requests.gpu > 0 ? int64_t{t.requests.gpu} * t.requests.gpu_milli : 0;
 }
@@ -181,15 +191,8 @@ class Engine {
   }
 
  private:
-  // Nearest-rank percentile; reorders the samples.
-  double Percentile(double p) {
-    const size_t n = latencies_ns_.size();
-    size_t rank = size_t(std::ceil(p * double(n)));
-    rank = std::clamp<size_t>(rank, 1, n) - 1;
-    std::nth_element(latencies_ns_.begin(), latencies_ns_.begin() + ptrdiff_t(rank),
-                     latencies_ns_.end());
-    return double(latencies_ns_[rank]) / 1e3;
-  }
+  // In microseconds; reorders the samples.
+  double Percentile(double p) { return double(NearestRank(latencies_ns_, p)) / 1e3; }
 
   ClusterState cluster_;
   ManualClock clock_;
@@ -314,15 +317,6 @@ class FailedShapes {
   std::vector<uint64_t> failed_at_;  // by shape: the generation it failed in
   uint64_t generation_ = 1;
 };
-
-// Nearest-rank percentile of `v` (reordered); 0 when empty.
-double PercentileOf(std::vector<double>& v, double p) {
-  if (v.empty()) return 0;
-  size_t rank = size_t(std::ceil(p * double(v.size())));
-  rank = std::clamp<size_t>(rank, 1, v.size()) - 1;
-  std::nth_element(v.begin(), v.begin() + ptrdiff_t(rank), v.end());
-  return v[rank];
-}
 
 Result<SimReport> RunReplay(const Workload& w, const SimOptions& options) {
   SimReport r;
@@ -482,7 +476,9 @@ Result<SimReport> RunReplay(const Workload& w, const SimOptions& options) {
   std::vector<double> queue_area(r.queues.size(), 0);
   std::vector<std::map<std::string, double>> user_area(r.queues.size());
   std::map<std::pair<size_t, std::string>, int64_t> user_held;
+  uint64_t changes = 0;  // placements, evictions and releases so far
   const auto hold = [&](uint32_t i, int64_t delta) {
+    ++changes;
     e.Hold(delta);
     queue_held[report_queue[i]] += delta;
     user_held[{report_queue[i], w.tasks[i].user}] += delta;
@@ -503,13 +499,10 @@ Result<SimReport> RunReplay(const Workload& w, const SimOptions& options) {
   std::unordered_set<uint64_t> failed_jobs;
   std::unordered_set<std::string> failed_gang_shapes;
 
-  // Backfill: the reservation, and for whom.
+  // Backfill: the reservation (its task: the task's index, as keys are).
   std::optional<queues::Reservation> reservation;
-  uint32_t reserved_task = 0;
   const auto reserved_for = [&](uint32_t i) {
-    if (!reservation) return false;
-    if (reserved_task == i) return true;
-    return tasks[i].job.id != 0 && tasks[i].job.id == tasks[reserved_task].job.id;
+    return reservation && reservation->Holds(i, tasks[i].job.id);
   };
   const auto end_of = [&](uint32_t i, int64_t now) {
     return limit_ms(i) > 0 ? now + limit_ms(i) : INT64_MAX;
@@ -517,28 +510,20 @@ Result<SimReport> RunReplay(const Workload& w, const SimOptions& options) {
   // Plans the reservation for waiting task i (a gang's first member), unless
   // one is held for work that ranks higher. True when it is new or moved.
   const auto reserve = [&](uint32_t i, int64_t now) {
-    // As the server: kept until it starts, unless higher priority waits.
-    if (reservation && !reserved_for(i) && tasks[reserved_task].priority >= tasks[i].priority) {
+    if (reservation && !reserved_for(i) && !reservation->TakenOverBy(tasks[i].priority)) {
       return false;
     }
-    Requests member = tasks[i].requests;
-    int32_t need = 1;
+    queues::GangNeed g{tasks[i].requests, 1};
     if (tasks[i].job.id != 0) {
       const JobRun& j = jobs[tasks[i].job.id];
-      int32_t waiting = 0;
+      std::vector<const Requests*> waiting;
       for (uint32_t m : j.members) {
-        if (state[m] != kPending) continue;
-        const Requests& q = tasks[m].requests;
-        ++waiting;
-        member.cpu_milli = std::max(member.cpu_milli, q.cpu_milli);
-        member.memory_mib = std::max(member.memory_mib, q.memory_mib);
-        member.gpu = std::max(member.gpu, q.gpu);
-        member.gpu_milli = std::max(member.gpu_milli, q.gpu_milli);
+        if (state[m] == kPending) waiting.push_back(&tasks[m].requests);
       }
-      need = std::min(waiting, std::max(1, int32_t(j.need) - int32_t(j.placed)));
+      g = queues::NeedOf(tasks[i].requests, waiting, int32_t(j.need), int32_t(j.placed));
     }
-    std::optional<queues::Reservation> plan =
-        queues::PlanReservation(e.cluster(), tasks[i], member, need, now, [&](const PlacedTask& p) {
+    std::optional<queues::Reservation> plan = queues::PlanReservation(
+        e.cluster(), tasks[i], g.member, g.need, now, [&](const PlacedTask& p) {
           const uint32_t k = uint32_t(p.key);
           return limit_ms(k) > 0 ? *r.placements[k].placed_ms + limit_ms(k) : INT64_MAX;
         });
@@ -548,20 +533,25 @@ Result<SimReport> RunReplay(const Workload& w, const SimOptions& options) {
     }
     Unit& u = units[unit_of[i]];
     if (!u.first_reservation_ms) u.first_reservation_ms = plan->start_ms;
-    const bool moved = !reservation || !reserved_for(i) ||
-                       reservation->start_ms != plan->start_ms ||
+    const bool moved = !reserved_for(i) || reservation->start_ms != plan->start_ms ||
                        reservation->holds.size() != plan->holds.size();
     reservation = std::move(plan);
-    reserved_task = i;
     r.reservations += moved;
     return moved;
   };
 
+  // The ledger, computed again only once the cluster changed.
   queues::Ledger ledger;
+  uint64_t ledger_at = UINT64_MAX;  // `changes` when last computed
+  const auto current_ledger = [&]() -> const queues::Ledger& {
+    if (ledger_at != changes) {
+      ledger.Compute(tree, e.cluster());
+      ledger_at = changes;
+    }
+    return ledger;
+  };
 
-  uint64_t changes = 0;  // placements and evictions so far
   const auto commit = [&](uint32_t i, const framework::Decision& d, int64_t now) {
-    ++changes;
     pending.erase(i);
     state[i] = kRunning;
     ever_placed[i] = 1;
@@ -614,13 +604,13 @@ Result<SimReport> RunReplay(const Workload& w, const SimOptions& options) {
     opt.bind_state = TaskState::kRunning;
     scope.reset();
     if (fair) {
-      ledger.Compute(tree, e.cluster());
+      const queues::Ledger& l = current_ledger();
       queues::Demand demand;
       for (const Task* m : members) demand.Add(m->requests);
       const queues::Gate gate =
-          queues::Admit(tree, ledger, e.cluster(), tasks[lead].queue, demand, members);
+          queues::Admit(tree, l, e.cluster(), tasks[lead].queue, demand, members);
       if (!gate.admitted) return false;
-      scope = queues::Scope(tree, ledger, e.cluster(), gate);
+      scope = queues::Scope(tree, l, e.cluster(), gate);
       opt.eviction = scope.get();
       if (gate.narrowed) {
         narrowed.clear();
@@ -732,7 +722,7 @@ Result<SimReport> RunReplay(const Workload& w, const SimOptions& options) {
   std::vector<std::vector<uint32_t>> by_queue(tree.size());
   std::vector<size_t> cursor(tree.size(), 0);
   const auto pass = [&](const std::vector<uint32_t>& snapshot, int64_t now) {
-    if (reservation && state[reserved_task] != kPending) reservation.reset();
+    if (reservation && state[reservation->task] != kPending) reservation.reset();
     first_failure = true;
     if (!fair) {
       for (uint32_t i : snapshot) {
@@ -742,7 +732,7 @@ Result<SimReport> RunReplay(const Workload& w, const SimOptions& options) {
     }
     std::vector<size_t> candidates;
     for (uint32_t i : snapshot) {
-      const size_t q = tree.Find(tasks[i].queue);
+      const size_t q = leaf_of_report[report_queue[i]];
       if (by_queue[q].empty()) candidates.push_back(q);
       by_queue[q].push_back(i);
     }
@@ -753,10 +743,7 @@ Result<SimReport> RunReplay(const Workload& w, const SimOptions& options) {
     while (!candidates.empty()) {
       if (seen != changes || q == queues::QueueTree::kNone) {
         q = candidates.front();
-        if (candidates.size() > 1) {
-          ledger.Compute(tree, e.cluster());
-          q = ledger.PickFair(candidates);
-        }
+        if (candidates.size() > 1) q = current_ledger().PickFair(candidates);
         seen = changes;
       }
       const uint32_t i = by_queue[q][cursor[q]++];
@@ -868,7 +855,7 @@ Result<SimReport> RunReplay(const Workload& w, const SimOptions& options) {
   r.pods_failed = r.pods_total - r.pods_scheduled;
 
   // Per queue.
-  r.queueing = fair ? Queueing::kFair : options.queueing;
+  r.queueing = options.queueing;
   r.backfill = options.backfill;
   double total_area = 0;
   for (double a : queue_area) total_area += a;
@@ -914,8 +901,8 @@ Result<SimReport> RunReplay(const Workload& w, const SimOptions& options) {
     q.share = total_area > 0 ? queue_area[k] / total_area : 0;
     q.utilisation = capacity_area > 0 ? queue_area[k] / capacity_area : 0;
     q.entitled = q.jobs > 0 ? entitled(leaf_of_report[k]) : 0;
-    q.wait_p50_s = PercentileOf(waits[k], 0.50);
-    q.wait_p95_s = PercentileOf(waits[k], 0.95);
+    q.wait_p50_s = NearestRank(waits[k], 0.50);
+    q.wait_p95_s = NearestRank(waits[k], 0.95);
     q.wait_max_s = waits[k].empty() ? 0 : *std::max_element(waits[k].begin(), waits[k].end());
     if (const Unit* u = largest[k]) {
       q.largest_job = u->name;

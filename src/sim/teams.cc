@@ -7,13 +7,11 @@
 #include "core/job.h"
 #include "core/json_fields.h"
 #include "core/text.h"
+#include "sim/random.h"
 
 namespace hf::sim {
 namespace {
 
-// A double in [0, 1) from 53 bits of the generator (mt19937_64 is
-// specified bit for bit, so a seed gives the same workload everywhere).
-double Uniform(std::mt19937_64& rng) { return double(rng() >> 11) * 0x1.0p-53; }
 double Between(std::mt19937_64& rng, double lo, double hi) { return lo + (hi - lo) * Uniform(rng); }
 // Exponential with mean `mean` (Poisson inter-arrival times).
 double Exponential(std::mt19937_64& rng, double mean) { return -mean * std::log1p(-Uniform(rng)); }

@@ -81,7 +81,7 @@ Response QueuesApi::Get(const Request& req, const Caller&) const {
     json waiting = json::array();
     const std::optional<scheduler::Scheduler::ReservationView> r = scheduler_.CurrentReservation();
     for (const auto& w : scheduler_.QueueWaiting(name, kWaitingShown)) {
-      const bool reserved = r && (r->task == w.id || (w.job != 0 && r->job == w.job));
+      const bool reserved = r && r->Holds(w.id, w.job);
       waiting.push_back({{"id", w.id},
                          {"name", w.name},
                          {"job", w.job == 0 ? json(nullptr) : json(w.job)},

@@ -125,8 +125,7 @@ Response TasksApi::Get(const Request& req, const Caller&) const {
   if (!s.ok()) return StatusError(s);
   // Backfill's reservation, when it holds room for this task or its job.
   const std::optional<scheduler::Scheduler::ReservationView> r = scheduler_.CurrentReservation();
-  out["reservation"] =
-      r && (r->task == *id || (job != 0 && r->job == job)) ? ReservationJson(*r) : json(nullptr);
+  out["reservation"] = r && r->Holds(*id, job) ? ReservationJson(*r) : json(nullptr);
   return JsonResponse(200, out);
 }
 
