@@ -7,6 +7,7 @@
 
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -100,26 +101,135 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path, StoreOptions
   return store;
 }
 
-Status Store::Write(const std::function<Status(Tx&)>& fn) {
-  MutexLock lock(mu_);
-  write_since_ms_.store(SteadyMs());
-  struct Done {
-    std::atomic<int64_t>* since;
-    ~Done() { since->store(0); }
-  } done{&write_since_ms_};
-  HF_RETURN_IF_ERROR(db_.Exec("BEGIN IMMEDIATE"));
-  Tx tx(&db_, NowMs());
-  Status s;
+struct Store::Writer {
+  explicit Writer(const std::function<Status(Tx&)>* f) : fn(f) {}
+  const std::function<Status(Tx&)>* fn;
+  // Written by the leader (its own thread) before `done` is set under
+  // queue_mu_; read by the writer only once it saw `done`.
+  Status status;
+  bool done = false;  // under queue_mu_
+  std::condition_variable cv;  // wakes this writer: answered, or now the head
+};
+
+namespace {
+
+// Runs one writer's function, turning a throw into its Status.
+Status RunWriteFn(const std::function<Status(Tx&)>& fn, Tx& tx) {
   try {
-    s = fn(tx);
+    return fn(tx);
   } catch (const std::exception& e) {
-    s = Internal(std::string("store transaction threw: ") + e.what());
+    return Internal(std::string("store transaction threw: ") + e.what());
   } catch (...) {
-    s = Internal("store transaction threw a non-standard exception");
+    return Internal("store transaction threw a non-standard exception");
   }
-  if (s.ok()) s = db_.Exec("COMMIT");
-  if (!s.ok()) RollbackQuietly(db_);
-  return s;
+}
+
+bool InTransaction(Db& db) { return sqlite3_get_autocommit(db.raw()) == 0; }
+
+}  // namespace
+
+Status Store::Write(const std::function<Status(Tx&)>& fn) {
+  Writer w(&fn);
+  MutexLock queue(queue_mu_);
+  writers_.push_back(&w);
+  while (!w.done && writers_.front() != &w) queue.Wait(w.cv);
+  if (w.done) return w.status;
+  // The head of the queue leads a group: itself and the writers queued
+  // behind it, who came while the previous group committed.
+  const size_t n = std::min(writers_.size(), kMaxGroupWriters);
+  std::vector<Writer*> group(writers_.begin(), writers_.begin() + static_cast<ptrdiff_t>(n));
+  queue.Unlock();
+  {
+    MutexLock lock(mu_);
+    CommitGroup(group);
+  }
+  queue.Lock();
+  for (Writer* g : group) {
+    HF_CHECK(writers_.front() == g);
+    writers_.pop_front();
+    g->done = true;
+    // Under queue_mu_: once it sees done, the writer returns and its cv is gone.
+    if (g != &w) g->cv.notify_one();
+  }
+  if (!writers_.empty()) writers_.front()->cv.notify_one();  // the next leader
+  return w.status;
+}
+
+void Store::CommitGroup(const std::vector<Writer*>& group) {
+  for (size_t from = 0; from < group.size();) from = CommitSome(group, from);
+}
+
+size_t Store::CommitSome(const std::vector<Writer*>& group, size_t from) {
+  // Only the waits on the lock and on the disk count as stuck (CanCommit):
+  // the functions themselves run on this process's CPU.
+  write_since_ms_.store(SteadyMs());
+  Status begin = db_.Exec("BEGIN IMMEDIATE");
+  write_since_ms_.store(0);
+  if (!begin.ok()) {
+    RollbackQuietly(db_);
+    for (size_t i = from; i < group.size(); ++i) group[i]->status = begin;
+    return group.size();
+  }
+  size_t kept = 0;  // writers whose change the transaction holds
+  size_t end = from;
+  Status lost;  // set when a function's failure ended the whole transaction
+  for (; end < group.size() && lost.ok(); ++end) {
+    Writer& w = *group[end];
+    // A savepoint per function, so that one writer's failure undoes only
+    // its own statements.
+    w.status = db_.Exec("SAVEPOINT w");
+    if (w.status.ok()) {
+      Tx tx(&db_, NowMs());
+      w.status = RunWriteFn(*w.fn, tx);
+      Status over;  // set when the transaction cannot go on
+      if (!InTransaction(db_)) {
+        // Some errors (a full disk, an I/O error) make SQLite roll back the
+        // whole transaction on its own; the savepoint went with it.
+        over = w.status.ok() ? Internal("the transaction ended inside a write that returned OK")
+                             : w.status;
+      } else {
+        Status undo = w.status.ok() ? db_.Exec("RELEASE w") : db_.Exec("ROLLBACK TO w");
+        if (undo.ok() && !w.status.ok()) undo = db_.Exec("RELEASE w");
+        over = undo;
+      }
+      if (!over.ok()) {
+        lost = over;
+        if (w.status.ok()) w.status = over;
+      }
+    } else {
+      lost = w.status;
+    }
+    if (w.status.ok()) ++kept;
+  }
+  if (!lost.ok()) {
+    RollbackQuietly(db_);
+    // The writers before the one that ended the transaction lost their
+    // changes through no fault of theirs; those after it run in the next one.
+    for (size_t i = from; i < end; ++i) {
+      if (group[i]->status.ok()) {
+        group[i]->status = Status(lost.code(), "not committed: another write of its group ended the "
+                                                   "transaction (" + lost.message() + ")");
+      }
+    }
+    return end;
+  }
+  if (kept == 0) {
+    RollbackQuietly(db_);  // nothing to keep: no COMMIT, no fsync
+    return end;
+  }
+  write_since_ms_.store(SteadyMs());
+  Status commit = db_.Exec("COMMIT");
+  write_since_ms_.store(0);
+  if (!commit.ok()) {
+    RollbackQuietly(db_);
+    for (size_t i = from; i < end; ++i) {
+      if (group[i]->status.ok()) group[i]->status = commit;
+    }
+    return end;
+  }
+  commits_.fetch_add(1, std::memory_order_relaxed);
+  writes_.fetch_add(kept, std::memory_order_relaxed);
+  return end;
 }
 
 class Store::ReadLease {

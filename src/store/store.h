@@ -6,6 +6,18 @@
 // that returned OK has been fsync'ed and survives a crash of the process or
 // the machine. Callers answer 2xx only after Write returns.
 //
+// Group commit (LevelDB's write batching, PostgreSQL's group commit):
+// writers that arrive while a commit is in flight queue up, and the first of
+// them, once that commit is done, commits them all in one transaction: one
+// BEGIN IMMEDIATE, each function inside a SAVEPOINT of its own, one COMMIT,
+// so one fsync for the whole group (at most kMaxGroupWriters). A function
+// that fails (or throws) is rolled back to its savepoint and its writer gets
+// its own error; the others still commit. Every writer of a group is answered
+// only after the COMMIT that holds its change returned OK; when the COMMIT
+// fails, each of them gets that error and none of the group's changes is
+// kept. A lone writer waits for nobody: there is no commit delay, batches
+// form only from writers that arrive while a commit runs.
+//
 // GPU capacity is guarded by the database itself (triggers on gpu_grants):
 // the sum of milli granted on one (node, GPU) never exceeds 1000 and the sum
 // of GPU memory never exceeds that GPU's memory_mib, whatever code or tool
@@ -22,19 +34,28 @@
 //   });
 //
 // Threading: a Store may be shared by any number of threads. Writes go
-// through one connection guarded by a mutex, one at a time (SQLite
-// serialises writers anyway). Reads take a connection of their own from a
-// small pool (WAL readers see the last commit and never wait for a writer,
-// not even one that waits for another process's lock). The function passed
-// to Write/Read runs holding its connection: it must not call back into the
-// Store and should not block on anything slow. Tx/ReadTx objects are valid
-// only inside that function.
+// through one connection: writers queue (writers_, guarded by queue_mu_) and
+// the group's leader, the writer at the head of the queue, holds mu_ (which
+// guards the write connection) while it runs the group's transaction; the
+// health probe of CanCommit takes mu_ too. The function passed to Write may
+// therefore run on another writer's thread, while its own caller waits: it
+// must use only the Tx and what it captured, must not call back into the
+// Store, must not take a lock that a thread calling Write may hold (it would
+// wait for a writer queued behind it), and should not block on anything slow.
+// Functions of one group run one after another, in the order their writers
+// queued, and each sees the changes of those before it. Reads take a
+// connection of their own from a small pool (WAL readers see the last commit
+// and never wait for a writer, not even one that waits for another process's
+// lock). The function passed to Read runs on the caller's thread, holding
+// its connection, with the same rules. Tx/ReadTx objects are valid only
+// inside that function.
 #ifndef HF_STORE_STORE_H_
 #define HF_STORE_STORE_H_
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -306,25 +327,37 @@ class Store {
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
-  // Runs fn inside BEGIN IMMEDIATE ... COMMIT. Returns OK only after the
-  // commit is durable. When fn returns an error or throws, everything it did
+  // Runs fn inside a transaction, with the writers queued at the same time
+  // (group commit, above). Returns OK only after the commit that holds fn's
+  // change is durable. When fn returns an error or throws, everything it did
   // is rolled back and its Status (Internal with the exception's text for a
-  // throw) is returned. Unavailable when another process holds the write lock
-  // past the busy timeout.
-  Status Write(const std::function<Status(Tx&)>& fn) HF_EXCLUDES(mu_);
+  // throw) is returned; other writers of its group are not affected. When
+  // the group's COMMIT fails, its error is returned and nothing of fn's is
+  // kept. Unavailable when another process holds the write lock past the
+  // busy timeout.
+  Status Write(const std::function<Status(Tx&)>& fn) HF_EXCLUDES(mu_, queue_mu_);
+  // The most writers one transaction takes, so that a writer waits at most
+  // for the group in flight and its own.
+  static constexpr size_t kMaxGroupWriters = 256;
   // Runs fn inside a read transaction: one consistent snapshot, on a read
   // connection (at most kReadConnections at once; more wait for one).
   Status Read(const std::function<Status(const ReadTx&)>& fn) const HF_EXCLUDES(readers_mu_);
   static constexpr size_t kReadConnections = 4;
 
-  // Whether a commit goes through now. No when a write has waited
-  // kStuckWriteMs for the lock (another process holds it), when the
+  // Whether a commit goes through now. No when a group has waited
+  // kStuckWriteMs for the lock (another process holds it) or for its COMMIT
+  // (a disk that does not answer), when the
   // database's file system has less than kDiskReserveBytes free, or when a
   // one-row probe write fails (done at most once a second; while another
   // write runs, the last answer stands).
   Status CanCommit() HF_EXCLUDES(mu_, probe_mu_);
   static constexpr int64_t kStuckWriteMs = 2000;
   static constexpr uint64_t kDiskReserveBytes = 16ull << 20;
+
+  // Transactions Write committed (one fsync each), and Write calls answered
+  // OK: writes() / commits() is the mean group size. For metrics and tests.
+  uint64_t commits() const { return commits_.load(std::memory_order_relaxed); }
+  uint64_t writes() const { return writes_.load(std::memory_order_relaxed); }
 
   // The schema version the file is at (LatestSchemaVersion() after Open).
   int64_t schema_version() const { return schema_version_; }
@@ -338,8 +371,25 @@ class Store {
   class ReadLease;
   Result<ReadLease> BorrowReader() const HF_EXCLUDES(readers_mu_);
 
+  // One caller of Write, queued (defined in store.cc).
+  struct Writer;
+  // Runs `group` (its leader first) in as few transactions as it takes (one,
+  // unless a function's failure ends the whole transaction, as a full disk
+  // does) and sets each writer's status.
+  void CommitGroup(const std::vector<Writer*>& group) HF_REQUIRES(mu_);
+  // BEGIN IMMEDIATE, then group[from..] each in a savepoint, then COMMIT;
+  // returns where the next transaction starts (group.size() when done).
+  size_t CommitSome(const std::vector<Writer*>& group, size_t from) HF_REQUIRES(mu_);
+
+  // Taken by a group's leader (after queue_mu_ is let go) and by the probe.
   mutable Mutex mu_;  // guards db_ (the write connection)
   mutable Db db_ HF_GUARDED_BY(mu_);
+  Mutex queue_mu_;  // guards writers_ and each queued Writer's status and done
+  // Writers waiting, in arrival order; the head is the leader of the group in
+  // flight, or the next one. A Writer lives on its caller's stack.
+  std::deque<Writer*> writers_ HF_GUARDED_BY(queue_mu_);
+  std::atomic<uint64_t> commits_{0};
+  std::atomic<uint64_t> writes_{0};
   std::string path_;
   const Clock* clock_;
   int64_t schema_version_;
@@ -350,7 +400,9 @@ class Store {
   // Every read connection opened.
   mutable std::vector<std::unique_ptr<Db>> readers_ HF_GUARDED_BY(readers_mu_);
   mutable std::vector<Db*> idle_ HF_GUARDED_BY(readers_mu_);  // those not in use
-  std::atomic<int64_t> write_since_ms_{0};  // steady ms the running Write began; 0: none
+  // Steady ms since when the group in flight waits for the lock (BEGIN
+  // IMMEDIATE) or for its COMMIT; 0: none waits.
+  std::atomic<int64_t> write_since_ms_{0};
   Mutex probe_mu_;  // guards the last probe's time and answer
   int64_t probed_at_ms_ HF_GUARDED_BY(probe_mu_) = 0;
   Status probed_ HF_GUARDED_BY(probe_mu_);

@@ -6,6 +6,9 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
+#include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -394,6 +397,167 @@ TEST_F(StoreWriteTest, ReadsDoNotWaitForAWriterBlockedByAnotherProcess) {
   writer.join();
   EXPECT_TRUE(write_status.ok()) << write_status.ToString();
   EXPECT_TRUE(store.CanCommit().ok());
+}
+
+// ---- Group commit ---------------------------------------------------------------
+
+using StoreGroupCommitTest = StoreFixture;
+
+TEST_F(StoreGroupCommitTest, ConcurrentWritersAllLandEachWithItsOwnAnswer) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  constexpr int kThreads = 16;
+  constexpr int kEach = 50;
+  std::vector<std::vector<std::pair<TaskKey, std::string>>> written(kThreads);
+  std::vector<int> failed(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        const std::string name = Numbered(Numbered("t", t) + "-", i);
+        TaskKey key = 0;
+        Status s = store->Write([&](Tx& tx) -> Status {
+          HF_ASSIGN_OR_RETURN(key, tx.InsertTask(MakeTask(name, "", t)));
+          return tx.AppendTaskEvent(key, "submitted", name);
+        });
+        if (s.ok() && key != 0) {
+          written[t].emplace_back(key, name);
+        } else {
+          ++failed[t];
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::set<TaskKey> keys;
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(failed[t], 0) << "thread " << t;
+    for (const auto& [key, name] : written[t]) {
+      keys.insert(key);
+      // Each writer's answer (its key) names its own row.
+      EXPECT_EQ(RawText("SELECT name FROM tasks WHERE id = " + std::to_string(key)), name);
+    }
+  }
+  EXPECT_EQ(keys.size(), size_t{kThreads * kEach});
+  EXPECT_EQ(RawCount("SELECT COUNT(*) FROM tasks"), kThreads * kEach);
+  EXPECT_EQ(RawCount("SELECT COUNT(*) FROM task_events"), kThreads * kEach);
+  EXPECT_EQ(store->writes(), uint64_t{kThreads * kEach});
+  // Writers that came while a commit was in flight shared the next one.
+  EXPECT_LT(store->commits(), store->writes());
+}
+
+// Starts a writer whose function holds the write connection until `expect`
+// other threads have said they are about to write (Arrive), and 200 ms more,
+// so that those queue behind it and commit as one group after it.
+class HeldWriter {
+ public:
+  HeldWriter(Store& store, int expect) : expect_(expect) {
+    thread_ = std::thread([this, &store] {
+      status_ = store.Write([this](Tx& tx) -> Status {
+        holding_ = true;
+        while (arrived_.load() < expect_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        return tx.PutPluginConfig("held", json::object());
+      });
+    });
+    while (!holding_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~HeldWriter() { Join(); }
+  void Arrive() { ++arrived_; }
+  Status Join() {
+    if (thread_.joinable()) thread_.join();
+    return status_;
+  }
+
+ private:
+  const int expect_;
+  std::atomic<int> arrived_{0};
+  std::atomic<bool> holding_{false};
+  Status status_;
+  std::thread thread_;
+};
+
+TEST_F(StoreGroupCommitTest, FailingWritesInAGroupKeepTheOthersAndGetTheirOwnErrors) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  const uint64_t commits_before = store->commits();
+  // Each function of the group: its name, and what it does.
+  const std::vector<std::pair<std::string, std::function<Status(Tx&)>>> fns = {
+      {"a", [](Tx& tx) { return tx.InsertToken("a", "admin", Hash('a'), std::nullopt).status(); }},
+      {"b",
+       [](Tx& tx) -> Status {
+         HF_RETURN_IF_ERROR(tx.InsertToken("b", "admin", Hash('b'), std::nullopt).status());
+         return Conflict("b changed its mind");
+       }},
+      {"c",
+       [](Tx& tx) -> Status {
+         HF_RETURN_IF_ERROR(tx.InsertToken("c", "admin", Hash('c'), std::nullopt).status());
+         throw std::runtime_error("c threw");
+       }},
+      {"d",  // a failed statement after a good one
+       [](Tx& tx) -> Status {
+         HF_RETURN_IF_ERROR(tx.InsertToken("d", "admin", Hash('d'), std::nullopt).status());
+         return tx.InsertToken("d", "viewer", Hash('e'), std::nullopt).status();
+       }},
+      {"f", [](Tx& tx) { return tx.InsertToken("f", "viewer", Hash('f'), std::nullopt).status(); }},
+  };
+  std::vector<Status> got(fns.size());
+  {
+    HeldWriter held(*store, static_cast<int>(fns.size()));
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < fns.size(); ++i) {
+      threads.emplace_back([&, i] {
+        held.Arrive();
+        got[i] = store->Write(fns[i].second);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    EXPECT_TRUE(held.Join().ok());
+  }
+  EXPECT_TRUE(got[0].ok()) << got[0].ToString();
+  EXPECT_EQ(got[1].code(), StatusCode::kConflict);
+  EXPECT_EQ(got[1].message(), "b changed its mind");
+  EXPECT_EQ(got[2].code(), StatusCode::kInternal);
+  EXPECT_NE(got[2].message().find("c threw"), std::string::npos) << got[2].message();
+  EXPECT_EQ(got[3].code(), StatusCode::kAlreadyExists) << got[3].ToString();
+  EXPECT_TRUE(got[4].ok()) << got[4].ToString();
+  // The good writes landed; nothing of the failed ones did.
+  EXPECT_EQ(RawText("SELECT group_concat(name, ',') FROM (SELECT name FROM tokens ORDER BY name)"),
+            "a,f");
+  EXPECT_EQ(RawCount("SELECT COUNT(*) FROM plugin_config WHERE name = 'held'"), 1);
+  // Two commits: the held writer's, then one for the whole group behind it.
+  EXPECT_EQ(store->commits() - commits_before, 2u);
+  EXPECT_EQ(store->writes(), 3u);
+  // The connection is usable again: no transaction or savepoint was left open.
+  EXPECT_TRUE(store->Write([](Tx& tx) { return tx.PutPluginConfig("spread", json::object()); }).ok());
+  EXPECT_EQ(RawCount("SELECT COUNT(*) FROM plugin_config WHERE name = 'spread'"), 1);
+}
+
+TEST_F(StoreGroupCommitTest, AGroupThatCannotCommitFailsEveryWriterAndKeepsNothing) {
+  Result<std::unique_ptr<Store>> opened =
+      Store::Open(path_, {.clock = &clock_, .busy_timeout_ms = 300});
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  Store& store = **opened;
+  sqlite3* other = nullptr;  // another process holding the write lock
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK);
+  std::vector<Status> got(4);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < got.size(); ++i) {
+    threads.emplace_back([&, i] {
+      got[i] = store.Write([i](Tx& tx) {
+        return tx.PutPluginConfig(Numbered("p", static_cast<int>(i)), json::object());
+      });
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(other);
+  for (const Status& s : got) EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_EQ(RawCount("SELECT COUNT(*) FROM plugin_config"), 0);
+  EXPECT_EQ(store.writes(), 0u);
+  EXPECT_TRUE(store.Write([](Tx& tx) { return tx.PutPluginConfig("p", json::object()); }).ok());
+  EXPECT_EQ(RawCount("SELECT COUNT(*) FROM plugin_config"), 1);
 }
 
 // ---- GPU capacity guarded by the database ----------------------------------
