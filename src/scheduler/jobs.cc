@@ -55,7 +55,7 @@ Result<store::JobRecord> Scheduler::SubmitJob(const JobSpec& spec, const std::st
       }
     }
   }
-  cv_.notify_all();
+  WakeLoop();
   Publish("job", {{"action", "submitted"}, {"id", job.id}, {"name", job.spec.name}});
   return job;
 }
@@ -312,7 +312,7 @@ Result<store::JobRecord> Scheduler::CancelJob(uint64_t id, const std::string& ac
     }
     jobs_.erase(id);
   }
-  cv_.notify_all();
+  WakeLoop();
   for (TaskKey key : stopped)
     Publish("task", {{"action", "cancelled"}, {"id", key}, {"by", actor}});
   Publish("job", {{"action", "cancelled"}, {"id", id}, {"name", job.spec.name}, {"by", actor}});

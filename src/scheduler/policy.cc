@@ -30,7 +30,7 @@ Status Scheduler::ChangePolicy(const PolicyEdit& change, const PolicyStore& pers
     PolicyChangedLocked();
     retry_all_ = true;
   }
-  cv_.notify_all();
+  WakeLoop();
   return Status::Ok();
 }
 
@@ -84,7 +84,7 @@ std::vector<Status> Scheduler::FinishReloads(
     PolicyChangedLocked();
     retry_all_ = true;
   }
-  cv_.notify_all();
+  WakeLoop();
   for (size_t i = 0; i < reloads.size(); ++i) {
     Publish("plugin", json{{"action", "reloaded"}, {"name", reloads[i].plugin}, {"by", by},
                            {"status", statuses[i]}});

@@ -154,6 +154,7 @@ Status Scheduler::LoadQueuesLocked(const store::ReadTx& tx) {
   Result<queues::QueueTree> tree = queues::QueueTree::Build(std::move(specs));
   if (!tree.ok()) return Internal("stored queues: " + tree.status().message());
   queue_tree_ = std::move(*tree);
+  PublishQueueTreeLocked();
   return Status::Ok();
 }
 
@@ -167,23 +168,53 @@ bool Scheduler::QueueHoldsWorkLocked(const std::string& name) const {
   return false;
 }
 
-Status Scheduler::CheckQueueLocked(const std::string& queue, const std::string& field) const {
-  const size_t q = queue_tree_.Find(queue);
+namespace {
+
+// InvalidArgument, naming `field`, unless `queue` is a leaf of `tree`.
+Status CheckLeafQueue(const queues::QueueTree& tree, const std::string& queue,
+                      const std::string& field) {
+  const size_t q = tree.Find(queue);
   if (q == queues::QueueTree::kNone) {
     return InvalidArgument(field + ": no queue named \"" + queue + "\" (GET /api/v1/queues)");
   }
-  if (!queue_tree_.leaf(q)) {
+  if (!tree.leaf(q)) {
     return InvalidArgument(field + ": queue \"" + queue +
                            "\" has child queues; submit to one of its leaves");
   }
   return Status::Ok();
 }
 
+}  // namespace
+
+Status Scheduler::CheckQueueLocked(const std::string& queue, const std::string& field) const {
+  return CheckLeafQueue(queue_tree_, queue, field);
+}
+
+void Scheduler::PublishQueueTreeLocked() {
+  auto view = std::make_shared<const queues::QueueTree>(queue_tree_);
+  MutexLock lock(tree_view_mu_);
+  tree_view_ = std::move(view);
+}
+
+std::shared_ptr<const queues::QueueTree> Scheduler::QueueTreeView() const {
+  MutexLock lock(tree_view_mu_);
+  return tree_view_;
+}
+
+Status Scheduler::CheckQueues(const std::vector<Task>& tasks) const {
+  const std::shared_ptr<const queues::QueueTree> tree = QueueTreeView();
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    HF_RETURN_IF_ERROR(CheckLeafQueue(
+        *tree, tasks[i].queue, tasks.size() == 1 ? "queue" : "tasks[" + std::to_string(i) + "].queue"));
+  }
+  return Status::Ok();
+}
+
 Status Scheduler::CheckSubmit(const std::string& queue, const std::string& token,
                               const std::string& role) const {
-  MutexLock lock(mu_);
-  HF_RETURN_IF_ERROR(CheckQueueLocked(queue, "queue"));
-  const queues::QueueSpec& s = queue_tree_.spec(queue_tree_.Find(queue));
+  const std::shared_ptr<const queues::QueueTree> tree = QueueTreeView();
+  HF_RETURN_IF_ERROR(CheckLeafQueue(*tree, queue, "queue"));
+  const queues::QueueSpec& s = tree->spec(tree->Find(queue));
   if (s.roles.empty() && s.tokens.empty()) return Status::Ok();
   if (role == "admin" || std::count(s.roles.begin(), s.roles.end(), role) ||
       std::count(s.tokens.begin(), s.tokens.end(), token)) {
@@ -195,6 +226,7 @@ Status Scheduler::CheckSubmit(const std::string& queue, const std::string& token
 
 Scheduler::QueuesView Scheduler::Queues() const {
   MutexLock lock(mu_);
+  DrainArrivalsLocked();
   QueuesView v;
   for (size_t m = 0; m < cluster_.model_count(); ++m) v.models.push_back(cluster_.model_name(m));
   queues::Ledger ledger;
@@ -232,6 +264,7 @@ Scheduler::QueuesView Scheduler::Queues() const {
 std::vector<Scheduler::WaitingTask> Scheduler::QueueWaiting(const std::string& queue,
                                                             size_t limit) const {
   MutexLock lock(mu_);
+  DrainArrivalsLocked();
   std::vector<WaitingTask> out;
   for (TaskKey key : queue_.Ordered()) {
     const Task& t = tasks_.at(key);
@@ -247,6 +280,7 @@ Result<queues::QueueSpec> Scheduler::PutQueue(const queues::QueueSpec& spec, boo
                                               const std::string& actor) {
   {
     MutexLock lock(mu_);
+    DrainArrivalsLocked();
     std::vector<queues::QueueSpec> specs = queue_tree_.specs();
     auto it = std::find_if(specs.begin(), specs.end(),
                            [&](const queues::QueueSpec& q) { return q.name == spec.name; });
@@ -287,16 +321,18 @@ Result<queues::QueueSpec> Scheduler::PutQueue(const queues::QueueSpec& spec, boo
       return tx.AppendAudit(actor, "queues." + spec.name, old, now);
     }));
     queue_tree_ = std::move(tree);
+    PublishQueueTreeLocked();
     QueueEventLocked(
         {{"action", create ? "created" : "changed"}, {"queue", spec.name}, {"by", actor}});
     RetryAllLocked();
   }
-  cv_.notify_all();
+  WakeLoop();
   return spec;
 }
 
 Status Scheduler::DeleteQueue(const std::string& name, const std::string& actor) {
   MutexLock lock(mu_);
+  DrainArrivalsLocked();
   const size_t q = queue_tree_.Find(name);
   if (q == queues::QueueTree::kNone) return NotFound("no queue named " + name);
   if (name == queues::kRoot || name == kDefaultQueue) {
@@ -319,6 +355,7 @@ Status Scheduler::DeleteQueue(const std::string& name, const std::string& actor)
     return tx.AppendAudit(actor, "queues." + name, old, nullptr);
   }));
   queue_tree_ = std::move(tree);
+  PublishQueueTreeLocked();
   QueueEventLocked({{"action", "deleted"}, {"queue", name}, {"by", actor}});
   return Status::Ok();
 }
@@ -343,6 +380,7 @@ Status Scheduler::SeedQueues(const std::vector<queues::QueueSpec>& specs,
     return Status::Ok();
   }));
   queue_tree_ = std::move(tree);
+  PublishQueueTreeLocked();
   RetryAllLocked();
   return Status::Ok();
 }

@@ -65,7 +65,10 @@ Scheduler::Scheduler(store::Store* store, std::unique_ptr<framework::Framework> 
       clock_(clock),
       events_(events),
       options_(std::move(options)),
-      fw_(std::move(fw)) {}
+      fw_(std::move(fw)) {
+  MutexLock lock(mu_);
+  PublishQueueTreeLocked();  // the tree with only the root and default queues
+}
 
 Scheduler::~Scheduler() { Stop(); }
 
@@ -136,6 +139,43 @@ void Scheduler::EnqueueLocked(const Task& task, std::string reason) {
   queue_.Add(task.key, task.priority, std::move(reason), task.queue);
 }
 
+void Scheduler::DrainArrivalsLocked() const {
+  if (QueueArrivalsLocked()) WakeLoop();
+}
+
+bool Scheduler::QueueArrivalsLocked() const {
+  std::vector<Task> arrived;
+  {
+    MutexLock lock(arrivals_mu_);
+    if (arrivals_.empty()) return false;
+    arrived.swap(arrivals_);
+  }
+  bool queued = false;
+  for (Task& t : arrived) {
+    if (cancelled_early_.erase(t.key)) continue;
+    // A rebuild since its commit (node change, failed commit) may have
+    // loaded it from the store already, and even placed it.
+    if (tasks_.count(t.key)) continue;
+    queue_.Add(t.key, t.priority, "", t.queue);
+    tasks_.emplace(t.key, std::move(t));
+    queued = true;
+  }
+  return queued;
+}
+
+bool Scheduler::ArrivalsWaiting() const {
+  MutexLock lock(arrivals_mu_);
+  return !arrivals_.empty();
+}
+
+void Scheduler::WakeLoop() const {
+  {
+    MutexLock lock(wake_mu_);
+    wake_ = true;
+  }
+  wake_cv_.notify_one();
+}
+
 void Scheduler::RetryAllLocked() {
   queue_.MoveAllToActive();
   retry_all_ = false;
@@ -157,6 +197,7 @@ void Scheduler::Stop() {
     MutexLock lock(mu_);
     stop_ = true;
   }
+  WakeLoop();
   cv_.notify_all();
   watch_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -167,6 +208,11 @@ void Scheduler::Stop() {
 void Scheduler::Loop() {
   MutexLock lock(mu_);
   while (!stop_) {
+    {
+      MutexLock doorbell(wake_mu_);
+      wake_ = false;  // what rang so far is looked at below
+    }
+    QueueArrivalsLocked();
     const auto since_retry = Clock::now() - last_retry_;
     if (retry_all_ || (queue_.unschedulable_size() > 0 && since_retry >= options_.retry_interval) ||
         (usage_changed_ && since_retry >= std::chrono::seconds(1))) {
@@ -190,9 +236,14 @@ void Scheduler::Loop() {
                             : std::min<std::chrono::milliseconds>(options_.retry_interval,
                                                                   std::chrono::seconds(1));
       const auto until = Clock::now() + wait;
-      while (!stop_ && !retry_all_ && queue_.active_empty() && touched_jobs_.empty() &&
-             lock.WaitUntil(cv_, until) == std::cv_status::no_timeout) {
+      if (stop_ || retry_all_ || !touched_jobs_.empty() || ArrivalsWaiting()) continue;
+      lock.Unlock();
+      {
+        MutexLock doorbell(wake_mu_);
+        while (!wake_ && doorbell.WaitUntil(wake_cv_, until) == std::cv_status::no_timeout) {
+        }
       }
+      lock.Lock();
       continue;
     }
     busy_ = true;
@@ -273,7 +324,9 @@ void Scheduler::CycleLocked() {
   // Which waiting tasks get a new reason stored, and the victims' records.
   std::vector<json> published;
   std::vector<std::string> victim_nodes;
-  // (The write runs on this thread, within the lock.)
+  // The function reads what mu_ guards: it may run on another writer's
+  // thread (the store's group commit), but this one holds mu_ and waits for
+  // it meanwhile.
   Status s = store_->Write([&](store::Tx& tx) HF_REQUIRES(mu_) -> Status {
     victim_nodes.clear();
     for (const Outcome& o : outcomes) {
@@ -394,17 +447,12 @@ void Scheduler::ReservedEventLocked() {
 Result<std::vector<store::TaskRecord>> Scheduler::Submit(const std::vector<Task>& tasks,
                                                          const std::string& actor) {
   std::vector<store::TaskRecord> out;
-  {
-    MutexLock lock(mu_);
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      HF_RETURN_IF_ERROR(CheckQueueLocked(
-          tasks[i].queue, tasks.size() == 1 ? "queue" : "tasks[" + std::to_string(i) + "].queue"));
-    }
-  }
+  HF_RETURN_IF_ERROR(CheckQueues(tasks));
   // The commit runs without the mutex, so scheduling and reads of the
-  // framework go on while it waits for its fsync. A Cancel that lands
-  // between the commit and the queueing below leaves the id in
-  // cancelled_early_, and the task is not queued.
+  // framework go on while it waits for its fsync, and it joins the writes
+  // of other submissions in one commit. A Cancel that lands between the
+  // commit and the queueing leaves the id in cancelled_early_, and the task
+  // is not queued.
   HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
     out.clear();
     for (const Task& t : tasks) {
@@ -416,17 +464,10 @@ Result<std::vector<store::TaskRecord>> Scheduler::Submit(const std::vector<Task>
     return Status::Ok();
   }));
   {
-    MutexLock lock(mu_);
-    for (const store::TaskRecord& r : out) {
-      if (cancelled_early_.erase(r.task.key)) continue;
-      // A rebuild in between (node change, failed commit) may have loaded it
-      // from the store already, and even placed it.
-      if (tasks_.count(r.task.key)) continue;
-      tasks_[r.task.key] = r.task;
-      EnqueueLocked(r.task, "");
-    }
+    MutexLock lock(arrivals_mu_);
+    for (const store::TaskRecord& r : out) arrivals_.push_back(r.task);
   }
-  cv_.notify_all();
+  WakeLoop();
   for (const store::TaskRecord& r : out) {
     Publish("task", {{"action", "submitted"}, {"id", r.task.key}, {"name", r.task.name}});
   }
@@ -437,6 +478,7 @@ Result<store::TaskRecord> Scheduler::Cancel(TaskKey id, const std::string& actor
   store::TaskRecord rec;
   {
     MutexLock lock(mu_);
+    DrainArrivalsLocked();
     HF_RETURN_IF_ERROR(store_->Read([&](const store::ReadTx& tx) -> Status {
       HF_ASSIGN_OR_RETURN(rec, tx.GetTask(id));
       return Status::Ok();
@@ -468,7 +510,7 @@ Result<store::TaskRecord> Scheduler::Cancel(TaskKey id, const std::string& actor
     queue_.Remove(id);
     tasks_.erase(id);
   }
-  cv_.notify_all();
+  WakeLoop();
   Publish("task", {{"action", "cancelled"}, {"id", id}, {"name", rec.task.name}, {"by", actor}});
   return rec;
 }
@@ -505,7 +547,7 @@ Result<bool> Scheduler::PutNode(const NodeSpec& spec, const std::string& actor) 
     }
     retry_all_ = true;
   }
-  cv_.notify_all();
+  WakeLoop();
   Publish("node",
           {{"action", created ? "registered" : "updated"}, {"name", spec.name}, {"by", actor}});
   return created;
@@ -539,7 +581,7 @@ Status Scheduler::SetNodeCondition(const std::string& name, NodeCondition condit
     // Ready may let waiting tasks fit; any change alters their reasons.
     retry_all_ = true;
   }
-  cv_.notify_all();
+  WakeLoop();
   Publish("node", {{"action", "condition"},
                    {"name", name},
                    {"condition", NodeConditionName(condition)},
@@ -599,7 +641,7 @@ Result<Scheduler::DrainOutcome> Scheduler::Drain(const std::string& name,
     if (!out.evicted.empty()) BumpNodeLocked(name);
     retry_all_ = true;
   }
-  cv_.notify_all();
+  WakeLoop();
   if (condition_changed) {
     Publish("node",
             {{"action", "condition"}, {"name", name}, {"condition", "Draining"}, {"by", actor}});
@@ -612,6 +654,7 @@ Result<Scheduler::DrainOutcome> Scheduler::Drain(const std::string& name,
 
 ClusterSnapshot Scheduler::Snapshot(bool with_placed) const {
   MutexLock lock(mu_);
+  DrainArrivalsLocked();
   ClusterSnapshot snap{cluster_, fw_->CurrentPolicy(), {}, {}};
   // Every waiting task, active or unschedulable, in queue order.
   for (TaskKey key : queue_.Ordered()) snap.pending.push_back(tasks_.at(key));
@@ -627,11 +670,13 @@ ClusterSnapshot Scheduler::Snapshot(bool with_placed) const {
 
 size_t Scheduler::active_count() const {
   MutexLock lock(mu_);
+  DrainArrivalsLocked();
   return queue_.active_size();
 }
 
 size_t Scheduler::unschedulable_count() const {
   MutexLock lock(mu_);
+  DrainArrivalsLocked();
   return queue_.unschedulable_size();
 }
 
@@ -658,8 +703,11 @@ std::map<std::string, NodeUsage> Scheduler::MeasuredUsage() const {
 bool Scheduler::WaitIdle(std::chrono::milliseconds timeout) const {
   MutexLock lock(mu_);
   const auto until = Clock::now() + timeout;
+  DrainArrivalsLocked();
   while (!(stop_ || (queue_.active_empty() && !busy_ && !retry_all_))) {
-    if (lock.WaitUntil(idle_cv_, until) == std::cv_status::timeout) {
+    const std::cv_status waited = lock.WaitUntil(idle_cv_, until);
+    DrainArrivalsLocked();
+    if (waited == std::cv_status::timeout) {
       return stop_ || (queue_.active_empty() && !busy_ && !retry_all_);
     }
   }
@@ -704,7 +752,7 @@ Status Scheduler::Heartbeat(const std::string& node, const std::optional<NodeUsa
       back = true;
     }
   }
-  cv_.notify_all();
+  WakeLoop();
   if (back) Publish("node", {{"action", "condition"}, {"name", node}, {"condition", "Ready"}});
   return Status::Ok();
 }
@@ -900,7 +948,7 @@ Result<store::TaskRecord> Scheduler::ReportTask(const std::string& node, TaskKey
       return Status::Ok();
     }));
   }
-  cv_.notify_all();
+  WakeLoop();
   if (!event.is_null()) {
     event["name"] = rec.task.name;
     Publish("task", std::move(event));

@@ -6,9 +6,13 @@
 // store first, memory second, under the scheduler's mutex (which also guards
 // the framework, the scheduler's own), so memory never shows what the store
 // has not committed:
-//   - Submit commits the task rows (without holding the mutex through the
-//     fsync), then queues them; a Cancel in between is remembered, so a
-//     cancelled task is never queued;
+//   - Submit commits the task rows without the mutex (its write joins the
+//     store's group commit), then hands them to the loop through a small
+//     inbox of its own (arrivals_), so that it never waits for the mutex,
+//     which a cycle holds through its commit; whoever holds the mutex and
+//     reads the queue moves the inbox into it first (DrainArrivalsLocked),
+//     so a task is seen queued as soon as its Submit returned. A Cancel in
+//     between is remembered, so a cancelled task is never queued;
 //   - a scheduling cycle takes up to `batch` tasks from the queue (priority
 //     first, then age: lower task id), runs the framework on each, and then
 //     commits every decision of the cycle in one transaction (allocations,
@@ -315,8 +319,10 @@ class Scheduler {
   // May a token named `token` with role `role` submit to `queue`? NotFound
   // for no such queue, InvalidArgument for a queue with children,
   // PermissionDenied when its submitters name neither.
+  // Checked against a copy of the queue tree, without the mutex: a
+  // submission never waits for a scheduling cycle.
   Status CheckSubmit(const std::string& queue, const std::string& token,
-                     const std::string& role) const HF_EXCLUDES(mu_);
+                     const std::string& role) const HF_EXCLUDES(mu_, tree_view_mu_);
 
   // The reservation backfill holds now (docs/QUEUES.md, "Backfill"): for
   // which waiting task (and job), from when, and on which nodes.
@@ -415,6 +421,17 @@ class Scheduler {
   // Rebuilds cluster_, tasks_ and the queue from the store.
   Status RebuildLocked() HF_REQUIRES(mu_);
   void EnqueueLocked(const Task& task, std::string reason) HF_REQUIRES(mu_);
+  // Queues the tasks Submit committed since the last call (arrivals_); wakes
+  // the loop when it queued any. Const readers call it too: the tasks are
+  // submitted already, moving them changes nothing they could tell apart.
+  void DrainArrivalsLocked() const HF_REQUIRES(mu_) HF_EXCLUDES(arrivals_mu_);
+  // The same without waking the loop (for the loop); true when it queued any.
+  bool QueueArrivalsLocked() const HF_REQUIRES(mu_) HF_EXCLUDES(arrivals_mu_);
+  // Whether Submit left tasks in arrivals_ that are not queued yet.
+  bool ArrivalsWaiting() const HF_EXCLUDES(arrivals_mu_);
+  // Wakes the loop (wake_). Called after a change the loop acts on, with or
+  // without mu_ held; never takes mu_, so Submit does not wait for it.
+  void WakeLoop() const HF_EXCLUDES(wake_mu_);
   // Places the gang of `first`'s job (its waiting members, in rank order),
   // all or none; appends each member's decision to `out`.
   void ScheduleGangLocked(const Task& first, const framework::ScheduleOptions& opt,
@@ -485,6 +502,12 @@ class Scheduler {
   // Tasks of queue `name` (pending, scheduled, running), and jobs.
   bool QueueHoldsWorkLocked(const std::string& name) const HF_REQUIRES(mu_);
   // InvalidArgument when `task` names no leaf queue.
+  // InvalidArgument unless every task names a leaf queue (QueueTreeView).
+  Status CheckQueues(const std::vector<Task>& tasks) const HF_EXCLUDES(tree_view_mu_);
+  // queue_tree_ changed: Submit and CheckSubmit see the new tree from now on.
+  void PublishQueueTreeLocked() HF_REQUIRES(mu_) HF_EXCLUDES(tree_view_mu_);
+  // The copy of queue_tree_ submissions are checked against.
+  std::shared_ptr<const queues::QueueTree> QueueTreeView() const HF_EXCLUDES(tree_view_mu_);
   Status CheckQueueLocked(const std::string& queue, const std::string& field) const
       HF_REQUIRES(mu_);
   // Backfill (docs/QUEUES.md): when a placed task will have ended at the
@@ -526,9 +549,10 @@ class Scheduler {
   std::unique_ptr<framework::Framework> fw_ HF_PT_GUARDED_BY(mu_);
   framework::CycleState cycle_ HF_GUARDED_BY(mu_);  // the loop's, from cycle to cycle
   ClusterState cluster_ HF_GUARDED_BY(mu_);
-  // Every pending, scheduled or running task.
-  std::unordered_map<TaskKey, Task> tasks_ HF_GUARDED_BY(mu_);
-  framework::SchedulingQueue queue_ HF_GUARDED_BY(mu_);               // the pending tasks
+  // Every pending, scheduled or running task. (Mutable, with queue_ and
+  // cancelled_early_, for DrainArrivalsLocked.)
+  mutable std::unordered_map<TaskKey, Task> tasks_ HF_GUARDED_BY(mu_);
+  mutable framework::SchedulingQueue queue_ HF_GUARDED_BY(mu_);  // the pending tasks
   std::unordered_map<uint64_t, JobRuntime> jobs_ HF_GUARDED_BY(mu_);  // jobs not ended
   std::set<uint64_t> touched_jobs_ HF_GUARDED_BY(mu_);                // for ReconcileJobsLocked
   // Jobs whose reconcile failed (the store refused): touched again a second
@@ -550,7 +574,7 @@ class Scheduler {
   FairCandidates fair_ HF_GUARDED_BY(mu_);
   bool refused_by_queue_ HF_GUARDED_BY(mu_) = false;  // the last decision's admission
   // Cancelled after Submit's commit, before it queued them.
-  std::set<TaskKey> cancelled_early_ HF_GUARDED_BY(mu_);
+  mutable std::set<TaskKey> cancelled_early_ HF_GUARDED_BY(mu_);
   bool retry_all_ HF_GUARDED_BY(mu_) = false;  // something changed that may let waiting tasks fit
   bool usage_changed_ HF_GUARDED_BY(mu_) = false;  // a heartbeat brought new measurements
   bool stop_ HF_GUARDED_BY(mu_) = false;
@@ -571,8 +595,25 @@ class Scheduler {
   std::chrono::milliseconds fence_deadline_ = std::chrono::seconds(30 + 10) + kFenceMargin;
   double storm_fraction_ = 0.55;
 
+  // queue_tree_ as of its last change, for checks made without mu_ (a
+  // submission's queue). Taken after mu_ when both are held.
+  mutable Mutex tree_view_mu_;
+  std::shared_ptr<const queues::QueueTree> tree_view_ HF_GUARDED_BY(tree_view_mu_);
+  // Tasks Submit committed and has not queued (DrainArrivalsLocked). Taken
+  // after mu_ when both are held.
+  mutable Mutex arrivals_mu_;
+  mutable std::vector<Task> arrivals_ HF_GUARDED_BY(arrivals_mu_);
+  // The loop's doorbell. Between cycles the loop waits on wake_cv_ without
+  // mu_: it clears wake_, looks at what it acts on (under mu_), lets go of
+  // mu_ and sleeps unless wake_ was set meanwhile. Whoever changes something
+  // the loop acts on then calls WakeLoop, which sets wake_: a change made
+  // before the loop looked is seen by the look, one made after it rings.
+  mutable Mutex wake_mu_;  // guards wake_; taken after mu_ when both are held
+  mutable bool wake_ HF_GUARDED_BY(wake_mu_) = false;
+  mutable std::condition_variable wake_cv_;
+
   std::condition_variable watch_cv_;         // wakes WatchLoop
-  mutable std::condition_variable cv_;       // wakes the loop and the source watcher
+  mutable std::condition_variable cv_;       // wakes the source watcher (Stop)
   mutable std::condition_variable idle_cv_;  // wakes WaitIdle
   std::thread thread_;
   std::thread watch_thread_;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -807,6 +808,53 @@ TEST_F(SchedulerTest, BatchSubmitIsAllOrNothing) {
   ASSERT_TRUE(sched_->WaitIdle(kWait));
   ASSERT_EQ(AllTasks().size(), 2u);
   for (const store::TaskRecord& r : AllTasks()) EXPECT_EQ(r.state, TaskState::kScheduled);
+}
+
+TEST_F(SchedulerTest, SubmitDoesNotWaitForTheMutexAndItsTaskIsQueuedAtOnce) {
+  Open();
+  ASSERT_TRUE(sched_->PutNode(GpuNode("n1", 4), "admin").ok());
+  sched_->Start();
+  // A policy change holds the scheduler's mutex (as a cycle does through
+  // its commit) until told to let go.
+  std::atomic<bool> holding{false};
+  std::atomic<bool> release{false};
+  std::thread holder([&] {
+    Status s = sched_->ChangePolicy(
+        [&](framework::Framework&) {
+          holding = true;
+          while (!release.load()) std::this_thread::sleep_for(milliseconds(1));
+          return Status::Ok();
+        },
+        Unchanged);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  });
+  while (!holding.load()) std::this_thread::sleep_for(milliseconds(1));
+  auto submitted = std::async(std::launch::async, [&] { return SubmitOne(GpuTask("a", 1)); });
+  EXPECT_EQ(submitted.wait_for(std::chrono::seconds(3)), std::future_status::ready)
+      << "Submit waited for the scheduler's mutex";
+  release = true;
+  holder.join();
+  const TaskKey a = submitted.get();
+  // Once the mutex is free the loop takes the task and places it.
+  ASSERT_TRUE(sched_->WaitIdle(kWait));
+  EXPECT_EQ(Get(a).state, TaskState::kScheduled);
+}
+
+TEST_F(SchedulerTest, ASubmittedTaskIsInTheQueueAsSoonAsSubmitReturns) {
+  Open();
+  ASSERT_TRUE(sched_->PutNode(GpuNode("n1", 4), "admin").ok());
+  const TaskKey a = SubmitOne(GpuTask("a", 1));
+  // Every reader of the queue sees it, though no loop has run.
+  ASSERT_EQ(sched_->Snapshot().pending.size(), 1u);
+  EXPECT_EQ(sched_->Snapshot().pending[0].key, a);
+  EXPECT_EQ(sched_->active_count(), 1u);
+  EXPECT_EQ(sched_->QueueWaiting(std::string(kDefaultQueue), 10).size(), 1u);
+  // A cancel right after its Submit: it is never queued again nor placed.
+  ASSERT_TRUE(sched_->Cancel(a, "alice").ok());
+  sched_->Start();
+  ASSERT_TRUE(sched_->WaitIdle(kWait));
+  EXPECT_EQ(Get(a).state, TaskState::kCancelled);
+  EXPECT_EQ(sched_->active_count(), 0u);
 }
 
 TEST_F(SchedulerTest, ReplacingANodeCannotDropAnAllocatedGpu) {
