@@ -104,6 +104,11 @@ Response Router::Dispatch(const Request& req) const {
       allowed.insert(r.method);
       continue;
     }
+    // A route without parameters sees the request itself: the copy (every
+    // header, the body) would be most of what routing costs.
+    const bool has_params = std::any_of(r.segments.begin(), r.segments.end(),
+                                        [](const Segment& s) { return s.is_param; });
+    if (!has_params && req.path_params.empty()) return r.handler(req);
     Request routed = req;
     routed.path_params.clear();
     for (size_t i = 0; i < parts.size(); ++i) {

@@ -41,7 +41,8 @@ class Router {
   // the same shape ("/a/{x}" and "/a/{y}" have the same shape).
   Status Add(std::string method, std::string_view pattern, Handler handler);
 
-  // Routes `req`, passing the handler a copy with path_params filled in.
+  // Routes `req`, passing the handler a copy with path_params filled in (or
+  // `req` itself when the route has no parameters and `req` carries none).
   // Exceptions from the handler propagate (HttpServer turns them into 500).
   Response Dispatch(const Request& req) const;
 

@@ -525,13 +525,39 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void EndBodyStream();
 
   // Starts the deadline for the operation about to begin; a later Arm or
-  // Disarm supersedes it (the generation check drops a stale expiry that was
-  // already queued when the timer was reset).
+  // Disarm supersedes it.
+  //
+  // The timer is not reset on every Arm: a wait already pending that ends
+  // no later than the new deadline is kept, and when it fires early its
+  // handler waits again for the rest. A keep-alive connection arms three times a
+  // request (header, write, idle), each deadline later than the one
+  // pending, so its timer is reset about once per header_read_timeout
+  // instead of three times a request; each reset cancelled a wait, whose
+  // aborted handler was queued, often woke another I/O thread, and could
+  // reprogram the reactor's timerfd.
   void Arm(std::chrono::milliseconds timeout) {
     timed_out_ = false;
-    timer_.expires_after(timeout);
+    deadline_ = std::chrono::steady_clock::now() + timeout;
+    if (timer_pending_ && timer_expiry_ <= deadline_) return;
+    WaitForDeadline();
+  }
+
+  // No deadline until the next Arm. The pending wait, if any, is left to
+  // end on its own (it then finds no deadline); CloseSocket cancels it.
+  void Disarm() { deadline_ = kNoDeadline; }
+
+  // (Re)starts the timer for deadline_. Setting the expiry cancels a wait
+  // still pending; the generation check drops its handler, and an expiry
+  // that was already queued when the timer was reset.
+  void WaitForDeadline() {
+    timer_expiry_ = deadline_;
+    timer_pending_ = true;
+    timer_.expires_at(deadline_);
     timer_.async_wait([self = shared_from_this(), gen = ++timer_generation_](beast::error_code ec) {
-      if (ec || gen != self->timer_generation_) return;
+      if (gen != self->timer_generation_) return;
+      self->timer_pending_ = false;
+      if (ec || self->deadline_ == kNoDeadline) return;
+      if (std::chrono::steady_clock::now() < self->deadline_) return self->WaitForDeadline();
       self->timed_out_ = true;
       if (self->phase_ == Phase::kDeferred) return self->CloseSocket();
       beast::error_code ignored;
@@ -539,15 +565,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
     });
   }
 
-  void Disarm() {
-    ++timer_generation_;
-    timer_.cancel();
-  }
-
   void CloseSocket() {
     if (phase_ == Phase::kClosed) return;
     phase_ = Phase::kClosed;
+    // Cancelled, not left to expire: the pending wait holds the connection.
     Disarm();
+    ++timer_generation_;
+    timer_pending_ = false;
+    timer_.cancel();
     hold_.reset();
     beast::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
@@ -566,6 +591,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   const AddressKey key_;
   std::string address_;  // peer_ as text, formatted at the first request
   size_t body_limit_ = 0;  // of the request being read
+  static constexpr std::chrono::steady_clock::time_point kNoDeadline =
+      std::chrono::steady_clock::time_point::max();
+  std::chrono::steady_clock::time_point deadline_ = kNoDeadline;  // of the current operation
+  std::chrono::steady_clock::time_point timer_expiry_;  // of the pending wait
+  bool timer_pending_ = false;  // a wait of generation timer_generation_ is pending
   uint64_t timer_generation_ = 0;
   bool timed_out_ = false;
   beast::flat_buffer buffer_;

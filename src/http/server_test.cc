@@ -442,6 +442,30 @@ TEST_F(HttpServerTest, IdleKeepAliveConnectionIsClosed) {
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 250ms);
 }
 
+// A connection's one timer is reset only when a deadline comes earlier
+// than the wait pending; every phase must still get its own timeout.
+TEST_F(HttpServerTest, EachPhaseOfAKeepAliveConnectionGetsItsOwnTimeout) {
+  options_.header_read_timeout = 300ms;
+  options_.idle_timeout = 2s;
+  StartServer();
+  Client c(port_);
+  c.Send(Get("/ok"));
+  EXPECT_EQ(c.ReadResponse().status, 200);
+  // Idle past the header timeout, whose wait was pending: still open.
+  std::this_thread::sleep_for(600ms);
+  c.Send(Get("/ok"));
+  EXPECT_EQ(c.ReadResponse().status, 200);
+  // A header begun while the idle wait is pending gets the shorter timeout.
+  std::this_thread::sleep_for(400ms);
+  auto t0 = std::chrono::steady_clock::now();
+  c.Send("GET /ok HTTP/1.1\r\nHost: t\r\n");  // never finished
+  RawResponse r = c.ReadResponse(3s);
+  EXPECT_EQ(r.status, 408);
+  auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(waited, 250ms);
+  EXPECT_LT(waited, 1200ms) << "waited for the idle deadline instead";
+}
+
 TEST_F(HttpServerTest, FiftyConcurrentClientsAllAnswered) {
   StartServer();
   std::atomic<int> ok{0};

@@ -66,23 +66,24 @@ bool Authenticator::Authorize(const Request& req, Action action, Caller& caller,
   std::optional<std::string_view> header = req.Header("Authorization");
   std::optional<std::string> token = header ? BearerToken(*header) : std::nullopt;
   if (!token) return unauthenticated("missing or malformed bearer token");
-  std::optional<store::TokenRecord> rec;
+  // The record is read in place, under the lock, rather than copied out
+  // (its strings cost allocations on every request); only a caller that
+  // passes takes its name and node.
+  const std::string hash = HashToken(*token);
+  std::optional<Role> role;
   {
     SharedLock lock(mu_, kShared);
-    auto it = tokens_.find(HashToken(*token));
-    if (it != tokens_.end()) rec = it->second;
+    auto it = tokens_.find(hash);
+    if (it != tokens_.end() && it->second.ActiveAt(now)) role = ParseRole(it->second.role);
+    if (role && Allows(*role, action)) {
+      caller = {it->second.name, *role, it->second.node};
+      return true;
+    }
   }
-  std::optional<Role> role = rec ? ParseRole(rec->role) : std::nullopt;
-  if (!rec || !rec->ActiveAt(now) || !role) {
-    return unauthenticated("invalid, expired or revoked token");
-  }
-  if (!Allows(*role, action)) {
-    denied = JsonError(403, "forbidden",
-                       std::string("role ") + RoleName(*role) + " may not " + ActionName(action));
-    return false;
-  }
-  caller = {rec->name, *role, rec->node};
-  return true;
+  if (!role) return unauthenticated("invalid, expired or revoked token");
+  denied = JsonError(403, "forbidden",
+                     std::string("role ") + RoleName(*role) + " may not " + ActionName(action));
+  return false;
 }
 
 }  // namespace hf::server

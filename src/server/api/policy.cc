@@ -40,35 +40,50 @@ Response PersistError(const Status& s) {
                    "could not persist the change: " + s.message());
 }
 
+// A view's serialised body as a 200 application/json answer.
+Response ViewResponse(const std::shared_ptr<const std::string>& body) {
+  // The control plane refreshes the views before it serves, so null means
+  // a broken start-up order.
+  HF_CHECK(body != nullptr);
+  Response r;
+  r.status = 200;
+  r.content_type = "application/json";
+  r.body = *body;
+  return r;
+}
+
 }  // namespace
 
 void PolicyViews::Refresh(const framework::Framework& fw) {
   json list = json::array();
   for (const framework::PluginInfo& p : fw.Plugins()) list.push_back(PluginInfoToJson(p));
-  auto plugins = std::make_shared<const json>(json{{"plugins", std::move(list)}});
-  auto config =
-      std::make_shared<const json>(SchedulerConfigToJson(fw.scheduler_config(), ScoreWeights(fw)));
+  // Written as JsonResponse writes a body, so the answer is byte for byte
+  // what serialising per request gave.
+  auto plugins = std::make_shared<const std::string>(
+      JsonResponse(200, json{{"plugins", std::move(list)}}).body);
+  auto config = std::make_shared<const std::string>(
+      JsonResponse(200, SchedulerConfigToJson(fw.scheduler_config(), ScoreWeights(fw))).body);
   MutexLock lock(mu_);
   plugins_ = std::move(plugins);
   config_ = std::move(config);
 }
 
-std::shared_ptr<const json> PolicyViews::plugins() const {
+std::shared_ptr<const std::string> PolicyViews::plugins() const {
   MutexLock lock(mu_);
   return plugins_;
 }
 
-std::shared_ptr<const json> PolicyViews::config() const {
+std::shared_ptr<const std::string> PolicyViews::config() const {
   MutexLock lock(mu_);
   return config_;
 }
 
 Response PolicyApi::ListPlugins(const Request&, const Caller&) const {
-  return JsonResponse(200, *views_.plugins());
+  return ViewResponse(views_.plugins());
 }
 
 Response PolicyApi::GetSchedulerConfig(const Request&, const Caller&) const {
-  return JsonResponse(200, *views_.config());
+  return ViewResponse(views_.config());
 }
 
 Status PolicyApi::CheckPluginPaths(const framework::Framework& fw, const std::string& name,
