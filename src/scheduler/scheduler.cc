@@ -247,6 +247,8 @@ void Scheduler::Loop() {
       continue;
     }
     busy_ = true;
+    // What ended meanwhile is free for this cycle.
+    ApplyCommittedReportsLocked();
     CycleLocked();
     busy_ = false;
     // Let API calls waiting on the mutex in between cycles.
@@ -327,6 +329,13 @@ void Scheduler::CycleLocked() {
   // The function reads what mu_ guards: it may run on another writer's
   // thread (the store's group commit), but this one holds mu_ and waits for
   // it meanwhile.
+  // A victim whose agent's report is committing: that report lands first
+  // (a victim that ended meanwhile fails the commit below: rebuilt, retried).
+  if (!reporting_.empty()) {
+    for (const Outcome& o : outcomes) {
+      for (TaskKey v : o.decision.victims) SettleReportLocked(v);
+    }
+  }
   Status s = store_->Write([&](store::Tx& tx) HF_REQUIRES(mu_) -> Status {
     victim_nodes.clear();
     for (const Outcome& o : outcomes) {
@@ -479,6 +488,7 @@ Result<store::TaskRecord> Scheduler::Cancel(TaskKey id, const std::string& actor
   {
     MutexLock lock(mu_);
     DrainArrivalsLocked();
+    SettleReportLocked(id);  // a task that just ended is not cancelled
     HF_RETURN_IF_ERROR(store_->Read([&](const store::ReadTx& tx) -> Status {
       HF_ASSIGN_OR_RETURN(rec, tx.GetTask(id));
       return Status::Ok();
@@ -596,6 +606,7 @@ Result<Scheduler::DrainOutcome> Scheduler::Drain(const std::string& name,
   const std::string why = "evicted: node " + name + " drained by " + actor;
   {
     MutexLock lock(mu_);
+    SettleReportsLocked();  // what ended meanwhile is not evicted
     const NodeId n = cluster_.FindNode(name);
     if (n == kNoNode) return NotFound("node " + name + " not found");
     // Its agent could not stop what was evicted: the tasks would run twice.
@@ -856,106 +867,6 @@ void Scheduler::WatchLoop() {
   }
 }
 
-Result<store::TaskRecord> Scheduler::ReportTask(const std::string& node, TaskKey id,
-                                                const TaskExit& exit) {
-  store::TaskRecord rec;
-  json event;
-  {
-    MutexLock lock(mu_);
-    const PlacedTask* p = cluster_.FindPlaced(id);
-    if (p == nullptr || cluster_.spec(p->alloc.node).name != node) {
-      return Conflict("task " + std::to_string(id) + " is not assigned to node " + node);
-    }
-    TouchJobLocked(id);
-    if (exit.state == TaskState::kScheduled) {
-      // Only a task not started yet waits; the reason is stored when new.
-      // A job's member held ready by its agent ("ready") is part of its
-      // gang's start barrier.
-      std::string reason;
-      if (p->state == TaskState::kScheduled) {
-        HF_RETURN_IF_ERROR(store_->Read([&](const store::ReadTx& tx) -> Status {
-          HF_ASSIGN_OR_RETURN(store::TaskRecord r, tx.GetTask(id));
-          reason = r.pending_reason;
-          return Status::Ok();
-        }));
-      }
-      if (p->state == TaskState::kScheduled && reason != exit.message) {
-        HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
-          HF_RETURN_IF_ERROR(tx.UpdateTaskState(id, TaskState::kScheduled, exit.message));
-          return tx.AppendTaskEvent(id, exit.ready ? "ready" : "waiting", exit.message);
-        }));
-        event = {{"action", exit.ready ? "ready" : "waiting"},
-                 {"id", id},
-                 {"node", node},
-                 {"detail", exit.message}};
-      }
-      if (p->state == TaskState::kScheduled && exit.ready) {
-        HF_RETURN_IF_ERROR(MemberReadyLocked(tasks_.at(id)));
-      }
-    } else if (exit.state == TaskState::kRunning) {
-      if (p->state != TaskState::kRunning) {
-        HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
-          HF_RETURN_IF_ERROR(tx.UpdateTaskState(id, TaskState::kRunning, ""));
-          return tx.AppendTaskEvent(id, "running", "started on node " + node);
-        }));
-        HF_CHECK(cluster_.MarkRunning(id, clock_->NowMs()).ok());
-        event = {{"action", "running"}, {"id", id}, {"node", node}};
-        // A member started by an agent that ignores holds counts as ready.
-        if (const uint64_t job = tasks_.at(id).job.id; job != 0) {
-          if (Status r = CheckReleaseLocked(job); !r.ok()) {
-            spdlog::error("scheduler: job {}: {}", job, r.ToString());
-            touched_jobs_.insert(job);  // checked again after its reconcile
-          }
-        }
-      }
-    } else if (exit.fenced && exit.state == TaskState::kFailed &&
-               tasks_.at(id).requeue_on_node_loss) {
-      // Stopped for the node's sake, not its own: as a lost node's task
-      // (which it is, once a storm that held it passed).
-      const std::string why =
-          "stopped on node " + node + " by its supervisor (fenced): the node lost the server";
-      HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
-        HF_RETURN_IF_ERROR(tx.DeleteAllocation(id));
-        HF_RETURN_IF_ERROR(tx.UpdateTaskState(id, TaskState::kPending, why));
-        return tx.AppendTaskEvent(id, "lost", why + "; queued again");
-      }));
-      HF_CHECK(cluster_.Release(id).ok());
-      EnqueueLocked(tasks_.at(id), why);
-      retry_all_ = true;
-      BumpNodeLocked(node);
-      event = {{"action", "lost"}, {"id", id}, {"node", node}, {"requeued", true}};
-    } else {
-      std::string how = exit.signal      ? "killed by signal " + std::to_string(*exit.signal)
-                        : exit.exit_code ? "exit code " + std::to_string(*exit.exit_code)
-                                         : "";
-      if (!exit.message.empty()) how += (how.empty() ? "" : ": ") + exit.message;
-      if (how.empty()) how = "ended";
-      const std::string reason = exit.timed_out ? kTimedOutReason + exit.message : "";
-      HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
-        HF_RETURN_IF_ERROR(tx.DeleteAllocation(id));
-        HF_RETURN_IF_ERROR(tx.UpdateTaskState(id, exit.state, reason));
-        return tx.AppendTaskEvent(id, exit.timed_out ? "timed_out" : TaskStateName(exit.state),
-                                  how + " on node " + node);
-      }));
-      HF_CHECK(cluster_.Release(id).ok());
-      tasks_.erase(id);
-      retry_all_ = true;
-      BumpNodeLocked(node);
-      event = {{"action", TaskStateName(exit.state)}, {"id", id}, {"node", node}, {"detail", how}};
-    }
-    HF_RETURN_IF_ERROR(store_->Read([&](const store::ReadTx& tx) -> Status {
-      HF_ASSIGN_OR_RETURN(rec, tx.GetTask(id));
-      return Status::Ok();
-    }));
-  }
-  WakeLoop();
-  if (!event.is_null()) {
-    event["name"] = rec.task.name;
-    Publish("task", std::move(event));
-  }
-  return rec;
-}
-
 bool Scheduler::requeue_held() const {
   MutexLock lock(mu_);
   return requeue_held_;
@@ -997,11 +908,23 @@ void Scheduler::CheckHeartbeatsLocked() {
     const bool fenced = silent >= fence_deadline_;
     if (fenced) MembersStoppedLocked(node, nullptr);  // its copies are stopped by now
     std::vector<TaskKey> failing, requeuing;
-    for (TaskKey key : requeue_held_ ? std::vector<TaskKey>() : cluster_.TasksOn(n)) {
-      if (!tasks_.at(key).requeue_on_node_loss) {
-        failing.push_back(key);  // at once (or once a storm that held it passed)
-      } else if (fenced) {
-        requeuing.push_back(key);
+    const auto collect = [&]() HF_REQUIRES(mu_) {
+      failing.clear();
+      requeuing.clear();
+      for (TaskKey key : requeue_held_ ? std::vector<TaskKey>() : cluster_.TasksOn(n)) {
+        if (!tasks_.at(key).requeue_on_node_loss) {
+          failing.push_back(key);  // at once (or once a storm that held it passed)
+        } else if (fenced) {
+          requeuing.push_back(key);
+        }
+      }
+    };
+    collect();
+    if (!failing.empty() || !requeuing.empty()) {
+      // What ended meanwhile is neither failed nor queued again.
+      if (!reporting_.empty()) {
+        SettleReportsLocked();
+        collect();
       }
     }
     if (!marking && failing.empty() && requeuing.empty()) continue;

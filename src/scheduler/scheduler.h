@@ -22,7 +22,14 @@
 //     tasks are retried: an acknowledged task is never lost and a GPU is never
 //     granted twice, whatever fails;
 //   - Cancel, node registration, cordon and deletion commit, then change the
-//     memory.
+//     memory;
+//   - an agent's report that a plain task started or ended is checked against
+//     memory, commits without the mutex (joining the store's group commits;
+//     its transaction checks the placement again, and the store decides),
+//     then changes the memory (reports.cc). Whoever would release or move a
+//     placed task in between (a preemption, Cancel, Drain, a lost node) first
+//     waits for that commit and applies it, so nothing acts on a placement
+//     the store has ended.
 //
 // Unschedulable tasks wait, keeping their "0/N nodes available: ..." reason
 // (stored, with an event, each time it changes). They are retried when
@@ -238,8 +245,12 @@ class Scheduler {
   // A task's process waits to start (kScheduled: the message, e.g. "waiting
   // for task 12 to exit", becomes its pending_reason, with a "waiting"
   // event, each time it changes), started (kRunning) or ended (kSucceeded /
-  // kFailed). Conflict when the task is not placed on `node` (a stale copy).
-  Result<store::TaskRecord> ReportTask(const std::string& node, TaskKey id, const TaskExit& exit);
+  // kFailed). Conflict when the task is not placed on `node` (a stale copy),
+  // as memory shows it or as the store does when the report commits. A plain
+  // task's start and end commit without the mutex (reports.cc): they join
+  // the store's group commits and do not wait for a scheduling cycle.
+  Result<store::TaskRecord> ReportTask(const std::string& node, TaskKey id, const TaskExit& exit)
+      HF_EXCLUDES(mu_);
   // The version of the node's assignments (0 before any); it only grows,
   // across restarts too (wall-clock microseconds at least).
   uint64_t NodeVersion(const std::string& node) const;
@@ -452,6 +463,31 @@ class Scheduler {
   // `running` null: the node is gone (fenced or deleted).
   void MembersStoppedLocked(const std::string& node, const std::vector<uint64_t>* running)
       HF_REQUIRES(mu_);
+  // A status report that commits without mu_ (reports.cc).
+  struct InFlightReport {
+    std::string node;
+    TaskState state = TaskState::kRunning;  // kRunning, kSucceeded or kFailed
+    Mutex mu;
+    std::condition_variable cv;  // its commit returned
+    bool committed HF_GUARDED_BY(mu) = false;
+    Status status HF_GUARDED_BY(mu);  // the commit's
+    bool applied = false;  // memory took it (or it was refused); under the scheduler's mu_
+  };
+  Result<store::TaskRecord> ReportWithoutMutex(const std::string& node, TaskKey id,
+                                               const TaskExit& exit,
+                                               std::shared_ptr<InFlightReport> report)
+      HF_EXCLUDES(mu_);
+  Result<store::TaskRecord> ReportWithMutex(const std::string& node, TaskKey id,
+                                            const TaskExit& exit) HF_EXCLUDES(mu_);
+  // Memory takes a committed report (nothing when it was refused, or when a
+  // rebuild shows it already). Removes it from reporting_.
+  void ApplyReportLocked(TaskKey id, InFlightReport& report) HF_REQUIRES(mu_);
+  // Waits for the commit of task `id`'s report in flight, if any, and
+  // applies it: called before releasing or moving a placed task.
+  void SettleReportLocked(TaskKey id) HF_REQUIRES(mu_);
+  void SettleReportsLocked() HF_REQUIRES(mu_);  // every one in flight
+  // Applies the reports in flight whose commit returned, without waiting.
+  void ApplyCommittedReportsLocked() HF_REQUIRES(mu_);
   // Loads jobs not ended from the store into jobs_ (RebuildLocked).
   Status LoadJobsLocked(const store::ReadTx& tx) HF_REQUIRES(mu_);
   // Whether a member of a live job counts towards its gang: placed, or
@@ -573,6 +609,8 @@ class Scheduler {
   };
   FairCandidates fair_ HF_GUARDED_BY(mu_);
   bool refused_by_queue_ HF_GUARDED_BY(mu_) = false;  // the last decision's admission
+  // Status reports committing without mu_, by task (reports.cc).
+  std::unordered_map<TaskKey, std::shared_ptr<InFlightReport>> reporting_ HF_GUARDED_BY(mu_);
   // Cancelled after Submit's commit, before it queued them.
   mutable std::set<TaskKey> cancelled_early_ HF_GUARDED_BY(mu_);
   bool retry_all_ HF_GUARDED_BY(mu_) = false;  // something changed that may let waiting tasks fit
