@@ -277,6 +277,23 @@ void ControlPlane::RegisterMetrics() {
                                               {"method", "code"}));
   m_.http_duration = must(metrics_.AddHistogram("heteroflow_http_request_duration_seconds",
                                                 "Time to answer an HTTP request.", {}));
+  // The store's group commit: writes per commit is the mean group size.
+  HF_CHECK(metrics_.AddCollector(
+      "heteroflow_store_commits_total",
+      "Transactions the store committed for writes, one fsync each (group commit).",
+      MetricType::kCounter, {}, [this] {
+        std::vector<CollectedSample> rows;
+        if (store_) rows.push_back({{}, static_cast<double>(store_->commits())});
+        return rows;
+      }).ok());
+  HF_CHECK(metrics_.AddCollector(
+      "heteroflow_store_writes_total",
+      "Writes the store committed; several share one commit when they arrive together.",
+      MetricType::kCounter, {}, [this] {
+        std::vector<CollectedSample> rows;
+        if (store_) rows.push_back({{}, static_cast<double>(store_->writes())});
+        return rows;
+      }).ok());
   HF_CHECK(metrics_.AddCollector(
       "heteroflow_node_requeue_held",
       "1 while requeues of silent nodes' tasks are held because too many nodes went silent at "
