@@ -4,6 +4,7 @@
 #include <bit>
 #include <atomic>
 #include <map>
+#include <optional>
 
 namespace hf {
 
@@ -36,7 +37,7 @@ void ClusterState::ForEachNodeArray(F&& f) {
   f(inflight_gpu_milli_);
   f(lowest_preemptible_);
   f(scheduled_preemptible_);
-  f(preemptible_held_);
+  f(bands_);
   f(tasks_on_);
 }
 
@@ -564,10 +565,20 @@ Status ClusterState::Place(PlacedTask p, ModelMask allowed) {
   if (p.preemptible) {
     lowest_preemptible_[n] = std::min(lowest_preemptible_[n], p.priority);
     scheduled_preemptible_[n] += p.state == TaskState::kScheduled;
-    Held& h = preemptible_held_[n];
-    h.cpu_milli += alloc.cpu_milli;
-    h.memory_mib += alloc.memory_mib;
-    h.gpu_milli += gpu_milli;
+    auto& bands = bands_[n];
+    auto b = std::lower_bound(bands.begin(), bands.end(), p.priority,
+                              [](const PreemptibleBand& e, int32_t prio) { return e.priority < prio; });
+    if (b == bands.end() || b->priority != p.priority) b = bands.insert(b, {.priority = p.priority});
+    ++b->tasks;
+    b->held.cpu_milli += alloc.cpu_milli;
+    b->held.memory_mib += alloc.memory_mib;
+    b->held.gpu_milli += gpu_milli;
+    Largest& l = b->largest;
+    l.cpu_milli = std::max(l.cpu_milli, alloc.cpu_milli);
+    l.memory_mib = std::max(l.memory_mib, alloc.memory_mib);
+    l.gpu_milli = std::max(l.gpu_milli, gpu_milli);
+    l.gpus = std::max(l.gpus, int32_t(alloc.gpus.size()));
+    CountPreemptible(p, +1);
   }
   if (!p.group.empty()) AddToIndex(group_index_, p.group, n, +1, p.rdma);
   if (!p.name.empty()) AddToIndex(name_index_, p.name, n, +1, p.rdma);
@@ -609,13 +620,31 @@ Status ClusterState::Release(TaskKey key) {
   on.erase(std::find(on.begin(), on.end(), key));
   if (!p.group.empty()) AddToIndex(group_index_, p.group, n, -1, p.rdma);
   if (!p.name.empty()) AddToIndex(name_index_, p.name, n, -1, p.rdma);
-  const bool was_lowest = p.preemptible && p.priority == lowest_preemptible_[n];
+  std::optional<int32_t> relargest;  // a band whose largest to work out again
   if (p.preemptible) {
     scheduled_preemptible_[n] -= p.state == TaskState::kScheduled;
-    Held& h = preemptible_held_[n];
-    h.cpu_milli -= p.alloc.cpu_milli;
-    h.memory_mib -= p.alloc.memory_mib;
-    h.gpu_milli -= gpu_milli;
+    auto& bands = bands_[n];
+    auto b = std::find_if(bands.begin(), bands.end(),
+                          [&](const PreemptibleBand& e) { return e.priority == p.priority; });
+    HF_CHECK(b != bands.end());
+    if (--b->tasks == 0) {
+      bands.erase(b);
+      if (p.priority == lowest_preemptible_[n]) {
+        lowest_preemptible_[n] = bands.empty() ? INT32_MAX : bands.front().priority;
+      }
+    } else {
+      b->held.cpu_milli -= p.alloc.cpu_milli;
+      b->held.memory_mib -= p.alloc.memory_mib;
+      b->held.gpu_milli -= gpu_milli;
+      const Largest& l = b->largest;
+      // The band's largest may have been this task's: worked out again
+      // below, once it is gone.
+      if (p.alloc.cpu_milli == l.cpu_milli || p.alloc.memory_mib == l.memory_mib ||
+          gpu_milli == l.gpu_milli || int32_t(p.alloc.gpus.size()) == l.gpus) {
+        relargest = p.priority;
+      }
+    }
+    CountPreemptible(p, -1);
   }
   if (p.job != 0) {
     auto members = job_placed_.find(p.job);
@@ -625,7 +654,11 @@ Status ClusterState::Release(TaskKey key) {
   }
   CountQueueUsage(p, -1);
   placed_.erase(it);
-  if (was_lowest) RecomputeLowestPreemptible(n);
+  if (relargest) {
+    for (PreemptibleBand& b : bands_[n]) {
+      if (b.priority == *relargest) RecomputeLargest(n, b);
+    }
+  }
   return Status::Ok();
 }
 
@@ -635,7 +668,10 @@ Status ClusterState::MarkRunning(TaskKey key, int64_t now_ms) {
   auto it = placed_.find(key);
   if (it == placed_.end()) return NotFound("task " + std::to_string(key) + " is not placed");
   PlacedTask& p = it->second;
-  if (p.preemptible && p.state == TaskState::kScheduled) --scheduled_preemptible_[p.alloc.node];
+  if (p.preemptible && p.state == TaskState::kScheduled) {
+    --scheduled_preemptible_[p.alloc.node];
+    --scheduled_preemptible_total_;
+  }
   p.state = TaskState::kRunning;
   p.started_at_ms = now_ms;
   return Status::Ok();
@@ -678,13 +714,30 @@ void ClusterState::CountQueueUsage(const PlacedTask& p, int sign) {
   }
 }
 
-void ClusterState::RecomputeLowestPreemptible(NodeId n) {
-  int32_t lowest = INT32_MAX;
+void ClusterState::RecomputeLargest(NodeId n, PreemptibleBand& band) {
+  Largest l;
   for (TaskKey k : tasks_on_[n]) {
     const PlacedTask& p = placed_.at(k);
-    if (p.preemptible) lowest = std::min(lowest, p.priority);
+    if (!p.preemptible || p.priority != band.priority) continue;
+    int64_t gpu_milli = 0;
+    for (const GpuGrant& g : p.alloc.gpus) gpu_milli += g.milli;
+    l.cpu_milli = std::max(l.cpu_milli, p.alloc.cpu_milli);
+    l.memory_mib = std::max(l.memory_mib, p.alloc.memory_mib);
+    l.gpu_milli = std::max(l.gpu_milli, gpu_milli);
+    l.gpus = std::max(l.gpus, int32_t(p.alloc.gpus.size()));
   }
-  lowest_preemptible_[n] = lowest;
+  band.largest = l;
+}
+
+void ClusterState::CountPreemptible(const PlacedTask& p, int sign) {
+  scheduled_preemptible_total_ += sign * (p.state == TaskState::kScheduled);
+  auto& v = preemptible_by_priority_;
+  auto it = std::lower_bound(v.begin(), v.end(), p.priority,
+                             [](const auto& e, int32_t prio) { return e.first < prio; });
+  if (it == v.end() || it->first != p.priority) it = v.insert(it, {p.priority, 0});
+  it->second += sign;
+  HF_CHECK(it->second >= 0);
+  if (it->second == 0) v.erase(it);
 }
 
 const PlacedTask* ClusterState::FindPlaced(TaskKey key) const {

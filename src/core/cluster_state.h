@@ -155,12 +155,33 @@ class ClusterState {
   // how many preemptible tasks are scheduled but not yet running.
   int32_t lowest_preemptible_priority(NodeId n) const { return lowest_preemptible_[n]; }
   int32_t scheduled_preemptible(NodeId n) const { return scheduled_preemptible_[n]; }
-  // What all preemptible tasks on node n hold together: an upper bound on
-  // what any eviction there can free.
+  // What preemptible tasks on node n hold, by priority band: together (an
+  // upper bound on what evicting them can free) and the most any one of
+  // them holds of each resource (the maxima may come from different tasks:
+  // if evicting one cannot free enough, every victim set has two or more).
   struct Held {
     int64_t cpu_milli = 0, memory_mib = 0, gpu_milli = 0;
   };
-  const Held& preemptible_held(NodeId n) const { return preemptible_held_[n]; }
+  struct Largest {
+    int64_t cpu_milli = 0, memory_mib = 0, gpu_milli = 0;
+    int32_t gpus = 0;  // GPUs it has a grant on
+  };
+  struct PreemptibleBand {
+    int32_t priority = 0;
+    int32_t tasks = 0;
+    Held held;
+    Largest largest;
+  };
+  // In ascending priority; one entry per priority held by a preemptible task.
+  const std::vector<PreemptibleBand>& preemptible_bands(NodeId n) const { return bands_[n]; }
+  // Over the whole cluster: the lowest priority of any preemptible placed
+  // task (INT32_MAX if none), and how many preemptible tasks are scheduled
+  // but not yet running. O(1): preemption answers "nothing to evict" from
+  // them without looking at a node.
+  int32_t lowest_preemptible_priority() const {
+    return preemptible_by_priority_.empty() ? INT32_MAX : preemptible_by_priority_.front().first;
+  }
+  int64_t scheduled_preemptible() const { return scheduled_preemptible_total_; }
   const std::vector<TaskKey>& TasksOn(NodeId n) const { return tasks_on_[n]; }
   size_t placed_count() const { return placed_.size(); }
 
@@ -318,7 +339,11 @@ class ClusterState {
   void RecomputeGpuSummary(NodeId n);
   void RecomputeUtilization(NodeId n);
   void UpdateEstimates(NodeId n);
-  void RecomputeLowestPreemptible(NodeId n);
+  // The largest of band `priority` on node n, from its tasks.
+  void RecomputeLargest(NodeId n, PreemptibleBand& band);
+  // Counts a preemptible task in (sign +1) or out of (-1) the cluster-wide
+  // summaries.
+  void CountPreemptible(const PlacedTask& p, int sign);
   // Adds (sign +1) or takes away (-1) what `p` holds to its queue's usage.
   void CountQueueUsage(const PlacedTask& p, int sign);
   void AddToIndex(std::unordered_map<std::string, std::vector<NodeCount>>& index,
@@ -345,7 +370,10 @@ class ClusterState {
   MaxTree cpu_est_, mem_est_, gpu_est_;
   std::vector<int64_t> inflight_cpu_, inflight_mem_, inflight_gpu_milli_;
   std::vector<int32_t> lowest_preemptible_, scheduled_preemptible_;
-  std::vector<Held> preemptible_held_;
+  std::vector<std::vector<PreemptibleBand>> bands_;
+  // (priority, preemptible placed tasks with it), by priority; few entries.
+  std::vector<std::pair<int32_t, int64_t>> preemptible_by_priority_;
+  int64_t scheduled_preemptible_total_ = 0;
   std::vector<std::vector<TaskKey>> tasks_on_;
 
   // Flat per-GPU arrays; node n owns [gpu_begin_[n], gpu_begin_[n] + gpu_count_[n]).

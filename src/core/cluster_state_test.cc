@@ -480,19 +480,39 @@ TEST(ClusterStateTest, PreemptionSummariesFollowBindReleaseAndStart) {
   ASSERT_TRUE(c.Bind(pinned, Alloc(n, {{2, 1000, 0}})).ok());
   EXPECT_EQ(c.lowest_preemptible_priority(n), 1);  // the non-preemptible -3 does not count
   EXPECT_EQ(c.scheduled_preemptible(n), 2);
-  EXPECT_EQ(c.preemptible_held(n).gpu_milli, 2000);  // low + mid, not pinned
-  EXPECT_EQ(c.preemptible_held(n).cpu_milli, 2000);
+  // Bands by priority: low (1), then mid (5); pinned is not in any.
+  ASSERT_EQ(c.preemptible_bands(n).size(), 2u);
+  EXPECT_EQ(c.preemptible_bands(n)[0].priority, 1);
+  EXPECT_EQ(c.preemptible_bands(n)[0].held.gpu_milli, 1000);
+  EXPECT_EQ(c.preemptible_bands(n)[1].priority, 5);
+  EXPECT_EQ(c.preemptible_bands(n)[1].held.cpu_milli, 1000);
+  EXPECT_EQ(c.lowest_preemptible_priority(), 1);  // over the cluster
+  EXPECT_EQ(c.scheduled_preemptible(), 2);
   ASSERT_TRUE(c.MarkRunning(1, 100).ok());
   EXPECT_EQ(c.scheduled_preemptible(n), 1);
+  EXPECT_EQ(c.scheduled_preemptible(), 1);
   ASSERT_TRUE(c.Release(1).ok());
   EXPECT_EQ(c.lowest_preemptible_priority(n), 5);
+  EXPECT_EQ(c.lowest_preemptible_priority(), 5);
   EXPECT_EQ(c.scheduled_preemptible(n), 1);
-  EXPECT_EQ(c.preemptible_held(n).gpu_milli, 1000);
+  ASSERT_EQ(c.preemptible_bands(n).size(), 1u);
+  EXPECT_EQ(c.preemptible_bands(n)[0].held.gpu_milli, 1000);
+  // A second task in mid's band, larger: the band's largest follows it in
+  // and back out.
+  Task big = MakeTask(4, 2, 1000);
+  big.priority = 5;
+  ASSERT_TRUE(c.Bind(big, Alloc(n, {{1, 1000, 0}, {3, 1000, 0}})).ok());
+  EXPECT_EQ(c.preemptible_bands(n)[0].largest.gpus, 2);
+  EXPECT_EQ(c.preemptible_bands(n)[0].largest.gpu_milli, 2000);
+  ASSERT_TRUE(c.Release(4).ok());
+  EXPECT_EQ(c.preemptible_bands(n)[0].largest.gpus, 1);
+  EXPECT_EQ(c.preemptible_bands(n)[0].largest.gpu_milli, 1000);
   ASSERT_TRUE(c.Release(2).ok());
-  EXPECT_EQ(c.preemptible_held(n).gpu_milli, 0);
-  EXPECT_EQ(c.preemptible_held(n).memory_mib, 0);
+  EXPECT_TRUE(c.preemptible_bands(n).empty());
   EXPECT_EQ(c.lowest_preemptible_priority(n), INT32_MAX);
+  EXPECT_EQ(c.lowest_preemptible_priority(), INT32_MAX);
   EXPECT_EQ(c.scheduled_preemptible(n), 0);
+  EXPECT_EQ(c.scheduled_preemptible(), 0);
 }
 
 TEST(NodeIndexTest, MaxTreeFindsExactlyTheNodesAbove) {

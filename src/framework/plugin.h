@@ -127,10 +127,13 @@ class Rejections {
   void Reject(NodeId n, ReasonId r) {
     if (!recording_) return;
     reason_by_node_[n] = r;
+    stamp_[n] = epoch_;
     ++count_by_reason_[r];
     rejected_.push_back(n);
   }
   const std::vector<NodeId>& rejected() const { return rejected_; }
+  // Whether node n was rejected since the last Reset (with recording on).
+  bool is_rejected(NodeId n) const { return stamp_[n] == epoch_; }
   ReasonId reason(NodeId n) const { return reason_by_node_[n]; }
   uint32_t count(ReasonId r) const { return count_by_reason_[r]; }
   size_t reason_slots() const { return count_by_reason_.size(); }
@@ -139,6 +142,9 @@ class Rejections {
   std::vector<ReasonId> reason_by_node_;
   std::vector<uint32_t> count_by_reason_;
   std::vector<NodeId> rejected_;
+  // stamp_[n] == epoch_: node n is rejected (a Reset only moves epoch_ on).
+  std::vector<uint32_t> stamp_;
+  uint32_t epoch_ = 1;
   bool recording_ = true;
 };
 

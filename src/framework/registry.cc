@@ -1,5 +1,7 @@
 #include "framework/registry.h"
 
+#include <algorithm>
+
 namespace hf::framework {
 
 Status Registry::Register(PluginFactory factory) {
@@ -32,7 +34,14 @@ std::string ExtensionPointNames(uint32_t points) {
 
 void Rejections::Reset(size_t node_count, size_t reason_count, bool recording) {
   recording_ = recording;
-  if (reason_by_node_.size() != node_count) reason_by_node_.assign(node_count, 0);
+  if (reason_by_node_.size() != node_count) {
+    reason_by_node_.assign(node_count, 0);
+    stamp_.assign(node_count, 0);
+  }
+  if (++epoch_ == 0) {  // wrapped: no stamp may look current
+    std::fill(stamp_.begin(), stamp_.end(), 0);
+    epoch_ = 1;
+  }
   count_by_reason_.assign(reason_count, 0);
   rejected_.clear();
 }

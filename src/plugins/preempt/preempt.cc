@@ -111,29 +111,95 @@ framework::EvictionScope::Kind Preempt::Evictable(const Task& task, const Placed
   return kind;
 }
 
+// The fewest victims any set on node n can have: 2 when evicting the one
+// task that holds the most of a resource there (`big`) would still leave
+// too little of it (for GPUs: too few GPUs with the share, or too little
+// GPU share in all); 1 otherwise.
+size_t Preempt::FewestVictims(const Task& task, const ClusterState& cluster, NodeId n,
+                              const ClusterState::Largest& big) {
+  const Requests& r = task.requests;
+  if (cluster.free_cpu(n) + big.cpu_milli < r.cpu_milli ||
+      cluster.free_memory(n) + big.memory_mib < r.memory_mib) {
+    return 2;
+  }
+  if (r.gpu == 0) return 1;
+  if (cluster.total_gpu_milli(n) - cluster.used_gpu_milli(n) + big.gpu_milli <
+      int64_t{r.gpu} * r.gpu_milli) {
+    return 2;
+  }
+  int32_t with_share = 0;
+  for (int32_t free : cluster.gpu_free_milli(n)) with_share += free >= r.gpu_milli;
+  return with_share + big.gpus < r.gpu ? 2 : 1;
+}
+
 void Preempt::Sweep(const Task& task, const ClusterState& cluster,
                     const framework::Rejections& rejections, const framework::FilterProbe& filters,
                     bool allow_running, int64_t now_ms) {
   gangs_.clear();  // whether a gang may go depends on allow_running
   const bool reclaims = scope_ && scope_->reclaims();
-  for (NodeId n : rejections.rejected()) {
+  const bool bounded = !reclaims && !exhaustive_;
+  // Nothing in the cluster could be a victim: no node needs a look.
+  const int32_t floor = cluster.lowest_preemptible_priority();
+  if (bounded && floor >= task.priority) return;
+  if (bounded && !allow_running && cluster.scheduled_preemptible() == 0) return;
+  const size_t node_count = cluster.node_count();
+  // Nodes in ascending id, so that the first node with the best possible
+  // set ends the search (see below); each is first bounded from below by
+  // its summaries and skipped when even that bound cannot beat the best
+  // node so far. The bounds never skip a node that could win, so the
+  // choice is the one an exhaustive search makes.
+  for (NodeId n = 0; n < node_count; ++n) {
+    if (!rejections.is_rejected(n)) continue;
     if (!reasons_->resolvable(rejections.reason(n)) || !cluster.schedulable(n)) continue;
     // Too few GPUs in total, or no task that could be a victim: no eviction
     // can help. (Cheap per-node summaries, so most nodes cost no lookups.)
     // A reclaim may evict any priority, running or not.
     if (cluster.gpu_count(n) < task.requests.gpu) continue;
-    if (!reclaims && cluster.lowest_preemptible_priority(n) >= task.priority) continue;
+    const int32_t lowest = cluster.lowest_preemptible_priority(n);
+    if (!reclaims && lowest >= task.priority) continue;
     if (!reclaims && !allow_running && cluster.scheduled_preemptible(n) == 0) continue;
-    // Even evicting every preemptible task would not free enough.
-    const ClusterState::Held& held = cluster.preemptible_held(n);
+    // Even evicting every task that could go would not free enough: those
+    // of lower priority, or any priority for a reclaim.
+    ClusterState::Held held;
+    ClusterState::Largest big;
+    for (const ClusterState::PreemptibleBand& b : cluster.preemptible_bands(n)) {
+      if (!reclaims && b.priority >= task.priority) break;
+      held.cpu_milli += b.held.cpu_milli;
+      held.memory_mib += b.held.memory_mib;
+      held.gpu_milli += b.held.gpu_milli;
+      big.cpu_milli = std::max(big.cpu_milli, b.largest.cpu_milli);
+      big.memory_mib = std::max(big.memory_mib, b.largest.memory_mib);
+      big.gpu_milli = std::max(big.gpu_milli, b.largest.gpu_milli);
+      big.gpus = std::max(big.gpus, b.largest.gpus);
+    }
     const Requests& r = task.requests;
-    if (cluster.free_cpu(n) + held.cpu_milli < r.cpu_milli ||
+    if (!exhaustive_ && (cluster.free_cpu(n) + held.cpu_milli < r.cpu_milli ||
         cluster.free_memory(n) + held.memory_mib < r.memory_mib ||
         cluster.total_gpu_milli(n) - cluster.used_gpu_milli(n) + held.gpu_milli <
-            int64_t{r.gpu} * r.gpu_milli) {
+            int64_t{r.gpu} * r.gpu_milli)) {
       continue;
     }
+    if (bounded && best_.node != kNoNode) {
+      // The best this node can do: its lowest priority as the highest
+      // victim's; and, when no priority in the cluster is negative (gang
+      // mates elsewhere count too), its fewest victims each of at least
+      // that priority. A tie loses on the id: best_.node < n.
+      if (lowest > best_.max_priority) continue;
+      if (lowest == best_.max_priority && floor >= 0) {
+        const size_t fewest = FewestVictims(task, cluster, n, big);
+        if (std::make_pair(int64_t(fewest) * lowest, fewest) >=
+            std::make_pair(best_.sum_priority, best_.count)) {
+          continue;
+        }
+      }
+    }
     TryNode(task, cluster, n, filters, allow_running, now_ms);
+    // One victim of the cluster's lowest priority is the best any set can
+    // be, and every node after this one loses the tie on its id.
+    if (bounded && best_.node != kNoNode && best_.count == 1 && floor >= 0 &&
+        best_.max_priority == floor && best_.sum_priority == floor) {
+      break;
+    }
   }
 }
 
@@ -178,7 +244,7 @@ void Preempt::TryNode(const Task& task, const ClusterState& cluster, NodeId n,
   // a node without eligible running tasks gives the same answer as before.
   if (allow_running && !any_running) return;
   // Any victim set has a highest priority of at least `lowest`.
-  if (best_.node != kNoNode && lowest > best_.max_priority) return;
+  if (!exhaustive_ && best_.node != kNoNode && lowest > best_.max_priority) return;
 
   // Every eligible victim out: if the node does not pass then, no set will.
   without_.node = n;
@@ -213,7 +279,9 @@ void Preempt::TryNode(const Task& task, const ClusterState& cluster, NodeId n,
     // Victims come in decreasing priority (within reclaimable ones, then
     // within the own queue's), so without reclaim the first one sets the
     // maximum; once it is worse than the best node so far this node cannot win.
-    if (!any_reclaim && best_.node != kNoNode && p->priority > best_.max_priority) return;
+    if (!exhaustive_ && !any_reclaim && best_.node != kNoNode && p->priority > best_.max_priority) {
+      return;
+    }
     victims_.push_back(p->key);
     c.max_priority = std::max(c.max_priority, p->priority);
     c.sum_priority += p->priority;

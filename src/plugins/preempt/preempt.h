@@ -62,6 +62,9 @@ class Preempt final : public framework::PostFilterPlugin {
   std::vector<std::string> Modes() const override { return {"scheduled", "running", "disabled"}; }
   Status Configure(const framework::PluginArgs& args) override;
   std::vector<std::string> ConfigKeys() const override { return {"min_runtime_seconds"}; }
+  // Turns the search's bounds off: every candidate node is examined in
+  // full. The choice must not change; a test compares the two.
+  void SetExhaustiveForTesting(bool on) { exhaustive_ = on; }
   framework::PreemptionPlan PostFilter(const Task& task, const ClusterState& cluster,
                                        const framework::Rejections& rejections,
                                        const framework::FilterProbe& filters,
@@ -88,6 +91,9 @@ class Preempt final : public framework::PostFilterPlugin {
   // only when `allow_running`. Leaves the best plan in best_/best_victims_.
   void Sweep(const Task& task, const ClusterState& cluster, const framework::Rejections& rejections,
              const framework::FilterProbe& filters, bool allow_running, int64_t now_ms);
+  // A lower bound on the victims any set on node n has (1 or 2).
+  static size_t FewestVictims(const Task& task, const ClusterState& cluster, NodeId n,
+                              const ClusterState::Largest& big);
   // Finds the minimal victim set on node n and keeps it if it beats best_.
   void TryNode(const Task& task, const ClusterState& cluster, NodeId n,
                const framework::FilterProbe& filters, bool allow_running, int64_t now_ms);
@@ -99,6 +105,7 @@ class Preempt final : public framework::PostFilterPlugin {
   const Clock* clock_;
   std::string mode_ = "scheduled";
   int64_t min_runtime_ms_ = kDefaultMinRuntimeMs;
+  bool exhaustive_ = false;
 
   // Per-call scratch, kept as members so that a PostFilter over many nodes
   // does not allocate per node or per victim once warmed up.

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <ostream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -536,6 +537,154 @@ TEST(PreemptTest, SkipsUnschedulableAndUnresolvableNodes) {
   Probe probe;
   probe.filters = {&fit};
   EXPECT_EQ(preempt.PostFilter(MakePreemptor({}), cluster, rejections, probe, nullptr).node, kNoNode);
+}
+
+// The search's bounds (per-node bands, fewest victims, the early end) never
+// change the choice: on random clusters, with gangs across nodes, priorities
+// below zero in some, scheduled and running tasks of every age, a bounded
+// and an exhaustive search pick the same node and victims. The clusters
+// change between searches (tasks released and placed), and each node's
+// bands stay what its tasks add up to.
+TEST(PreemptTest, BoundedSearchChoosesAsExhaustiveSearch) {
+  std::mt19937_64 rng(7);
+  const auto uniform = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  size_t plans = 0, searches = 0;
+  for (int cluster_round = 0; cluster_round < 60; ++cluster_round) {
+    Case c;
+    const int node_count = int(uniform(1, 40));
+    for (int i = 0; i < node_count; ++i) {
+      c.nodes.push_back({.name = "n" + std::to_string(i),
+                         .gpus = int32_t(uniform(0, 8)),
+                         .cpu_milli = 8000 * uniform(1, 8)});
+    }
+    ClusterState cluster;
+    ASSERT_NO_FATAL_FAILURE(BuildCluster(c, cluster));
+    const int32_t lowest_priority = cluster_round % 3 == 0 ? -2 : 0;
+    TaskKey next = 1;
+    std::vector<TaskKey> placed;
+    // Places one random task, or a gang of 2-3 across random nodes.
+    const auto place_some = [&] {
+      const bool gang = uniform(0, 9) == 0;
+      const uint64_t job = gang ? next + 100000 : 0;
+      const int members = gang ? int(uniform(2, 3)) : 1;
+      const int32_t priority = int32_t(uniform(lowest_priority, 4));
+      const bool preemptible = uniform(0, 9) != 0;
+      for (int m = 0; m < members; ++m) {
+        const NodeId n = NodeId(uniform(0, node_count - 1));
+        Task t;
+        t.key = next++;
+        t.name = "t" + std::to_string(t.key);
+        t.priority = priority;
+        t.preemptible = preemptible;
+        t.job.id = job;
+        Allocation a;
+        a.node = n;
+        a.cpu_milli = 500 * uniform(1, 16);
+        a.memory_mib = kTaskMemoryMib;
+        const auto free = cluster.gpu_free_milli(n);
+        const int want = int(uniform(0, 3));
+        for (size_t g = 0; g < free.size() && int(a.gpus.size()) < want; ++g) {
+          if (free[g] == 0) continue;
+          const int32_t milli = uniform(0, 1) ? free[g] : int32_t(std::min<int64_t>(free[g], 250 * uniform(1, 3)));
+          a.gpus.push_back({cluster.spec(n).gpus[g].index, milli, 0});
+        }
+        const bool running = uniform(0, 1) == 1;
+        if (cluster.Bind(t, a, running ? TaskState::kRunning : TaskState::kScheduled,
+                         running ? kNow - uniform(0, 120'000) : 0)
+                .ok()) {
+          placed.push_back(t.key);
+        }
+      }
+    };
+    for (int i = 0; i < node_count * 6; ++i) place_some();
+
+    for (int search = 0; search < 25; ++search) {
+      // Some change between searches.
+      for (int k = 0; k < 3 && !placed.empty(); ++k) {
+        const size_t i = size_t(uniform(0, int64_t(placed.size()) - 1));
+        if (cluster.FindPlaced(placed[i]) != nullptr) {
+          ASSERT_TRUE(cluster.Release(placed[i]).ok());
+        }
+        placed.erase(placed.begin() + std::ptrdiff_t(i));
+        place_some();
+      }
+      // Each node's bands are what its preemptible tasks add up to.
+      for (NodeId n = 0; n < cluster.node_count(); ++n) {
+        std::vector<ClusterState::PreemptibleBand> want;
+        for (TaskKey k : cluster.TasksOn(n)) {
+          const PlacedTask* p = cluster.FindPlaced(k);
+          if (!p->preemptible) continue;
+          auto b = std::find_if(want.begin(), want.end(),
+                                [&](const auto& e) { return e.priority == p->priority; });
+          if (b == want.end()) b = want.insert(want.end(), {.priority = p->priority});
+          int64_t milli = 0;
+          for (const GpuGrant& g : p->alloc.gpus) milli += g.milli;
+          ++b->tasks;
+          b->held.cpu_milli += p->alloc.cpu_milli;
+          b->held.memory_mib += p->alloc.memory_mib;
+          b->held.gpu_milli += milli;
+          b->largest.cpu_milli = std::max(b->largest.cpu_milli, p->alloc.cpu_milli);
+          b->largest.memory_mib = std::max(b->largest.memory_mib, p->alloc.memory_mib);
+          b->largest.gpu_milli = std::max(b->largest.gpu_milli, milli);
+          b->largest.gpus = std::max(b->largest.gpus, int32_t(p->alloc.gpus.size()));
+        }
+        std::sort(want.begin(), want.end(),
+                  [](const auto& a, const auto& b) { return a.priority < b.priority; });
+        const auto& got = cluster.preemptible_bands(n);
+        ASSERT_EQ(got.size(), want.size()) << "node " << n;
+        for (size_t i = 0; i < want.size(); ++i) {
+          EXPECT_EQ(got[i].priority, want[i].priority);
+          EXPECT_EQ(got[i].tasks, want[i].tasks);
+          EXPECT_EQ(got[i].held.cpu_milli, want[i].held.cpu_milli);
+          EXPECT_EQ(got[i].held.gpu_milli, want[i].held.gpu_milli);
+          EXPECT_EQ(got[i].largest.cpu_milli, want[i].largest.cpu_milli);
+          EXPECT_EQ(got[i].largest.memory_mib, want[i].largest.memory_mib);
+          EXPECT_EQ(got[i].largest.gpu_milli, want[i].largest.gpu_milli);
+          EXPECT_EQ(got[i].largest.gpus, want[i].largest.gpus);
+        }
+        EXPECT_EQ(cluster.lowest_preemptible_priority(n),
+                  want.empty() ? INT32_MAX : want.front().priority);
+      }
+
+      Preemptor shape{.priority = int32_t(uniform(lowest_priority, 5)),
+                      .gpu = int32_t(uniform(0, 4)),
+                      .cpu_milli = 1000 * uniform(1, 40)};
+      if (shape.gpu == 1 && uniform(0, 1)) shape.gpu_milli = int32_t(250 * uniform(1, 3));
+      const Task task = MakePreemptor(shape);
+      framework::ReasonTable reasons;
+      ManualClock clock(kNow);
+      const framework::PluginDeps deps{&reasons, &clock};
+      LoadThreshold threshold(deps);
+      Fit fit(deps);
+      Probe probe;
+      probe.filters = {&threshold, &fit};
+      std::vector<NodeId> nodes(cluster.node_count());
+      std::iota(nodes.begin(), nodes.end(), NodeId{0});
+      framework::Rejections rejections;
+      rejections.Reset(cluster.node_count(), reasons.size());
+      for (framework::FilterPlugin* f : probe.filters) f->Filter(task, cluster, nodes, rejections);
+
+      const std::string mode = uniform(0, 1) ? "running" : "scheduled";
+      const double min_runtime = uniform(0, 1) ? 0 : 60;
+      Preempt bounded(deps), exhaustive(deps);
+      for (Preempt* p : {&bounded, &exhaustive}) {
+        ASSERT_TRUE(p->Configure({mode, {{"min_runtime_seconds", min_runtime}}}).ok());
+      }
+      exhaustive.SetExhaustiveForTesting(true);
+      const framework::PreemptionPlan want =
+          exhaustive.PostFilter(task, cluster, rejections, probe, nullptr);
+      const framework::PreemptionPlan got =
+          bounded.PostFilter(task, cluster, rejections, probe, nullptr);
+      ++searches;
+      plans += want.node != kNoNode;
+      ASSERT_EQ(got.node, want.node) << "round " << cluster_round << " search " << search;
+      ASSERT_EQ(got.victims, want.victims) << "round " << cluster_round << " search " << search;
+    }
+  }
+  // Enough searches found a plan for the comparison to mean something.
+  EXPECT_GT(plans, searches / 5) << plans << " plans in " << searches << " searches";
 }
 
 struct ConfigCase {
