@@ -38,7 +38,8 @@ int main(int argc, char** argv) {
   (void)hf::log::Init("heteroflow", "info", "text");
   if (cmd == "server") return hf::server::RunServerCommand(argc - 1, argv + 1);
   if (cmd == "agent") return hf::agent::RunAgentCommand(argc - 1, argv + 1);
-  // Started by the agent around each task (docs/AGENT.md, "Fencing").
+  // Started by the agent around each task (docs/AGENT.md, "Fencing") when
+  // no heteroflow-task-supervisor sits beside this binary.
   if (cmd == "task-supervisor") return hf::agent::RunTaskSupervisor(argc - 1, argv + 1);
   if (cmd == "simulate") return hf::sim::RunSimulateCommand(argc - 1, argv + 1);
   if (hf::cli::IsClientVerb(cmd)) return hf::cli::RunClientCommand(argc - 1, argv + 1);

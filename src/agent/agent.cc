@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "agent/lease.h"
+#include "agent/task_supervisor.h"
 #include "core/clock.h"
 #include "core/model_json.h"
 #include "core/private_files.h"
@@ -125,7 +126,10 @@ std::optional<uint16_t> ReadPortFile(const std::filesystem::path& path) {
 
 }  // namespace
 
-Agent::Agent(AgentOptions options) : opt_(std::move(options)), base_env_(ProcessEnv()) {}
+Agent::Agent(AgentOptions options)
+    : opt_(std::move(options)),
+      supervisor_command_(TaskSupervisorCommand()),
+      base_env_(ProcessEnv()) {}
 
 void Agent::RequestStop() {
   {
@@ -263,6 +267,8 @@ int Agent::Run() {
   const http::HttpClient client(opt_.server, opt_.token, opt_.request_timeout);
   const http::HttpClient poll_client(opt_.server, opt_.token,
                                     seconds(opt_.wait_s) + opt_.request_timeout);
+  Log("tasks run under " + supervisor_command_.front() +
+      (supervisor_command_.size() > 1 ? " " + supervisor_command_[1] : std::string()));
   AdoptLeftovers();
   switch (Register(client)) {
     case RegisterOutcome::kFatal:
@@ -828,15 +834,12 @@ void Agent::Launch(const Assignment& a) {
   }
   // The task runs under its supervisor, which stops it should this agent
   // stop renewing the node's lease (task_supervisor.h).
-  std::vector<std::string> argv = {"/proc/self/exe",
-                                   "task-supervisor",
-                                   "--lease",
-                                   LeasePath(),
-                                   "--fence-after-ms",
-                                   std::to_string(fence_after_ms_.load()),
-                                   "--grace-ms",
-                                   std::to_string(fence_grace_ms_.load()),
-                                   "--"};
+  std::vector<std::string> argv = supervisor_command_;
+  for (std::string arg : {std::string("--lease"), LeasePath(), std::string("--fence-after-ms"),
+                          std::to_string(fence_after_ms_.load()), std::string("--grace-ms"),
+                          std::to_string(fence_grace_ms_.load()), std::string("--")}) {
+    argv.push_back(std::move(arg));
+  }
   const std::vector<std::string> command = SubstituteLaunch(a.task.command, a.launch_env);
   for (const std::string& arg : port ? SubstitutePort(command, *port) : command) {
     argv.push_back(arg);

@@ -53,6 +53,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "agent/assignment.h"
 #include "agent/gate.h"
@@ -139,6 +140,8 @@ class Agent {
 
   AgentOptions opt_;
   Supervisor supervisor_;
+  // How a task's supervisor is started (TaskSupervisorCommand), found once.
+  const std::vector<std::string> supervisor_command_;
   std::map<std::string, std::string> base_env_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> fatal_{false};

@@ -53,6 +53,22 @@ void WaitChild(int64_t ms) {
 
 }  // namespace
 
+std::vector<std::string> TaskSupervisorCommand() {
+  // The folder of the running executable, even when it has been replaced or
+  // deleted since (readlink then ends with " (deleted)", which dirname drops).
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    std::string path(self, static_cast<size_t>(n));
+    const size_t slash = path.rfind('/');
+    if (slash != std::string::npos) {
+      path = path.substr(0, slash + 1) + kTaskSupervisorName;
+      if (access(path.c_str(), X_OK) == 0) return {path};
+    }
+  }
+  return {"/proc/self/exe", "task-supervisor"};
+}
+
 int RunTaskSupervisor(int argc, char** argv) {
   std::string lease;
   int64_t fence_after_ms = -1, grace_ms = -1;
@@ -76,8 +92,8 @@ int RunTaskSupervisor(int argc, char** argv) {
   }
   if (lease.empty() || fence_after_ms <= 0 || grace_ms < 0 || i >= argc) {
     std::fprintf(stderr,
-                 "usage: heteroflow task-supervisor --lease FILE --fence-after-ms N --grace-ms N "
-                 "-- ARGV...\n");
+                 "usage: %s --lease FILE --fence-after-ms N --grace-ms N -- ARGV...\n",
+                 kTaskSupervisorName);
     return 2;
   }
 

@@ -1,9 +1,14 @@
-// `heteroflow task-supervisor`: the small process that runs one task for the
-// agent and stops it when the node's lease runs out (docs/AGENT.md,
-// "Fencing"), as containerd's shim or conmon sit between a runtime and a
-// container.
+// The task supervisor: the small process that runs one task for the agent
+// and stops it when the node's lease runs out (docs/AGENT.md, "Fencing"), as
+// containerd's shim or conmon sit between a runtime and a container.
 //
-//   heteroflow task-supervisor --lease FILE --fence-after-ms N --grace-ms N -- ARGV...
+//   heteroflow-task-supervisor --lease FILE --fence-after-ms N --grace-ms N -- ARGV...
+//
+// It is an executable of its own (src/task_supervisor_main.cc, linked
+// statically, installed beside `heteroflow`), because it starts once per task
+// and the whole `heteroflow` binary costs ~2 ms of dynamic linking to start.
+// `heteroflow task-supervisor ...` runs the same code, for an agent whose
+// binary has no supervisor beside it (TaskSupervisorCommand).
 //
 // The agent starts it, in the task's folder with the task's environment and
 // output, as the leader of the task's process group. It starts ARGV as its
@@ -26,11 +31,25 @@
 #ifndef HF_AGENT_TASK_SUPERVISOR_H_
 #define HF_AGENT_TASK_SUPERVISOR_H_
 
+#include <string>
+#include <vector>
+
 namespace hf::agent {
 
-// argv[0] is "task-supervisor". Returns only on bad arguments (exit code 2);
-// otherwise exits as the task did.
+// The supervisor's executable, as built and installed beside `heteroflow`.
+inline constexpr char kTaskSupervisorName[] = "heteroflow-task-supervisor";
+
+// argv[0] is the supervisor's name ("heteroflow-task-supervisor" or
+// "task-supervisor"). Returns only on bad arguments (exit code 2); otherwise
+// exits as the task did.
 int RunTaskSupervisor(int argc, char** argv);
+
+// The start of the command line that runs a task under its supervisor, for
+// this process (the agent): {"DIR/heteroflow-task-supervisor"} when that
+// file is an executable in the folder of this process's own executable,
+// else {"/proc/self/exe", "task-supervisor"}, the same code in the running
+// binary. The options and "--" follow.
+std::vector<std::string> TaskSupervisorCommand();
 
 }  // namespace hf::agent
 
