@@ -1,8 +1,8 @@
 #include "agent/supervisor.h"
 
 #include <fcntl.h>
-#include <linux/close_range.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,32 +15,6 @@ namespace hf::agent {
 namespace {
 
 std::string Errno(int e) { return std::strerror(e); }
-
-// In the child, between fork and exec: only async-signal-safe calls, because
-// the agent is multi-threaded and another thread may hold malloc's lock.
-[[noreturn]] void ChildExec(char* const argv[], char* const envp[], const char* cwd, int log_fd,
-                            int null_fd, int err_fd) {
-  int step_errno = 0;
-  sigset_t none;
-  sigemptyset(&none);
-  // The agent blocks or handles SIGINT/SIGTERM for its own shutdown; a task
-  // starts with default dispositions and nothing blocked.
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD, SIGQUIT}) signal(sig, SIG_DFL);
-  pthread_sigmask(SIG_SETMASK, &none, nullptr);
-  if (setpgid(0, 0) != 0 || chdir(cwd) != 0 || dup2(null_fd, 0) < 0 || dup2(log_fd, 1) < 0 ||
-      dup2(log_fd, 2) < 0) {
-    step_errno = errno;
-  } else {
-    // Sockets and files other threads opened without O_CLOEXEC (a long poll
-    // in flight) must not leak into the task.
-    close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-    execvpe(argv[0], argv, envp);
-    step_errno = errno;
-  }
-  ssize_t ignored = write(err_fd, &step_errno, sizeof step_errno);
-  (void)ignored;
-  _exit(127);
-}
 
 }  // namespace
 
@@ -83,7 +57,7 @@ Result<pid_t> Supervisor::Launch(const LaunchSpec& spec) {
       return AlreadyExists("task " + std::to_string(spec.id) + " is already running");
     }
   }
-  // Everything the child needs is built before fork: it must not allocate.
+  // The vectors posix_spawn takes, pointing into `spec`.
   std::vector<char*> argv;
   for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -94,39 +68,45 @@ Result<pid_t> Supervisor::Launch(const LaunchSpec& spec) {
   const int log_fd = open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) return Unavailable("cannot open the log " + spec.log_path + ": " + Errno(errno));
   const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  int err_pipe[2];
-  if (null_fd < 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
+  if (null_fd < 0) {
     const int e = errno;
     close(log_fd);
-    if (null_fd >= 0) close(null_fd);
     return Unavailable("cannot prepare the task's process: " + Errno(e));
   }
-  const pid_t pid = fork();
-  if (pid == 0) ChildExec(argv.data(), envp.data(), spec.cwd.c_str(), log_fd, null_fd, err_pipe[1]);
-  const int fork_errno = errno;
-  close(err_pipe[1]);
+  // posix_spawn, not fork: glibc's clone(CLONE_VM | CLONE_VFORK) copies none
+  // of the agent's page tables, and reports a failed chdir or exec as its
+  // result. The child is in its own group before exec, so a Stop() right
+  // after Launch reaches it. The agent blocks or handles SIGINT/SIGTERM for
+  // its own shutdown; a task starts with default dispositions and nothing
+  // blocked. Sockets and files other threads opened without O_CLOEXEC (a
+  // long poll in flight) are closed: only 0, 1 and 2 pass.
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addchdir_np(&actions, spec.cwd.c_str());
+  posix_spawn_file_actions_adddup2(&actions, null_fd, 0);
+  posix_spawn_file_actions_adddup2(&actions, log_fd, 1);
+  posix_spawn_file_actions_adddup2(&actions, log_fd, 2);
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF |
+                                      POSIX_SPAWN_SETSIGMASK);
+  posix_spawnattr_setpgroup(&attr, 0);
+  sigset_t defaults, none;
+  sigemptyset(&defaults);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD, SIGQUIT}) sigaddset(&defaults, sig);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  pid_t pid = 0;
+  const int spawn_errno =
+      posix_spawnp(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&actions);
   close(log_fd);
   close(null_fd);
-  if (pid < 0) {
-    close(err_pipe[0]);
-    return Unavailable("cannot fork: " + Errno(fork_errno));
-  }
-  // Also set the group from the parent, so that a Stop() right after Launch
-  // cannot race the child's own setpgid (the usual double setpgid).
-  setpgid(pid, pid);
-  // The pipe closes on a successful exec (CLOEXEC) and carries errno on a
-  // failed one.
-  int child_errno = 0;
-  ssize_t n;
-  do {
-    n = read(err_pipe[0], &child_errno, sizeof child_errno);
-  } while (n < 0 && errno == EINTR);
-  close(err_pipe[0]);
-  if (n == static_cast<ssize_t>(sizeof child_errno)) {
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    return Unavailable("cannot run '" + spec.argv[0] + "': " + Errno(child_errno));
+  if (spawn_errno != 0) {
+    return Unavailable("cannot run '" + spec.argv[0] + "': " + Errno(spawn_errno));
   }
   MutexLock lock(mu_);
   children_[spec.id] = Child{.pid = pid};
