@@ -137,6 +137,7 @@ void Agent::RequestStop() {
     stop_ = true;
   }
   cv_.notify_all();
+  supervisor_.Interrupt();
 }
 
 bool Agent::SleepFor(milliseconds d) {
@@ -280,6 +281,7 @@ int Agent::Run() {
   }
   std::thread heartbeat([this] { HeartbeatLoop(); });
   std::thread reaper([this] { ReaperLoop(); });
+  std::thread exits([this] { ExitWatchLoop(); });
 
   const std::string node = opt_.inventory.spec.name;
   int64_t version = 0;
@@ -323,6 +325,7 @@ int Agent::Run() {
   RequestStop();
   heartbeat.join();
   reaper.join();
+  exits.join();
   const size_t left = supervisor_.Ids().size();
   if (left > 0) Log("stopped; " + std::to_string(left) + " task(s) left running");
   return fatal_ ? 1 : 0;
@@ -514,17 +517,31 @@ void Agent::ReaperLoop() {
       next_ship = std::chrono::steady_clock::now() + seconds(1);
     }
     FlushReports(client);
-    // Exits are polled every 100 ms, or every 10 ms while a task waits for
-    // one (it starts within that of the exit); reports queued by Reconcile
-    // (a task started: "running") wake the loop at once.
+    // An exit (the exit watcher) and reports queued by Reconcile (a task
+    // started: "running") wake the loop at once. It also runs every 100 ms,
+    // for due SIGKILLs and time limits, and every 10 ms while a task waits
+    // for another to exit, should the kernel announce no exits (no pidfds).
     MutexLock lock(mu_);
     const milliseconds poll(waiting_.empty() ? 100 : 10);
     const auto until = std::chrono::steady_clock::now() + poll;
-    while (!stop_.load() && !reports_waiting_ &&
+    while (!stop_.load() && !wake_reaper_ &&
            lock.WaitUntil(cv_, until) == std::cv_status::no_timeout) {
     }
     if (stop_.load()) break;
-    reports_waiting_ = false;
+    wake_reaper_ = false;
+  }
+}
+
+void Agent::ExitWatchLoop() {
+  while (!stopping()) {
+    // The timeout only bounds how long a stop may go unnoticed should the
+    // wake-up be lost; RequestStop interrupts the wait.
+    if (!supervisor_.WaitForExit(seconds(1))) continue;
+    {
+      MutexLock lock(mu_);
+      wake_reaper_ = true;
+    }
+    cv_.notify_all();
   }
 }
 
@@ -748,7 +765,7 @@ void Agent::Reconcile(const AssignmentList& list) {
     it = finished_.erase(it);
   }
   if (!outbox_.empty()) {
-    reports_waiting_ = true;
+    wake_reaper_ = true;
     cv_.notify_all();
   }
 }
@@ -776,7 +793,7 @@ void Agent::StartOrWait(const Assignment& a) {
   reported = why;
   Log("task " + std::to_string(a.id) + " (" + a.task.name + ") is " + why);
   outbox_.push_back(Report{a.id, WaitingReport(a.id, why)});
-  reports_waiting_ = true;
+  wake_reaper_ = true;
   cv_.notify_all();
 }
 

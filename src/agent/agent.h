@@ -13,12 +13,15 @@
 //     as they have exited;
 //   - heartbeats: every heartbeat_interval_s, the usage (usage file or
 //     measured); a 404 means the server forgot the node: register again;
-//   - reaper: every 100 ms (every 10 ms while a task waits for another to
-//     exit), reaps ended processes, starts the waiting tasks they blocked,
-//     ships output, and sends the status reports in the order they were
-//     made ("waiting", "running", then the end), keeping them while the
-//     server cannot be reached. A 409 answer (the task is not assigned here)
-//     stops the task.
+//   - reaper: as soon as a task's process ends (the exit watcher wakes it),
+//     when reports are queued, and every 100 ms (every 10 ms while a task
+//     waits for another to exit), reaps ended processes, starts the waiting
+//     tasks they blocked, ships output, and sends the status reports in the
+//     order they were made ("waiting", "running", then the end), keeping
+//     them while the server cannot be reached. A 409 answer (the task is not
+//     assigned here) stops the task.
+//   - exit watcher: sleeps in Supervisor::WaitForExit (the processes'
+//     pidfds) and wakes the reaper when one ends.
 //   - heartbeats carry the ids of the tasks running when the usage was
 //     measured (usage.running_tasks), so that the server keeps a task's
 //     in-flight estimate until a measurement holds it.
@@ -101,6 +104,7 @@ class Agent {
   RegisterOutcome Register(const http::HttpClient& client) HF_EXCLUDES(mu_);
   void HeartbeatLoop() HF_EXCLUDES(mu_);
   void ReaperLoop() HF_EXCLUDES(mu_);
+  void ExitWatchLoop() HF_EXCLUDES(mu_);
   // Before the first poll: adopts the processes an earlier agent left
   // running (WORK_DIR/tasks/<id>/pid); a dead one goes into finished_ as
   // failed, reported if the task is still assigned.
@@ -158,7 +162,8 @@ class Agent {
   // The task whose report is being sent (taken off outbox_), 0 for none: as
   // good as queued, so Reconcile does not queue it twice.
   uint64_t sending_ HF_GUARDED_BY(mu_) = 0;
-  bool reports_waiting_ HF_GUARDED_BY(mu_) = false;  // Reconcile queued reports; wakes the reaper.
+  // Wakes the reaper: reports were queued, or a process ended.
+  bool wake_reaper_ HF_GUARDED_BY(mu_) = false;
   // Tasks stopped by reconcile: their end is not reported.
   std::set<uint64_t> unreported_ HF_GUARDED_BY(mu_);
   // Assigned tasks that wait for stopping processes to exit (gate.h), with

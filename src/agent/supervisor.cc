@@ -1,11 +1,16 @@
 #include "agent/supervisor.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -16,7 +21,74 @@ namespace {
 
 std::string Errno(int e) { return std::strerror(e); }
 
+// The epoll key of the wake-up eventfd; every other key is a task id.
+constexpr uint64_t kWakeKey = ~uint64_t{0};
+
 }  // namespace
+
+Supervisor::Supervisor()
+    : epoll_fd_(epoll_create1(EPOLL_CLOEXEC)), wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  if (epoll_fd_ >= 0 && wake_fd_ >= 0) {
+    epoll_event ev{.events = EPOLLIN, .data = {.u64 = kWakeKey}};
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  }
+}
+
+Supervisor::~Supervisor() {
+  MutexLock lock(mu_);
+  for (const auto& [id, c] : children_) {
+    if (c.pidfd >= 0) close(c.pidfd);
+  }
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+int Supervisor::Watch(uint64_t id, pid_t pid) {
+  if (epoll_fd_ < 0) return -1;
+  // pidfd_open's descriptor is close-on-exec. Closing it (Reap) takes it out
+  // of the epoll set.
+  const int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return -1;
+  epoll_event ev{.events = EPOLLIN | EPOLLONESHOT, .data = {.u64 = id}};
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool Supervisor::WaitForExit(std::chrono::milliseconds timeout) {
+  const int ms = static_cast<int>(std::clamp<int64_t>(timeout.count(), 0, 1 << 30));
+  if (epoll_fd_ < 0) {
+    poll(nullptr, 0, ms);
+    return false;
+  }
+  epoll_event events[32];
+  const int n = epoll_wait(epoll_fd_, events, 32, ms);
+  bool ended = false;
+  for (int i = 0; i < n; ++i) {
+    const uint64_t key = events[i].data.u64;
+    if (key == kWakeKey) {
+      uint64_t count = 0;
+      ssize_t ignored = read(wake_fd_, &count, sizeof count);
+      (void)ignored;
+      continue;
+    }
+    ended = true;
+    // A hint for Reap: an adopted process is checked at once. (Should the
+    // id have ended and started again meanwhile, the check finds it alive.)
+    MutexLock lock(mu_);
+    if (auto it = children_.find(key); it != children_.end()) it->second.ended = true;
+  }
+  return ended;
+}
+
+void Supervisor::Interrupt() {
+  if (wake_fd_ < 0) return;
+  const uint64_t one = 1;
+  ssize_t ignored = write(wake_fd_, &one, sizeof one);
+  (void)ignored;
+}
 
 uint64_t ProcStartTime(pid_t pid) {
   if (pid <= 0) return 0;
@@ -44,8 +116,17 @@ Status Supervisor::Adopt(uint64_t id, pid_t pid, uint64_t start_time) {
   if (children_.count(id) != 0) {
     return AlreadyExists("task " + std::to_string(id) + " is already running");
   }
-  children_[id] = Child{.pid = pid, .adopted = true, .start_time = start_time,
-                        .next_check = Clock::now() + std::chrono::seconds(1)};
+  Child c{.pid = pid, .adopted = true, .start_time = start_time,
+          .next_check = Clock::now() + std::chrono::seconds(1)};
+  c.pidfd = Watch(id, pid);
+  // The pid may have been reused between the caller's check and the
+  // pidfd's opening: then the process it names is not ours, and ours ended.
+  if (c.pidfd >= 0 && ProcStartTime(pid) != start_time) {
+    close(c.pidfd);
+    c.pidfd = -1;
+    c.ended = true;
+  }
+  children_[id] = c;
   return Status::Ok();
 }
 
@@ -109,7 +190,7 @@ Result<pid_t> Supervisor::Launch(const LaunchSpec& spec) {
     return Unavailable("cannot run '" + spec.argv[0] + "': " + Errno(spawn_errno));
   }
   MutexLock lock(mu_);
-  children_[spec.id] = Child{.pid = pid};
+  children_[spec.id] = Child{.pid = pid, .pidfd = Watch(spec.id, pid)};
   return pid;
 }
 
@@ -136,17 +217,20 @@ std::vector<ExitInfo> Supervisor::Reap() {
       kill(-c.pid, SIGKILL);
     }
     if (c.adopted) {
-      // Not our child: poll, every second (every Reap while stopping).
-      if (!c.stopping && now < c.next_check) {
+      // Not our child: checked when its pidfd says it ended, else every
+      // second (every Reap while stopping).
+      if (!c.ended && !c.stopping && now < c.next_check) {
         ++it;
         continue;
       }
       c.next_check = now + std::chrono::seconds(1);
       if (kill(c.pid, 0) == 0 && ProcStartTime(c.pid) == c.start_time) {
+        c.ended = false;  // a stale hint; from now on, polled
         ++it;
         continue;
       }
       out.push_back(ExitInfo{.id = it->first, .stopped = c.stopping, .unknown = true});
+      if (c.pidfd >= 0) close(c.pidfd);
       it = children_.erase(it);
       continue;
     }
@@ -169,6 +253,7 @@ std::vector<ExitInfo> Supervisor::Reap() {
       e.signal = WTERMSIG(status);
     }
     out.push_back(e);
+    if (c.pidfd >= 0) close(c.pidfd);
     it = children_.erase(it);
   }
   return out;

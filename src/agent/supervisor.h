@@ -13,6 +13,10 @@
 // Only the supervisor's own children are waited for (waitpid on each pid,
 // never on -1), so popen() elsewhere in the process keeps working.
 //
+// Ends are announced, not only polled: the supervisor holds a pidfd for each
+// process (Linux 5.3+), and WaitForExit sleeps until one becomes readable, so
+// a caller can reap an ended task at once instead of on its next poll.
+//
 // Threading: all methods are safe to call from several threads.
 #ifndef HF_AGENT_SUPERVISOR_H_
 #define HF_AGENT_SUPERVISOR_H_
@@ -55,7 +59,8 @@ class Supervisor {
  public:
   using Clock = std::chrono::steady_clock;
 
-  Supervisor() = default;
+  Supervisor();
+  ~Supervisor();
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
 
@@ -79,6 +84,15 @@ class Supervisor {
   // Sends due SIGKILLs and reaps ended processes, without blocking.
   std::vector<ExitInfo> Reap() HF_EXCLUDES(mu_);
 
+  // Blocks up to `timeout` until a tracked process ends or Interrupt() is
+  // called; true when a process ended (Reap then finds it, an adopted one
+  // included, without waiting for its once-a-second check). Each end is
+  // announced once. Without pidfds (a kernel before 5.3) it only sleeps, and
+  // ends are found by calling Reap. Meant for one thread at a time.
+  bool WaitForExit(std::chrono::milliseconds timeout) HF_EXCLUDES(mu_);
+  // Ends the WaitForExit in progress, or the next one, at once.
+  void Interrupt();
+
   bool Has(uint64_t id) const HF_EXCLUDES(mu_);
   std::vector<uint64_t> Ids() const HF_EXCLUDES(mu_);
   pid_t Pid(uint64_t id) const HF_EXCLUDES(mu_);  // 0 when unknown
@@ -91,8 +105,17 @@ class Supervisor {
     bool adopted = false;
     uint64_t start_time = 0;  // adopted only
     Clock::time_point next_check;  // adopted only: polled every second
+    int pidfd = -1;         // -1 when the kernel gave none
+    bool ended = false;     // adopted only: its pidfd said it ended
   };
-  mutable Mutex mu_;  // guards children_
+  // Opens a pidfd for `pid` and watches it (announces its end once); -1 when
+  // the kernel has none to give.
+  int Watch(uint64_t id, pid_t pid);
+
+  // An epoll set of every child's pidfd (one-shot) and wake_fd_; -1 without.
+  const int epoll_fd_;
+  const int wake_fd_;  // an eventfd: Interrupt()
+  mutable Mutex mu_;   // guards children_
   std::map<uint64_t, Child> children_ HF_GUARDED_BY(mu_);
 };
 

@@ -165,5 +165,39 @@ TEST_F(SupervisorTest, AdoptedProcessIsStoppedAndItsEndNoticed) {
   EXPECT_FALSE(s.Has(7));
 }
 
+TEST_F(SupervisorTest, AnEndIsAnnouncedAtOnce) {
+  Supervisor s;
+  // Nothing ends: the wait lasts its timeout; Interrupt ends it early.
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(s.WaitForExit(milliseconds(50)));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, milliseconds(45));
+  s.Interrupt();
+  t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(s.WaitForExit(milliseconds(5000)));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(1000));
+
+  ASSERT_TRUE(s.Launch(Spec(1, {"sleep", "0.2"}, {"PATH=/usr/bin:/bin"})).ok());
+  ASSERT_TRUE(s.WaitForExit(milliseconds(5000)));
+  std::vector<ExitInfo> ended = s.Reap();
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].id, 1u);
+  EXPECT_EQ(ended[0].exit_code, 0);
+
+  // An adopted process (not our child) is found at once, not on its
+  // once-a-second check.
+  Supervisor owner;
+  Result<pid_t> pid = owner.Launch(Spec(2, {"sleep", "30"}, {"PATH=/usr/bin:/bin"}));
+  ASSERT_TRUE(pid.ok()) << pid.status().message();
+  ASSERT_TRUE(s.Adopt(3, *pid, ProcStartTime(*pid)).ok());
+  EXPECT_TRUE(s.Reap().empty());
+  kill(*pid, SIGKILL);
+  ASSERT_TRUE(WaitExit(owner, 2, milliseconds(5000)).has_value());
+  ASSERT_TRUE(s.WaitForExit(milliseconds(5000)));
+  ended = s.Reap();
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].id, 3u);
+  EXPECT_TRUE(ended[0].unknown);
+}
+
 }  // namespace
 }  // namespace hf::agent
