@@ -4,8 +4,10 @@
 #      built from the openb node shapes, all plugins enabled (hf_bench);
 #   2. the openb FGD-methodology run (tune 1.3) for each policy: wall time of
 #      the whole command (incl. reading the CSVs), decisions/s, and GPU
-#      allocation at arrived 100% averaged over seeds 42-51.
-# Both pinned to one core (taskset -c 0) when taskset exists.
+#      allocation at arrived 100% averaged over seeds 42-51;
+#   3. the speed targets table, each measure against its target
+#      (bench/targets.sh; TARGETS=0 skips it).
+# 1 and 2 pinned to one core (taskset -c 0) when taskset exists.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh >/dev/null
@@ -40,3 +42,8 @@ PY
   done
   python3 -c "print(f'{\"$policy\":<8} mean of seeds 42-51: GPU allocation at arrived 100% = {100 * $sum / 10:.2f}%')"
 done
+
+if [ "${TARGETS:-1}" = 1 ]; then
+  echo
+  bench/targets.sh build
+fi

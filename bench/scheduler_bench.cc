@@ -43,7 +43,7 @@ struct Figures {
   // --queues: microseconds in the framework's decisions, and around them in
   // the queues' part (pop by fair share, ledger, admission, eviction scope).
   double framework_us = 0, queues_us = 0;
-  double per_second = 0, p50_us = 0, p99_us = 0, max_us = 0;
+  double per_second = 0, p50_us = 0, p99_us = 0, p999_us = 0, max_us = 0;
   // --gang N: N-member gangs (4 GPUs a member) decided on the filled cluster.
   size_t gangs = 0, gangs_placed = 0;
   double gang_p50_ms = 0, gang_p99_ms = 0, gang_max_ms = 0;
@@ -235,6 +235,7 @@ Figures RunOne(const hf::sim::Workload& openb, size_t node_count, double fill, u
   f.per_second = double(f.decisions) / (total_us / 1e6);
   f.p50_us = Percentile(lat_us, 0.50);
   f.p99_us = Percentile(lat_us, 0.99);
+  f.p999_us = Percentile(lat_us, 0.999);
   f.max_us = *std::max_element(lat_us.begin(), lat_us.end());
   if (gang <= 0) return f;
   // Gangs on the filled cluster: each decided in one ScheduleGang call, then
@@ -307,8 +308,8 @@ int main(int argc, char** argv) {
   std::printf("scheduling core: binpack + preempt(running) + rdma + topology + fit + load_threshold,\n"
               "every node examined for every task (no sampling); GPU demand up to %.0f%% of capacity\n\n",
               fill * 100);
-  std::printf("%8s %10s %9s %12s %9s %9s %9s %7s\n", "nodes", "decisions", "placed", "decisions/s",
-              "p50_us", "p99_us", "max_us", "evicted");
+  std::printf("%8s %10s %9s %12s %9s %9s %9s %9s %7s\n", "nodes", "decisions", "placed",
+              "decisions/s", "p50_us", "p99_us", "p99.9_us", "max_us", "evicted");
   if (queue_count > 0) {
     std::printf("through a SchedulingQueue of %zu tasks or more: 1 queue, then %d queues with fair "
                 "share and admission\n",
@@ -321,9 +322,9 @@ int main(int argc, char** argv) {
       const Figures* runs[] = {&one, &weights, &many};
       for (int k = 0; k < 3; ++k) {
         const Figures* f = runs[k];
-        std::printf("%8zu %10zu %9zu %12.0f %9.1f %9.1f %9.1f %7zu  %s (%zu refused)\n", f->nodes,
-                    f->decisions, f->placed, f->per_second, f->p50_us, f->p99_us, f->max_us,
-                    f->preemptions, names[k], f->refused);
+        std::printf("%8zu %10zu %9zu %12.0f %9.1f %9.1f %9.1f %9.1f %7zu  %s (%zu refused)\n",
+                    f->nodes, f->decisions, f->placed, f->per_second, f->p50_us, f->p99_us,
+                    f->p999_us, f->max_us, f->preemptions, names[k], f->refused);
       }
       std::printf("%8s per decision, 1 queue: %.2f us popping, %.2f us in the framework\n", "",
                   one.queues_us / double(one.decisions), one.framework_us / double(one.decisions));
@@ -344,8 +345,8 @@ int main(int argc, char** argv) {
   }
   for (size_t n : sizes) {
     Figures f = RunOne(*openb, n, fill, seed, gang);
-    std::printf("%8zu %10zu %9zu %12.0f %9.1f %9.1f %9.1f %7zu\n", f.nodes, f.decisions, f.placed,
-                f.per_second, f.p50_us, f.p99_us, f.max_us, f.preemptions);
+    std::printf("%8zu %10zu %9zu %12.0f %9.1f %9.1f %9.1f %9.1f %7zu\n", f.nodes, f.decisions,
+                f.placed, f.per_second, f.p50_us, f.p99_us, f.p999_us, f.max_us, f.preemptions);
     if (gang > 0) {
       std::printf("%8s %zu gangs of %d members (4 GPUs each): %zu placed; per gang decision "
                   "p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",

@@ -132,6 +132,38 @@ size_t Preempt::FewestVictims(const Task& task, const ClusterState& cluster, Nod
   return with_share + big.gpus < r.gpu ? 2 : 1;
 }
 
+// Whether evicting one task of lower priority, with no placed gang mates,
+// could leave node n enough CPU, memory and GPUs with the share (the
+// resources only: a necessary condition for passing every filter).
+bool Preempt::OneVictimMayDo(const Task& task, const ClusterState& cluster, NodeId n) {
+  const Requests& r = task.requests;
+  const auto free = cluster.gpu_free_milli(n);
+  const std::vector<GpuDevice>& gpus = cluster.spec(n).gpus;
+  int32_t with_share = 0;
+  for (int32_t f : free) with_share += f >= r.gpu_milli;
+  for (TaskKey key : cluster.TasksOn(n)) {
+    const PlacedTask* p = cluster.FindPlaced(key);
+    if (!p->preemptible || p->priority >= task.priority) continue;
+    if (p->job != 0 && cluster.PlacedMemberCount(p->job) > 1) continue;
+    if (cluster.free_cpu(n) + p->alloc.cpu_milli < r.cpu_milli ||
+        cluster.free_memory(n) + p->alloc.memory_mib < r.memory_mib) {
+      continue;
+    }
+    if (r.gpu == 0) return true;
+    // GPUs that reach the share once its grants are back.
+    int32_t reach = with_share;
+    for (const GpuGrant& g : p->alloc.gpus) {
+      for (size_t i = 0; i < gpus.size(); ++i) {
+        if (gpus[i].index != g.index) continue;
+        reach += free[i] < r.gpu_milli && free[i] + g.milli >= r.gpu_milli;
+        break;
+      }
+    }
+    if (reach >= r.gpu) return true;
+  }
+  return false;
+}
+
 void Preempt::Sweep(const Task& task, const ClusterState& cluster,
                     const framework::Rejections& rejections, const framework::FilterProbe& filters,
                     bool allow_running, int64_t now_ms) {
@@ -186,7 +218,13 @@ void Preempt::Sweep(const Task& task, const ClusterState& cluster,
       // that priority. A tie loses on the id: best_.node < n.
       if (lowest > best_.max_priority) continue;
       if (lowest == best_.max_priority && floor >= 0) {
-        const size_t fewest = FewestVictims(task, cluster, n, big);
+        size_t fewest = FewestVictims(task, cluster, n, big);
+        // Two would lose to the best: worth proving that one cannot do.
+        if (fewest == 1 && std::make_pair(2 * int64_t(lowest), size_t{2}) >=
+                               std::make_pair(best_.sum_priority, best_.count) &&
+            !OneVictimMayDo(task, cluster, n)) {
+          fewest = 2;
+        }
         if (std::make_pair(int64_t(fewest) * lowest, fewest) >=
             std::make_pair(best_.sum_priority, best_.count)) {
           continue;

@@ -94,6 +94,8 @@ class Preempt final : public framework::PostFilterPlugin {
   // A lower bound on the victims any set on node n has (1 or 2).
   static size_t FewestVictims(const Task& task, const ClusterState& cluster, NodeId n,
                               const ClusterState::Largest& big);
+  // Whether one victim alone might make room on node n (see the .cc).
+  static bool OneVictimMayDo(const Task& task, const ClusterState& cluster, NodeId n);
   // Finds the minimal victim set on node n and keeps it if it beats best_.
   void TryNode(const Task& task, const ClusterState& cluster, NodeId n,
                const framework::FilterProbe& filters, bool allow_running, int64_t now_ms);
