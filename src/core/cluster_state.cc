@@ -138,6 +138,7 @@ Result<NodeId> ClusterState::AddNode(const NodeSpec& spec) {
   for (MaxTree* t : {&cpu_est_, &mem_est_, &gpu_est_}) t->Resize(count);
   ready_.Set(n, true);
   ApplySpec(n, spec);
+  ReserveTaskMaps();
   NewNodesVersion();
   return n;
 }
@@ -712,6 +713,15 @@ void ClusterState::CountQueueUsage(const PlacedTask& p, int sign) {
     const ModelMask bit = gpu_model_bit_[gpu_begin_[n] + size_t(GpuSlot(n, g.index))];
     q.gpu_milli[size_t(std::countr_zero(bit))] += sign * g.milli;
   }
+}
+
+void ClusterState::ReserveTaskMaps() {
+  const size_t want = specs_.size() * kReservedTasksPerNode;
+  if (want <= reserved_tasks_) return;
+  reserved_tasks_ = std::max(want, 2 * reserved_tasks_);
+  placed_.reserve(reserved_tasks_);
+  name_index_.reserve(reserved_tasks_);
+  group_index_.reserve(reserved_tasks_);
 }
 
 void ClusterState::RecomputeLargest(NodeId n, PreemptibleBand& band) {

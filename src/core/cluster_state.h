@@ -339,6 +339,14 @@ class ClusterState {
   void RecomputeGpuSummary(NodeId n);
   void RecomputeUtilization(NodeId n);
   void UpdateEstimates(NodeId n);
+  // The maps keyed by placed task (placed_, and the name and group indexes)
+  // keep room for kReservedTasksPerNode tasks a node, reserved as nodes are
+  // added (doubling): growing them one task at a time would rehash every
+  // entry in the middle of a scheduling decision (measured: 2.5, 5 and
+  // 11 ms pauses at 10,274, 20,754 and 42,044 placed tasks).
+  static constexpr size_t kReservedTasksPerNode = 16;
+  void ReserveTaskMaps();
+  size_t reserved_tasks_ = 0;
   // The largest of band `priority` on node n, from its tasks.
   void RecomputeLargest(NodeId n, PreemptibleBand& band);
   // Counts a preemptible task in (sign +1) or out of (-1) the cluster-wide
