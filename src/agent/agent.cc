@@ -266,8 +266,12 @@ int Agent::Run() {
     return 1;
   }
   const http::HttpClient client(opt_.server, opt_.token, opt_.request_timeout);
+  // The long polls and the reaper's requests (reports, output) follow each
+  // other closely: they keep their connections open (a repeat after a
+  // broken connection is harmless, see FlushReports and ShipLogs).
   const http::HttpClient poll_client(opt_.server, opt_.token,
-                                    seconds(opt_.wait_s) + opt_.request_timeout);
+                                    seconds(opt_.wait_s) + opt_.request_timeout,
+                                    /*keep_alive=*/true);
   Log("tasks run under " + supervisor_command_.front() +
       (supervisor_command_.size() > 1 ? " " + supervisor_command_[1] : std::string()));
   AdoptLeftovers();
@@ -403,7 +407,8 @@ std::string Agent::TaskDir(uint64_t id) const {
 }
 
 void Agent::ReaperLoop() {
-  const http::HttpClient client(opt_.server, opt_.token, opt_.request_timeout);
+  const http::HttpClient client(opt_.server, opt_.token, opt_.request_timeout,
+                                /*keep_alive=*/true);
   const std::string node = opt_.inventory.spec.name;
   auto next_ship = std::chrono::steady_clock::now();
   while (true) {

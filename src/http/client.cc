@@ -1,11 +1,14 @@
 #include "http/client.h"
 
+#include <poll.h>
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <charconv>
+#include <memory>
 #include <utility>
 
 namespace hf::http {
@@ -106,8 +109,41 @@ Result<ServerUrl> ParseServerUrl(std::string_view url) {
   return out;
 }
 
-HttpClient::HttpClient(ServerUrl server, std::string token, std::chrono::milliseconds timeout)
-    : server_(std::move(server)), token_(std::move(token)), timeout_(timeout) {}
+struct HttpClient::Connection {
+  asio::io_context ioc;
+  beast::tcp_stream stream{ioc};
+  beast::flat_buffer buffer;
+};
+
+namespace {
+
+// Beast's timeouts work on asynchronous operations only, so each step is
+// started asynchronously and the context is run until it completes.
+void RunOnce(asio::io_context& ioc) {
+  ioc.run();
+  ioc.restart();
+}
+
+// An idle keep-alive connection that is readable has been closed by the
+// server (or carries bytes nobody asked for): it cannot take a request.
+bool Unusable(tcp::socket& s) {
+  if (!s.is_open()) return true;
+  pollfd p{.fd = s.native_handle(), .events = POLLIN};
+  return ::poll(&p, 1, 0) != 0;
+}
+
+}  // namespace
+
+HttpClient::HttpClient(ServerUrl server, std::string token, std::chrono::milliseconds timeout,
+                       bool keep_alive)
+    : server_(std::move(server)),
+      token_(std::move(token)),
+      timeout_(timeout),
+      keep_alive_(keep_alive) {}
+
+HttpClient::~HttpClient() = default;
+HttpClient::HttpClient(HttpClient&&) noexcept = default;
+HttpClient& HttpClient::operator=(HttpClient&&) noexcept = default;
 
 Result<HttpResponse> HttpClient::Send(std::string_view method, std::string_view target,
                                       std::string_view body) const {
@@ -121,27 +157,6 @@ Result<HttpResponse> HttpClient::Send(std::string_view method, std::string_view 
     return Unavailable("cannot reach the server at " + server_.ToString() + ": " + why);
   };
 
-  // Sync resolution: the timeout below does not cover it, which only matters
-  // for names whose DNS server does not answer; addresses resolve at once.
-  asio::io_context ioc;
-  tcp::resolver resolver(ioc);
-  beast::error_code ec;
-  const auto endpoints = resolver.resolve(server_.host, std::to_string(server_.port), ec);
-  if (ec) return failed(ec);
-
-  // Beast's timeouts work on asynchronous operations only, so each step is
-  // started asynchronously and the context is run until it completes.
-  beast::tcp_stream stream(ioc);
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  auto run = [&] {
-    ioc.run();
-    ioc.restart();
-  };
-  stream.expires_at(deadline);
-  stream.async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
-  run();
-  if (ec) return failed(ec);
-
   bhttp::request<bhttp::string_body> req{verb, server_.prefix + std::string(target), 11};
   req.set(bhttp::field::host, server_.HostHeader());
   req.set(bhttp::field::user_agent, "heteroflow-client/0.1.0");
@@ -152,23 +167,52 @@ Result<HttpResponse> HttpClient::Send(std::string_view method, std::string_view 
     req.body() = std::string(body);
   }
   req.prepare_payload();
-  bhttp::async_write(stream, req, [&](beast::error_code e, size_t) { ec = e; });
-  run();
-  if (ec) return failed(ec);
 
-  beast::flat_buffer buffer;
-  bhttp::response_parser<bhttp::string_body> parser;
-  parser.body_limit(kMaxResponseBytes);
-  bhttp::async_read(stream, buffer, parser, [&](beast::error_code e, size_t) { ec = e; });
-  run();
-  if (ec) return failed(ec);
-
-  beast::error_code ignored;
-  stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
-  HttpResponse out;
-  out.status = static_cast<int>(parser.get().result_int());
-  out.body = std::move(parser.get().body());
-  return out;
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  if (conn_ && Unusable(conn_->stream.socket())) conn_.reset();
+  while (true) {
+    const bool reused = conn_ != nullptr;
+    beast::error_code ec;
+    if (!reused) {
+      auto c = std::make_unique<Connection>();
+      // Sync resolution: the timeout does not cover it, which only matters
+      // for names whose DNS server does not answer; addresses resolve at once.
+      tcp::resolver resolver(c->ioc);
+      const auto endpoints = resolver.resolve(server_.host, std::to_string(server_.port), ec);
+      if (ec) return failed(ec);
+      c->stream.expires_at(deadline);
+      c->stream.async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
+      RunOnce(c->ioc);
+      if (ec) return failed(ec);
+      conn_ = std::move(c);
+    }
+    Connection& c = *conn_;
+    c.stream.expires_at(deadline);
+    bhttp::async_write(c.stream, req, [&](beast::error_code e, size_t) { ec = e; });
+    RunOnce(c.ioc);
+    bhttp::response_parser<bhttp::string_body> parser;
+    parser.body_limit(kMaxResponseBytes);
+    if (!ec) {
+      bhttp::async_read(c.stream, c.buffer, parser, [&](beast::error_code e, size_t) { ec = e; });
+      RunOnce(c.ioc);
+    }
+    if (ec) {
+      conn_.reset();
+      // The server closed a reused connection before answering (it went
+      // idle too long, or made room for another client): once more, anew.
+      if (reused && !parser.got_some() && ec != beast::error::timeout) continue;
+      return failed(ec);
+    }
+    HttpResponse out;
+    out.status = static_cast<int>(parser.get().result_int());
+    out.body = std::move(parser.get().body());
+    if (!keep_alive_ || !parser.keep_alive()) {
+      beast::error_code ignored;
+      c.stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+      conn_.reset();
+    }
+    return out;
+  }
 }
 
 }  // namespace hf::http

@@ -1,7 +1,18 @@
 // A small synchronous HTTP/1.1 client, used by the command-line client and
 // the node agent to call the REST API (docs/API.md), on Boost.Beast over
-// plain TCP. One connection per request: the client runs one
-// or a few calls per process, so keep-alive would buy nothing.
+// plain TCP. By default one connection per request: the command-line client
+// runs one or a few calls per process. With keep_alive (the agent, which
+// sends a report or two per task) the connection stays open between
+// requests, which saves both sides a TCP connection, a session and a
+// teardown per request.
+//
+// Keep-alive and retries: a connection the server has closed while idle
+// (HttpServerOptions::idle_timeout, or to make room for others) is noticed
+// before it is used, and a request that fails on a reused connection
+// before any byte of an answer arrived is sent once more on a new one. The
+// server may then see it twice (it may have been handled before the
+// connection broke), so keep_alive is for callers whose requests may be
+// repeated: the agent's are, since it re-sends whatever got no answer.
 //
 // Errors (Status, never exceptions):
 //   - InvalidArgument: a server URL that is not http://HOST[:PORT][/PREFIX];
@@ -19,6 +30,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -53,7 +65,12 @@ struct HttpResponse {
 
 class HttpClient {
  public:
-  HttpClient(ServerUrl server, std::string token, std::chrono::milliseconds timeout);
+  // `timeout` bounds each Send, a retry on a new connection included.
+  HttpClient(ServerUrl server, std::string token, std::chrono::milliseconds timeout,
+             bool keep_alive = false);
+  ~HttpClient();
+  HttpClient(HttpClient&&) noexcept;
+  HttpClient& operator=(HttpClient&&) noexcept;
 
   // Sends METHOD prefix+target with "Authorization: Bearer <token>" (when the
   // token is not empty) and, when `body` is not empty, the body as
@@ -62,9 +79,14 @@ class HttpClient {
                             std::string_view body = {}) const;
 
  private:
+  struct Connection;  // an open keep-alive connection
+
   ServerUrl server_;
   std::string token_;
   std::chrono::milliseconds timeout_;
+  bool keep_alive_ = false;
+  // The connection kept between Sends (keep_alive only); null when none is.
+  mutable std::unique_ptr<Connection> conn_;
 };
 
 }  // namespace hf::http

@@ -144,5 +144,85 @@ TEST(HttpClientTest, TimesOutOnASilentServer) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
+// Answers one request on `s` with 200 and `body`; false when the client
+// closed the connection instead of sending one.
+bool AnswerOne(tcp::socket& s, beast::flat_buffer& buf, const std::string& body) {
+  bhttp::request<bhttp::string_body> req;
+  beast::error_code ec;
+  bhttp::read(s, buf, req, ec);
+  if (ec) return false;
+  bhttp::response<bhttp::string_body> res{bhttp::status::ok, 11};
+  res.body() = body + " " + std::string(req.target());
+  res.prepare_payload();
+  bhttp::write(s, res);
+  return true;
+}
+
+TEST(HttpClientTest, KeepAliveSendsEveryRequestOnOneConnection) {
+  asio::io_context ioc;
+  tcp::acceptor acceptor(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  ServerUrl url{.host = "127.0.0.1", .port = acceptor.local_endpoint().port()};
+  int answered = 0;
+  std::thread server([&] {
+    tcp::socket s(ioc);
+    acceptor.accept(s);
+    beast::flat_buffer buf;
+    while (AnswerOne(s, buf, "one")) ++answered;
+  });
+  {
+    HttpClient client(url, "", std::chrono::seconds(5), /*keep_alive=*/true);
+    for (int i = 0; i < 3; ++i) {
+      Result<HttpResponse> r = client.Send("POST", "/r" + std::to_string(i), "{}");
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      EXPECT_EQ(r->body, "one /r" + std::to_string(i));
+    }
+  }  // closes the connection: the server's loop ends
+  server.join();
+  EXPECT_EQ(answered, 3);
+}
+
+TEST(HttpClientTest, KeepAliveReconnectsWhenTheServerClosedTheConnection) {
+  asio::io_context ioc;
+  tcp::acceptor acceptor(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  ServerUrl url{.host = "127.0.0.1", .port = acceptor.local_endpoint().port()};
+  std::thread server([&] {
+    beast::flat_buffer buf;
+    {
+      // Answers, then closes the idle connection.
+      tcp::socket s(ioc);
+      acceptor.accept(s);
+      AnswerOne(s, buf, "first");
+    }
+    {
+      // Answers, then reads the next request and closes without answering
+      // (as a server going away would).
+      tcp::socket s(ioc);
+      acceptor.accept(s);
+      buf.clear();
+      AnswerOne(s, buf, "second");
+      bhttp::request<bhttp::string_body> req;
+      beast::error_code ec;
+      bhttp::read(s, buf, req, ec);
+    }
+    tcp::socket s(ioc);
+    acceptor.accept(s);
+    buf.clear();
+    AnswerOne(s, buf, "third");
+  });
+  HttpClient client(url, "", std::chrono::seconds(5), /*keep_alive=*/true);
+  Result<HttpResponse> r = client.Send("GET", "/a");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->body, "first /a");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the close arrives
+  r = client.Send("GET", "/b");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->body, "second /b");
+  // Broken after the request was read: sent once more, on a new connection.
+  r = client.Send("GET", "/c");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->body, "third /c");
+  server.join();
+}
+
 }  // namespace
 }  // namespace hf::http

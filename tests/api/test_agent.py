@@ -135,7 +135,9 @@ def main(binary, tmp):
             fail("registered RDMA devices: %r" % node["rdma"])
 
     def env_matches_allocation():
-        cmd = ["sh", "-c", "echo CVD=$CUDA_VISIBLE_DEVICES HCA=$NCCL_IB_HCA; exit 0"]
+        # It lives half a second: a task placed, started and ended within a
+        # few milliseconds would leave the loop below no time to see it.
+        cmd = ["sh", "-c", "echo CVD=$CUDA_VISIBLE_DEVICES HCA=$NCCL_IB_HCA; sleep 0.5; exit 0"]
         t = submit("env-check", cmd, {"cpu_milli": 1000, "memory_mib": 1024, "gpu": 1}, rdma=True)
         tid = t["id"]
         # The allocation may be released once the task ends: catch it early.
