@@ -14,7 +14,10 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
+
+#include "agent/fork_server.h"
 
 namespace hf::agent {
 namespace {
@@ -26,8 +29,12 @@ constexpr uint64_t kWakeKey = ~uint64_t{0};
 
 }  // namespace
 
-Supervisor::Supervisor()
-    : epoll_fd_(epoll_create1(EPOLL_CLOEXEC)), wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+Supervisor::Supervisor(std::string fork_server_program)
+    : fork_server_(fork_server_program.empty()
+                       ? nullptr
+                       : std::make_unique<ForkServer>(std::move(fork_server_program))),
+      epoll_fd_(epoll_create1(EPOLL_CLOEXEC)),
+      wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   if (epoll_fd_ >= 0 && wake_fd_ >= 0) {
     epoll_event ev{.events = EPOLLIN, .data = {.u64 = kWakeKey}};
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
@@ -136,6 +143,15 @@ Result<pid_t> Supervisor::Launch(const LaunchSpec& spec) {
     MutexLock lock(mu_);
     if (children_.count(spec.id) != 0) {
       return AlreadyExists("task " + std::to_string(spec.id) + " is already running");
+    }
+  }
+  if (fork_server_ && spec.argv[0] == fork_server_->program()) {
+    if (std::optional<Result<pid_t>> forked = fork_server_->Spawn(spec)) {
+      if (!forked->ok()) return forked->status();
+      const pid_t pid = **forked;
+      MutexLock lock(mu_);
+      children_[spec.id] = Child{.pid = pid, .pidfd = Watch(spec.id, pid)};
+      return pid;
     }
   }
   // The vectors posix_spawn takes, pointing into `spec`.

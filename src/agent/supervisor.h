@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -55,11 +56,17 @@ struct ExitInfo {
 // the process does not exist or is a zombie.
 uint64_t ProcStartTime(pid_t pid);
 
+class ForkServer;
+
 class Supervisor {
  public:
   using Clock = std::chrono::steady_clock;
 
-  Supervisor();
+  // `fork_server_program`, when not empty, is the heteroflow-task-supervisor
+  // executable: a LaunchSpec whose argv[0] is that path is started through
+  // its fork server (fork_server.h), the same process made for a fraction of
+  // the CPU; should the fork server fail, Launch spawns it as any other.
+  explicit Supervisor(std::string fork_server_program = {});
   ~Supervisor();
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
@@ -112,6 +119,7 @@ class Supervisor {
   // the kernel has none to give.
   int Watch(uint64_t id, pid_t pid);
 
+  const std::unique_ptr<ForkServer> fork_server_;  // null without
   // An epoll set of every child's pidfd (one-shot) and wake_fd_; -1 without.
   const int epoll_fd_;
   const int wake_fd_;  // an eventfd: Interrupt()

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -198,6 +199,62 @@ TEST_F(SupervisorTest, AnEndIsAnnouncedAtOnce) {
   EXPECT_EQ(ended[0].id, 3u);
   EXPECT_TRUE(ended[0].unknown);
 }
+
+#ifdef HF_TASK_SUPERVISOR_BIN
+// The task supervisor, started through its fork server: the same process as
+// a spawned one (this process's child, its own group, folder, environment,
+// output), and the same errors.
+TEST_F(SupervisorTest, StartsTheTaskSupervisorThroughItsForkServer) {
+  const std::string bin = HF_TASK_SUPERVISOR_BIN;
+  const std::string lease = (dir_ / "lease").string();
+  auto supervised = [&](uint64_t id, std::vector<std::string> command) {
+    std::vector<std::string> argv = {bin,     "--lease",    lease, "--fence-after-ms",
+                                     "60000", "--grace-ms", "1000", "--"};
+    argv.insert(argv.end(), command.begin(), command.end());
+    return Spec(id, std::move(argv), {"PATH=/usr/bin:/bin", "FOO=bar"});
+  };
+  Supervisor s(bin);
+  Result<pid_t> pid = s.Launch(supervised(1, {"sh", "-c", "echo $FOO; pwd; exit 3"}));
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  EXPECT_EQ(getpgid(*pid), *pid);
+  std::optional<ExitInfo> e = WaitExit(s, 1, milliseconds(5000));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->exit_code, 3);
+  EXPECT_EQ(Log(), "bar\n" + std::filesystem::canonical(dir_).string() + "\n");
+
+  // Ended by a signal: the supervisor ends by the same one.
+  ASSERT_TRUE(s.Launch(supervised(2, {"sh", "-c", "kill -TERM $$"})).ok());
+  e = WaitExit(s, 2, milliseconds(5000));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->signal, SIGTERM);
+
+  // A stop reaches the group at once, the task included.
+  ASSERT_TRUE(s.Launch(supervised(3, {"sleep", "60"})).ok());
+  s.Stop(3, milliseconds(5000));
+  e = WaitExit(s, 3, milliseconds(4000));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_TRUE(e->stopped);
+
+  LaunchSpec no_dir = supervised(4, {"true"});
+  no_dir.cwd = (dir_ / "missing").string();
+  Result<pid_t> r = s.Launch(no_dir);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("No such file"), std::string::npos) << r.status().message();
+  LaunchSpec no_log = supervised(5, {"true"});
+  no_log.log_path = (dir_ / "missing" / "output.log").string();
+  r = s.Launch(no_log);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("cannot open the log"), std::string::npos)
+      << r.status().message();
+  EXPECT_FALSE(s.Has(4));
+  EXPECT_FALSE(s.Has(5));
+  // The children that failed a step were reaped: no ended child is left
+  // (the fork server itself lives on).
+  siginfo_t info{};
+  EXPECT_EQ(waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT), 0);
+  EXPECT_EQ(info.si_pid, 0);
+}
+#endif
 
 }  // namespace
 }  // namespace hf::agent

@@ -23,7 +23,10 @@ namespace {
 
 constexpr int64_t kCheckMs = 200;
 
-void Ignore(int) {}
+// The last stop signal that reached the group before the task was running.
+volatile sig_atomic_t g_early_signal = 0;
+
+void Note(int sig) { g_early_signal = sig; }
 
 bool ParseMs(std::string_view s, int64_t& out) {
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
@@ -47,7 +50,7 @@ void WaitChild(int64_t ms) {
   sigset_t all;
   sigfillset(&all);
   sigprocmask(SIG_UNBLOCK, &all, nullptr);
-  raise(sig);
+  kill(getpid(), sig);  // (one thread; forked by raw clone, see fork_server.cc)
   _exit(128 + sig);
 }
 
@@ -99,10 +102,10 @@ int RunTaskSupervisor(int argc, char** argv) {
 
   // The group's stop signals reach the task; this process outlives them to
   // report how the task ended. SIGCHLD is taken with sigtimedwait.
-  struct sigaction ignore {};
-  ignore.sa_handler = Ignore;
-  sigemptyset(&ignore.sa_mask);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &ignore, nullptr);
+  struct sigaction note {};
+  note.sa_handler = Note;
+  sigemptyset(&note.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &note, nullptr);
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
@@ -146,6 +149,9 @@ int RunTaskSupervisor(int argc, char** argv) {
     waitpid(child, &status, 0);
     return 127;
   }
+  // A stop that reached the group before the task ran (between our handler
+  // and its exec, the task had ours): the task gets it now.
+  if (g_early_signal != 0) kill(0, g_early_signal);
 
   int64_t fenced_at = -1;
   for (;;) {

@@ -15,8 +15,10 @@
 // child in the same group (so the agent's stop, SIGTERM then SIGKILL to the
 // group, reaches the task as before) and exits as the task exits: with its
 // exit code, or by the same signal. A signal the agent sends the group does
-// not end the supervisor before the task (it has a handler that does
-// nothing; handlers do not survive exec, so the task keeps default ones).
+// not end the supervisor before the task (it has a handler that only notes
+// it; handlers do not survive exec, so the task keeps default ones). One
+// that came before the task was running is sent to the group again once it
+// is, so a stop right after the start is not lost.
 //
 // Fencing: every 200 ms it reads the lease (lease.h). Once the agent has not
 // renewed it for --fence-after-ms (the agent is frozen, dead, or cut off from
