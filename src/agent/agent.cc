@@ -129,6 +129,7 @@ std::optional<uint16_t> ReadPortFile(const std::filesystem::path& path) {
 Agent::Agent(AgentOptions options)
     : opt_(std::move(options)),
       supervisor_command_(TaskSupervisorCommand()),
+      supervisor_(supervisor_command_.size() == 1 ? supervisor_command_[0] : std::string()),
       base_env_(ProcessEnv()) {}
 
 void Agent::RequestStop() {
@@ -137,6 +138,7 @@ void Agent::RequestStop() {
     stop_ = true;
   }
   cv_.notify_all();
+  reports_cv_.notify_all();
   supervisor_.Interrupt();
 }
 
@@ -229,7 +231,7 @@ void Agent::AdoptLeftovers() {
         with_port = " (port " + std::to_string(*port) + ")";
         // The server may have lost the service's address (it restarted, or
         // the earlier report never arrived): say it again.
-        outbox_.push_back(Report{id, RunningReport(id)});
+        Enqueue(id, RunningReport(id));
       }
       Log("task " + std::to_string(id) + ": adopted its process " + std::to_string(pid) +
           with_port + ", left running by an earlier agent");
@@ -268,7 +270,7 @@ int Agent::Run() {
   const http::HttpClient client(opt_.server, opt_.token, opt_.request_timeout);
   // The long polls and the reaper's requests (reports, output) follow each
   // other closely: they keep their connections open (a repeat after a
-  // broken connection is harmless, see FlushReports and ShipLogs).
+  // broken connection is harmless, see SendReport and ShipLogs).
   const http::HttpClient poll_client(opt_.server, opt_.token,
                                     seconds(opt_.wait_s) + opt_.request_timeout,
                                     /*keep_alive=*/true);
@@ -286,6 +288,8 @@ int Agent::Run() {
   std::thread heartbeat([this] { HeartbeatLoop(); });
   std::thread reaper([this] { ReaperLoop(); });
   std::thread exits([this] { ExitWatchLoop(); });
+  std::vector<std::thread> reporters;
+  for (int i = 0; i < kReporters; ++i) reporters.emplace_back([this] { ReporterLoop(); });
 
   const std::string node = opt_.inventory.spec.name;
   int64_t version = 0;
@@ -330,6 +334,7 @@ int Agent::Run() {
   heartbeat.join();
   reaper.join();
   exits.join();
+  for (std::thread& t : reporters) t.join();
   const size_t left = supervisor_.Ids().size();
   if (left > 0) Log("stopped; " + std::to_string(left) + " task(s) left running");
   return fatal_ ? 1 : 0;
@@ -509,9 +514,7 @@ void Agent::ReaperLoop() {
     if (!ended.empty()) {
       MutexLock lock(mu_);
       for (auto& [id, body] : ended) {
-        if (final_pending_.erase(id) > 0 && !body.is_null()) {
-          outbox_.push_back(Report{id, std::move(body)});
-        }
+        if (final_pending_.erase(id) > 0 && !body.is_null()) Enqueue(id, std::move(body));
       }
       // Assigned back here while it was stopping: the new copy starts now
       // that the old one is gone (its pid file is removed above).
@@ -521,11 +524,10 @@ void Agent::ReaperLoop() {
       for (uint64_t id : supervisor_.Ids()) ShipLogs(client, id, false);
       next_ship = std::chrono::steady_clock::now() + seconds(1);
     }
-    FlushReports(client);
-    // An exit (the exit watcher) and reports queued by Reconcile (a task
-    // started: "running") wake the loop at once. It also runs every 100 ms,
-    // for due SIGKILLs and time limits, and every 10 ms while a task waits
-    // for another to exit, should the kernel announce no exits (no pidfds).
+    // An exit (the exit watcher) wakes the loop at once. It also runs every
+    // 100 ms, for due SIGKILLs and time limits, and every 10 ms while a task
+    // waits for another to exit, should the kernel announce no exits (no
+    // pidfds).
     MutexLock lock(mu_);
     const milliseconds poll(waiting_.empty() ? 100 : 10);
     const auto until = std::chrono::steady_clock::now() + poll;
@@ -614,69 +616,96 @@ void Agent::ShipLogs(const http::HttpClient& client, uint64_t id, bool final) {
   }
 }
 
-void Agent::FlushReports(const http::HttpClient& client) {
-  static thread_local auto next_try = std::chrono::steady_clock::now();
-  if (std::chrono::steady_clock::now() < next_try) return;
-  while (!stopping()) {
+void Agent::Enqueue(uint64_t id, json body) {
+  outbox_.push_back(Report{id, std::move(body)});
+  reports_cv_.notify_one();
+}
+
+void Agent::ReporterLoop() {
+  const http::HttpClient client(opt_.server, opt_.token, opt_.request_timeout,
+                                /*keep_alive=*/true);
+  while (true) {
     Report report;
     {
       MutexLock lock(mu_);
-      if (outbox_.empty()) return;
-      report = outbox_.front();
-      outbox_.pop_front();
-      sending_ = report.id;
-    }
-    struct Sent {
-      Agent* agent;
-      ~Sent() {
-        MutexLock lock(agent->mu_);
-        agent->sending_ = 0;
+      // The first report of a task none of whose reports is in flight: a
+      // task's reports go one after another, in order; different tasks'
+      // go side by side, on each reporter's connection.
+      auto next = outbox_.end();
+      auto sendable = [&]() HF_REQUIRES(mu_) {
+        if (std::chrono::steady_clock::now() < reports_paused_until_) return false;
+        next = std::find_if(outbox_.begin(), outbox_.end(),
+                            [&](const Report& r) { return sending_.count(r.id) == 0; });
+        return next != outbox_.end();
+      };
+      while (!stop_.load() && !sendable()) {
+        // Idle for a second: the connection goes back to the server.
+        const auto until = std::max(std::chrono::steady_clock::now() + seconds(1),
+                                    reports_paused_until_);
+        if (lock.WaitUntil(reports_cv_, until) == std::cv_status::timeout && outbox_.empty()) {
+          client.Close();
+        }
       }
-    } sent{this};
-    Result<http::HttpResponse> r =
-        client.Send("POST", std::string(kApi) + "/status", report.body.dump());
-    const bool retry = !r.ok() || r->status >= 500 || r->status == 429 || RouteMissing(*r);
-    if (retry) {
-      Log("status of task " + std::to_string(report.id) + ": " +
-          (r.ok() ? "HTTP " + std::to_string(r->status) + ": " + ErrorText(*r)
-                  : r.status().message()) +
-          "; will retry");
-      MutexLock lock(mu_);
-      outbox_.push_front(std::move(report));
-      next_try = std::chrono::steady_clock::now() + seconds(1);
-      return;
+      if (stop_.load()) return;
+      report = std::move(*next);
+      outbox_.erase(next);
+      sending_.insert(report.id);
     }
-    if (r->status == 409) {
-      // A stale copy: the server has the task elsewhere or ended.
+    SendReport(client, report);
+    {
       MutexLock lock(mu_);
-      if (supervisor_.Has(report.id)) {
-        Log("task " + std::to_string(report.id) + " is not assigned here: stopping it");
-        unreported_.insert(report.id);
-        supervisor_.Stop(report.id, opt_.grace_period);
-      }
-      finished_.erase(report.id);
-      taken_.erase(report.id);
-    } else if (r->status != 200 && r->status != 201) {
-      Log("status of task " + std::to_string(report.id) + " refused (HTTP " +
-          std::to_string(r->status) + "): " + ErrorText(*r));
-    } else if (const std::string state = report.body.value("state", "");
-               state == "succeeded" || state == "failed") {
-      const json answer = json::parse(r->body, nullptr, false);
-      if (answer.is_object() && answer.contains("version") &&
-          answer["version"].is_number_integer()) {
-        MutexLock lock(mu_);
-        const int64_t version = answer["version"].get<int64_t>();
-        if (finished_.count(report.id) != 0) taken_[report.id] = version;
-        // The last list came while this was being sent; if it is newer than
-        // the report and names the task, the task was placed here anew.
-        if (last_list_.version >= version && taken_.count(report.id) != 0) {
-          for (const Assignment& a : last_list_.tasks) {
-            if (a.id != report.id) continue;
-            taken_.erase(a.id);
-            finished_.erase(a.id);
-            StartOrWait(a);
-            break;
-          }
+      sending_.erase(report.id);
+    }
+    reports_cv_.notify_one();  // the task's next report may go now
+  }
+}
+
+void Agent::SendReport(const http::HttpClient& client, Report& report) {
+  Result<http::HttpResponse> r =
+      client.Send("POST", std::string(kApi) + "/status", report.body.dump());
+  const bool retry = !r.ok() || r->status >= 500 || r->status == 429 || RouteMissing(*r);
+  if (retry) {
+    Log("status of task " + std::to_string(report.id) + ": " +
+        (r.ok() ? "HTTP " + std::to_string(r->status) + ": " + ErrorText(*r)
+                : r.status().message()) +
+        "; will retry");
+    // Back at the head, before the task's later reports; every reporter
+    // waits a second.
+    MutexLock lock(mu_);
+    outbox_.push_front(report);
+    reports_paused_until_ = std::chrono::steady_clock::now() + seconds(1);
+    return;
+  }
+  if (r->status == 409) {
+    // A stale copy: the server has the task elsewhere or ended.
+    MutexLock lock(mu_);
+    if (supervisor_.Has(report.id)) {
+      Log("task " + std::to_string(report.id) + " is not assigned here: stopping it");
+      unreported_.insert(report.id);
+      supervisor_.Stop(report.id, opt_.grace_period);
+    }
+    finished_.erase(report.id);
+    taken_.erase(report.id);
+  } else if (r->status != 200 && r->status != 201) {
+    Log("status of task " + std::to_string(report.id) + " refused (HTTP " +
+        std::to_string(r->status) + "): " + ErrorText(*r));
+  } else if (const std::string state = report.body.value("state", "");
+             state == "succeeded" || state == "failed") {
+    const json answer = json::parse(r->body, nullptr, false);
+    if (answer.is_object() && answer.contains("version") &&
+        answer["version"].is_number_integer()) {
+      MutexLock lock(mu_);
+      const int64_t version = answer["version"].get<int64_t>();
+      if (finished_.count(report.id) != 0) taken_[report.id] = version;
+      // The last list came while this was being sent; if it is newer than
+      // the report and names the task, the task was placed here anew.
+      if (last_list_.version >= version && taken_.count(report.id) != 0) {
+        for (const Assignment& a : last_list_.tasks) {
+          if (a.id != report.id) continue;
+          taken_.erase(a.id);
+          finished_.erase(a.id);
+          StartOrWait(a);
+          break;
         }
       }
     }
@@ -701,7 +730,7 @@ void Agent::Reconcile(const AssignmentList& list) {
                  {"message", "cannot read the assignment: " + why}};
     finished_[id] = body;
     taken_.erase(id);
-    outbox_.push_back(Report{id, std::move(body)});
+    Enqueue(id, std::move(body));
   }
   // Stops first: what they hold is what the new tasks below may wait for.
   for (uint64_t id : supervisor_.Ids()) {
@@ -727,10 +756,12 @@ void Agent::Reconcile(const AssignmentList& list) {
     if (supervisor_.Has(a.id)) {
       held_[a.id] = a.allocation;
       // The server still has it scheduled: the "running" report was lost
-      // or not yet sent. Report it (again), unless a report is queued.
-      const bool queued = std::any_of(outbox_.begin(), outbox_.end(),
+      // or not yet sent. Report it (again), unless a report is queued or
+      // being sent.
+      const bool queued = sending_.count(a.id) != 0 ||
+                          std::any_of(outbox_.begin(), outbox_.end(),
                                       [&](const Report& r) { return r.id == a.id; });
-      if (a.state == "scheduled" && !queued) outbox_.push_back(Report{a.id, RunningReport(a.id)});
+      if (a.state == "scheduled" && !queued) Enqueue(a.id, RunningReport(a.id));
       continue;
     }
     if (auto f = finished_.find(a.id); f != finished_.end()) {
@@ -745,10 +776,10 @@ void Agent::Reconcile(const AssignmentList& list) {
       }
       // Ended here, but the server has not taken the report yet: re-send it
       // unless it is still queued.
-      const bool queued = final_pending_.count(a.id) != 0 || sending_ == a.id ||
+      const bool queued = final_pending_.count(a.id) != 0 || sending_.count(a.id) != 0 ||
                           std::any_of(outbox_.begin(), outbox_.end(),
                                       [&](const Report& r) { return r.id == a.id; });
-      if (!queued) outbox_.push_back(Report{a.id, f->second});
+      if (!queued) Enqueue(a.id, f->second);
       continue;
     }
     StartOrWait(a);
@@ -759,7 +790,7 @@ void Agent::Reconcile(const AssignmentList& list) {
     if (why != kReadyMessage || waiting_.count(id) == 0) continue;
     const bool queued = std::any_of(outbox_.begin(), outbox_.end(),
                                     [&, id = id](const Report& r) { return r.id == id; });
-    if (!queued) outbox_.push_back(Report{id, WaitingReport(id, why)});
+    if (!queued) Enqueue(id, WaitingReport(id, why));
   }
   for (auto it = finished_.begin(); it != finished_.end();) {
     if (assigned.count(it->first) != 0) {
@@ -768,10 +799,6 @@ void Agent::Reconcile(const AssignmentList& list) {
     }
     taken_.erase(it->first);
     it = finished_.erase(it);
-  }
-  if (!outbox_.empty()) {
-    wake_reaper_ = true;
-    cv_.notify_all();
   }
 }
 
@@ -797,9 +824,9 @@ void Agent::StartOrWait(const Assignment& a) {
   if (reported == why) return;
   reported = why;
   Log("task " + std::to_string(a.id) + " (" + a.task.name + ") is " + why);
-  outbox_.push_back(Report{a.id, WaitingReport(a.id, why)});
+  Enqueue(a.id, WaitingReport(a.id, why));
+  // The reaper polls every 10 ms while a task waits.
   wake_reaper_ = true;
-  cv_.notify_all();
 }
 
 void Agent::StartWaiting(const std::set<uint64_t>& later) {
@@ -818,7 +845,7 @@ void Agent::Launch(const Assignment& a) {
     json body = {{"node", node}, {"id", a.id}, {"state", "failed"}, {"message", message}};
     finished_[a.id] = body;
     taken_.erase(a.id);
-    outbox_.push_back(Report{a.id, std::move(body)});
+    Enqueue(a.id, std::move(body));
   };
   if (a.task.command.empty()) return failed("task has no command");
   const std::filesystem::path dir =
@@ -899,7 +926,7 @@ void Agent::Launch(const Assignment& a) {
     pf << *pid << " " << ProcStartTime(*pid) << "\n";
     if (!pf) Log("task " + std::to_string(a.id) + ": cannot write " + (dir / "pid").string());
   }
-  outbox_.push_back(Report{a.id, RunningReport(a.id)});
+  Enqueue(a.id, RunningReport(a.id));
 }
 
 json Agent::RunningReport(uint64_t id) const {

@@ -13,15 +13,17 @@
 //     as they have exited;
 //   - heartbeats: every heartbeat_interval_s, the usage (usage file or
 //     measured); a 404 means the server forgot the node: register again;
-//   - reaper: as soon as a task's process ends (the exit watcher wakes it),
-//     when reports are queued, and every 100 ms (every 10 ms while a task
-//     waits for another to exit), reaps ended processes, starts the waiting
-//     tasks they blocked, ships output, and sends the status reports in the
-//     order they were made ("waiting", "running", then the end), keeping
-//     them while the server cannot be reached. A 409 answer (the task is not
-//     assigned here) stops the task.
+//   - reaper: as soon as a task's process ends (the exit watcher wakes it)
+//     and every 100 ms (every 10 ms while a task waits for another to exit),
+//     reaps ended processes, starts the waiting tasks they blocked, ships
+//     output and queues the final reports;
 //   - exit watcher: sleeps in Supervisor::WaitForExit (the processes'
-//     pidfds) and wakes the reaper when one ends.
+//     pidfds) and wakes the reaper when one ends;
+//   - reporters (kReporters, each with a kept connection): send the status
+//     reports, each task's in the order they were made ("waiting",
+//     "running", then the end), different tasks' side by side, so that they
+//     share the server's commits; they keep them while the server cannot be
+//     reached. A 409 answer (the task is not assigned here) stops the task.
 //   - heartbeats carry the ids of the tasks running when the usage was
 //     measured (usage.running_tasks), so that the server keeps a task's
 //     in-flight estimate until a measurement holds it.
@@ -105,6 +107,10 @@ class Agent {
   void HeartbeatLoop() HF_EXCLUDES(mu_);
   void ReaperLoop() HF_EXCLUDES(mu_);
   void ExitWatchLoop() HF_EXCLUDES(mu_);
+  void ReporterLoop() HF_EXCLUDES(mu_);
+  // Sends one report taken off outbox_ (in sending_) and acts on the
+  // answer; a report to retry goes back to the head of outbox_.
+  void SendReport(const http::HttpClient& client, Report& report) HF_EXCLUDES(mu_);
   // Before the first poll: adopts the processes an earlier agent left
   // running (WORK_DIR/tasks/<id>/pid); a dead one goes into finished_ as
   // failed, reported if the task is still assigned.
@@ -129,7 +135,8 @@ class Agent {
   void StartWaiting(const std::set<uint64_t>& later = {}) HF_REQUIRES(mu_);
   // Caller holds mu_ (StartOrWait).
   void Launch(const Assignment& a) HF_REQUIRES(mu_);
-  void Enqueue(uint64_t id, nlohmann::json body);
+  // Queues a report and wakes a reporter. Caller holds mu_.
+  void Enqueue(uint64_t id, nlohmann::json body) HF_REQUIRES(mu_);
   // The "running" report of task `id`, with its port (and host) when it has
   // one. Caller holds mu_.
   nlohmann::json RunningReport(uint64_t id) const HF_REQUIRES(mu_);
@@ -137,15 +144,18 @@ class Agent {
   // else "waiting" with `why`.
   nlohmann::json WaitingReport(uint64_t id, const std::string& why) const;
   static constexpr char kReadyMessage[] = "ready: starts when every member of its gang is ready";
-  void FlushReports(const http::HttpClient& client) HF_EXCLUDES(mu_);
+  // Reports in flight at once, at most (one connection each).
+  static constexpr int kReporters = 4;
   // Sleeps up to `d`; false when a stop was requested meanwhile.
   bool SleepFor(std::chrono::milliseconds d) HF_EXCLUDES(mu_);
   bool stopping() const { return stop_.load(); }
 
   AgentOptions opt_;
-  Supervisor supervisor_;
   // How a task's supervisor is started (TaskSupervisorCommand), found once.
   const std::vector<std::string> supervisor_command_;
+  // Starts the supervisor executable, when there is one, through its fork
+  // server.
+  Supervisor supervisor_;
   std::map<std::string, std::string> base_env_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> fatal_{false};
@@ -159,9 +169,13 @@ class Agent {
   Mutex mu_;
   std::condition_variable cv_;
   std::deque<Report> outbox_ HF_GUARDED_BY(mu_);
-  // The task whose report is being sent (taken off outbox_), 0 for none: as
-  // good as queued, so Reconcile does not queue it twice.
-  uint64_t sending_ HF_GUARDED_BY(mu_) = 0;
+  // Reports in flight, per task: at most one each (a task's reports go in
+  // order). As good as queued, so Reconcile does not queue them twice.
+  std::set<uint64_t> sending_ HF_GUARDED_BY(mu_);
+  // After a report to retry: no report is sent before this.
+  std::chrono::steady_clock::time_point reports_paused_until_ HF_GUARDED_BY(mu_);
+  // Wakes the reporters: a report was queued, or one's task may go on.
+  std::condition_variable reports_cv_;
   // Wakes the reaper: reports were queued, or a process ended.
   bool wake_reaper_ HF_GUARDED_BY(mu_) = false;
   // Tasks stopped by reconcile: their end is not reported.

@@ -145,6 +145,13 @@ HttpClient::~HttpClient() = default;
 HttpClient::HttpClient(HttpClient&&) noexcept = default;
 HttpClient& HttpClient::operator=(HttpClient&&) noexcept = default;
 
+void HttpClient::Close() const {
+  if (!conn_) return;
+  beast::error_code ignored;
+  conn_->stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  conn_.reset();
+}
+
 Result<HttpResponse> HttpClient::Send(std::string_view method, std::string_view target,
                                       std::string_view body) const {
   const bhttp::verb verb = bhttp::string_to_verb(beast::string_view(method.data(), method.size()));

@@ -78,6 +78,10 @@ class HttpClient {
   Result<HttpResponse> Send(std::string_view method, std::string_view target,
                             std::string_view body = {}) const;
 
+  // Closes the kept connection, if any (a caller going idle gives it back to
+  // the server); the next Send opens a new one.
+  void Close() const;
+
  private:
   struct Connection;  // an open keep-alive connection
 
