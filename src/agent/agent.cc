@@ -634,9 +634,10 @@ void Agent::ReporterLoop() {
       auto next = outbox_.end();
       auto sendable = [&]() HF_REQUIRES(mu_) {
         if (std::chrono::steady_clock::now() < reports_paused_until_) return false;
-        next = std::find_if(outbox_.begin(), outbox_.end(),
-                            [&](const Report& r) { return sending_.count(r.id) == 0; });
-        return next != outbox_.end();
+        for (next = outbox_.begin(); next != outbox_.end(); ++next) {
+          if (sending_.count(next->id) == 0) return true;
+        }
+        return false;
       };
       while (!stop_.load() && !sendable()) {
         // Idle for a second: the connection goes back to the server.
