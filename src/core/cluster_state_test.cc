@@ -536,6 +536,14 @@ TEST(NodeIndexTest, MaxTreeFindsExactlyTheNodesAbove) {
       if (values[i] > bound) want.push_back(i);
     }
     ASSERT_EQ(got, want) << "round " << round;
+    // Within a range of nodes: exactly those of `want` in it.
+    const uint32_t first = rng() % values.size(), last = first + rng() % (values.size() - first);
+    std::vector<uint32_t> in_range, want_in_range;
+    t.CollectAbove(bound, first, last, in_range);
+    for (uint32_t i : want) {
+      if (i >= first && i <= last) want_in_range.push_back(i);
+    }
+    ASSERT_EQ(in_range, want_in_range) << "round " << round << " [" << first << ", " << last << "]";
   }
 }
 

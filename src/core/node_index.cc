@@ -30,6 +30,22 @@ void MaxTree::CollectAbove(double bound, std::vector<uint32_t>& out) const {
   if (!tree_.empty() && tree_[1] > bound) Collect(1, bound, out);
 }
 
+void MaxTree::CollectAbove(double bound, uint32_t first, uint32_t last,
+                           std::vector<uint32_t>& out) const {
+  if (!tree_.empty() && first <= last && tree_[1] > bound) {
+    CollectIn(1, 0, leaves_, bound, first, last, out);
+  }
+}
+
+void MaxTree::CollectIn(size_t i, size_t begin, size_t end, double bound, size_t first,
+                        size_t last, std::vector<uint32_t>& out) const {
+  if (end <= first || begin > last || !(tree_[i] > bound)) return;
+  if (first <= begin && end - 1 <= last) return Collect(i, bound, out);  // wholly inside
+  const size_t mid = begin + (end - begin) / 2;
+  CollectIn(2 * i, begin, mid, bound, first, last, out);
+  CollectIn(2 * i + 1, mid, end, bound, first, last, out);
+}
+
 void MaxTree::Collect(size_t i, double bound, std::vector<uint32_t>& out) const {
   if (i >= leaves_) {
     out.push_back(uint32_t(i - leaves_));

@@ -57,9 +57,14 @@ class MaxTree {
   double value(uint32_t n) const { return tree_[leaves_ + n]; }
   // Appends every node whose value is > bound, in ascending id order.
   void CollectAbove(double bound, std::vector<uint32_t>& out) const;
+  // The same, only among the nodes in [first, last].
+  void CollectAbove(double bound, uint32_t first, uint32_t last, std::vector<uint32_t>& out) const;
 
  private:
   void Collect(size_t i, double bound, std::vector<uint32_t>& out) const;
+  // Node i covers the leaves [begin, end).
+  void CollectIn(size_t i, size_t begin, size_t end, double bound, size_t first, size_t last,
+                 std::vector<uint32_t>& out) const;
   size_t leaves_ = 0;  // a power of two >= the node count
   std::vector<double> tree_;  // tree_[1] is the root; leaves at [leaves_, 2 leaves_)
 };

@@ -62,6 +62,8 @@ class CycleState {
   std::vector<std::unique_ptr<Data>> data_;
   // The framework's own buffers.
   std::vector<NodeId> nodes_;  // feasible nodes
+  std::vector<NodeId> sample_;  // feasible nodes found so far, when sampling
+  size_t next_start_ = 0;       // where the next sampled filter pass starts
   Rejections rejections_;
   std::vector<double> total_, scores_;
 };

@@ -85,6 +85,17 @@ Status NoWeight(const std::string& field, const std::string& plugin) {
 
 bool HasWeight(uint32_t points) { return points != kFilterPoint; }
 
+size_t FeasibleNodesToFind(size_t nodes, int percentage) {
+  if (percentage >= 100 || nodes <= kMinFeasibleNodesToFind) return nodes;
+  if (percentage <= 0) {
+    // Adaptive: every node up to kAdaptiveFullScanNodes, then
+    // kAdaptivePercent of them, never fewer than kMinFeasibleNodesToFind.
+    if (nodes <= kAdaptiveFullScanNodes) return nodes;
+    percentage = kAdaptivePercent;
+  }
+  return std::max(kMinFeasibleNodesToFind, nodes * size_t(percentage) / 100);
+}
+
 Result<std::unique_ptr<Framework>> Framework::Create(const Registry& registry, const Policy& policy,
                                                      const Clock* clock) {
   std::unique_ptr<Framework> fw(new Framework(registry, clock));
@@ -342,6 +353,7 @@ Status Framework::SetSchedulerConfig(const SchedulerConfig& config) {
     if (slot->factory->name != "load_threshold") continue;
     PluginSettings s = slot->settings;
     s.config = config.ToJson();
+    s.config.erase("percentage_of_nodes_to_score");  // the framework's, not the filter's
     HF_RETURN_IF_ERROR(ApplySettings(*slot, s));
   }
   scheduler_ = config;
@@ -699,14 +711,8 @@ Decision Framework::Schedule(const Task& task, ClusterState& cluster, CycleState
     } record{options, plugin, point, t0};
     return fn();
   };
-  const auto run_filters = [&](bool recording) {
-    if (options.candidates.empty()) {
-      st.nodes_.resize(n);
-      std::iota(st.nodes_.begin(), st.nodes_.end(), NodeId{0});
-    } else {
-      st.nodes_.assign(options.candidates.begin(), options.candidates.end());
-    }
-    st.rejections_.Reset(n, reasons_.size(), recording);
+  // Every filter, in order, on st.nodes_.
+  const auto filter_nodes = [&] {
     if (!options.excluded.empty()) {
       std::erase_if(st.nodes_, [&](NodeId id) {
         if (!std::binary_search(options.excluded.begin(), options.excluded.end(), id)) return false;
@@ -719,9 +725,58 @@ Decision Framework::Schedule(const Task& task, ClusterState& cluster, CycleState
       timed(f->Name(), "Filter", [&] { f->Filter(task, cluster, st.nodes_, st.rejections_); });
     }
   };
+  const auto run_filters = [&](bool recording) {
+    if (options.candidates.empty()) {
+      st.nodes_.resize(n);
+      std::iota(st.nodes_.begin(), st.nodes_.end(), NodeId{0});
+    } else {
+      st.nodes_.assign(options.candidates.begin(), options.candidates.end());
+    }
+    st.rejections_.Reset(n, reasons_.size(), recording);
+    filter_nodes();
+  };
+  // Sampling (SchedulerConfig::percentage_of_nodes_to_score): the nodes are
+  // filtered in growing runs of consecutive ids from where the last sampled
+  // pass stopped, wrapping around, until `want` are feasible; the first
+  // `want` found (in ascending id once put in order) are scored. False when
+  // no node passed: every node was filtered, as an unsampled pass would.
+  const auto sample_filters = [&](size_t want) {
+    st.rejections_.Reset(n, reasons_.size(), /*recording=*/false);
+    st.sample_.clear();
+    const size_t start = st.next_start_ < n ? st.next_start_ : 0;
+    size_t scanned = 0, run = std::max<size_t>(2 * want, 256), wrap_at = 0;
+    while (scanned < n && st.sample_.size() < want) {
+      const size_t pos = (start + scanned) % n;
+      const size_t len = std::min({run, n - scanned, n - pos});
+      if (pos == 0 && scanned > 0) wrap_at = st.sample_.size();
+      st.nodes_.resize(len);
+      std::iota(st.nodes_.begin(), st.nodes_.end(), NodeId(pos));
+      filter_nodes();
+      st.sample_.insert(st.sample_.end(), st.nodes_.begin(), st.nodes_.end());
+      scanned += len;
+      run *= 2;
+    }
+    if (st.sample_.size() > want) {
+      st.sample_.resize(want);
+      if (wrap_at > want) wrap_at = 0;
+    }
+    // The next pass starts after the last node kept.
+    st.next_start_ = st.sample_.empty() ? (start + scanned) % n : (size_t(st.sample_.back()) + 1) % n;
+    // Ascending ids, so that ties go to the lowest id as in a full pass.
+    std::rotate(st.sample_.begin(), st.sample_.begin() + ptrdiff_t(wrap_at), st.sample_.end());
+    st.nodes_.swap(st.sample_);
+    return !st.nodes_.empty();
+  };
   // Reasons are worked out only when someone will read them (see Rejections).
-  run_filters(options.explain);
-  if (st.nodes_.empty() && !options.explain) run_filters(true);
+  const size_t want = options.explain || !options.candidates.empty()
+                          ? n
+                          : FeasibleNodesToFind(n, scheduler_.percentage_of_nodes_to_score);
+  if (want < n) {
+    if (!sample_filters(want)) run_filters(true);
+  } else {
+    run_filters(options.explain);
+    if (st.nodes_.empty() && !options.explain) run_filters(true);
+  }
 
   Explanation* ex = nullptr;
   if (options.explain) {

@@ -49,6 +49,14 @@ enum class PluginStatus { kActive, kInactive, kError, kConfiguring };
 // weight the product vision's `plugins:` block gives it, though it orders
 // nothing.)
 bool HasWeight(uint32_t points);
+
+// How many feasible nodes a cycle looks for before it stops filtering, of
+// `nodes`, at percentage_of_nodes_to_score `percentage` (0: adaptive):
+// `nodes` (every one) when sampling is off.
+inline constexpr size_t kMinFeasibleNodesToFind = 100;
+inline constexpr size_t kAdaptiveFullScanNodes = 5000;
+inline constexpr int kAdaptivePercent = 5;
+size_t FeasibleNodesToFind(size_t nodes, int percentage);
 const char* PluginStatusName(PluginStatus s);
 
 struct PluginInfo {

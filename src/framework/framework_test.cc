@@ -62,6 +62,10 @@ TEST(PolicyTest, BadFilesAreRejectedWithFieldAndLine) {
       {"enabled not bool", "plugins:\n  rdma: {enabled: 3}\n", "plugins.rdma.enabled"},
       {"threshold out of range", "scheduler:\n  load_threshold: 1.5\n", "load_threshold must be in (0, 1]"},
       {"unknown scheduler key", "scheduler:\n  foo: 1\n", "test.yaml:2: unknown key scheduler.foo"},
+      {"percentage not an integer", "scheduler:\n  percentage_of_nodes_to_score: 2.5\n",
+       "test.yaml:2: scheduler.percentage_of_nodes_to_score must be an integer"},
+      {"percentage out of range", "scheduler:\n  percentage_of_nodes_to_score: 1000\n",
+       "percentage_of_nodes_to_score must be an integer in [0, 100]"},
       {"broken yaml", "plugins: [\n", "test.yaml:"},
       // Found by fuzzing (fuzz/regressions/policy_yaml): yaml-cpp threw
       // where a mapping or list stood as a key, and the process ended.
@@ -249,6 +253,86 @@ TEST(FrameworkTest, SchedulerConfigIsValidatedAndFeedsTheThresholdFilter) {
   d = fw->Schedule(MakeTask(2, 0, 0, 1), c);
   EXPECT_FALSE(d.scheduled);
   EXPECT_EQ(d.reason, "0/1 nodes available: 1 above gpu_load_threshold");
+}
+
+TEST(FrameworkTest, FeasibleNodesToFindFollowsThePercentage) {
+  EXPECT_EQ(FeasibleNodesToFind(50, 5), 50u);         // small clusters: every node
+  EXPECT_EQ(FeasibleNodesToFind(1000, 0), 1000u);     // adaptive: every node up to 5,000
+  EXPECT_EQ(FeasibleNodesToFind(5000, 0), 5000u);
+  EXPECT_EQ(FeasibleNodesToFind(10000, 0), 500u);     // then 5%
+  EXPECT_EQ(FeasibleNodesToFind(50000, 0), 2500u);
+  EXPECT_EQ(FeasibleNodesToFind(10000, 100), 10000u); // 100: always every node
+  EXPECT_EQ(FeasibleNodesToFind(10000, 30), 3000u);
+  EXPECT_EQ(FeasibleNodesToFind(10000, 1), 100u);     // never fewer than 100
+}
+
+TEST(FrameworkTest, SamplingScoresTheFirstFeasibleNodesFromWhereTheLastCycleStopped) {
+  auto fw = Make("plugins:\n  topology: {enabled: false}\nscheduler:\n  percentage_of_nodes_to_score: 10\n");
+  ASSERT_EQ(fw->scheduler_config().percentage_of_nodes_to_score, 10);
+  ClusterState c;
+  // 1,000 nodes; the odd ones are too small for the tasks below: 500 fit.
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(c.AddNode(Node("n" + std::to_string(i), i % 2 ? 500 : 8000, 8000)).ok());
+  }
+  // 10% of 1,000: 100 feasible nodes are enough, the first 100 from node 0
+  // (0, 2, ..., 198); identical nodes tie, and the lowest id wins.
+  Decision d = fw->Schedule(MakeTask(1, 1000, 1000), c);
+  ASSERT_TRUE(d.scheduled);
+  EXPECT_EQ(d.feasible_nodes, 100u);
+  EXPECT_EQ(d.alloc.node, 0u);
+  // The next cycle starts after node 198: node 0, now the fullest and
+  // binpack's choice in a full pass, is not among 200..398.
+  d = fw->Schedule(MakeTask(2, 1000, 1000), c);
+  ASSERT_TRUE(d.scheduled);
+  EXPECT_EQ(d.feasible_nodes, 100u);
+  EXPECT_EQ(d.alloc.node, 200u);
+  for (TaskKey k = 3; k <= 5; ++k) {  // 400.., 600.., 800..998: the last before the wrap
+    d = fw->Schedule(MakeTask(k, 1000, 1000), c);
+    ASSERT_TRUE(d.scheduled);
+    EXPECT_EQ(d.alloc.node, NodeId(200 * (k - 1)));
+  }
+  // From node 999 the pass wraps to node 0: the sample is 0..198 again, and
+  // node 0 holds a task: binpack takes it.
+  d = fw->Schedule(MakeTask(6, 1000, 1000), c);
+  ASSERT_TRUE(d.scheduled);
+  EXPECT_EQ(d.feasible_nodes, 100u);
+  EXPECT_EQ(d.alloc.node, 0u);
+
+  // Started near the end, a sample holds the last nodes and the first ones;
+  // in ascending order, a tie still goes to the lowest id.
+  ClusterState fresh;  // 900 nodes: 10% is 90, so the floor of 100 holds
+  for (int i = 0; i < 900; ++i) {
+    ASSERT_TRUE(fresh.AddNode(Node("m" + std::to_string(i), i % 2 ? 500 : 8000, 8000)).ok());
+  }
+  CycleState st;
+  for (TaskKey k = 1; k <= 4; ++k) {  // four cycles over 0..798: a task each on 0, 200, 400, 600
+    ASSERT_TRUE(fw->Schedule(MakeTask(k, 1000, 1000), fresh, st).scheduled);
+  }
+  ASSERT_TRUE(fresh.Release(1).ok());  // node 0 is fresh again
+  // From node 799: 800..898 (50 feasible), then 0..98 (50): every one is
+  // fresh, and the tie goes to node 0, not to node 800 found first.
+  d = fw->Schedule(MakeTask(9, 1000, 1000), fresh, st);
+  ASSERT_TRUE(d.scheduled);
+  EXPECT_EQ(d.feasible_nodes, 100u);
+  EXPECT_EQ(d.alloc.node, 0u);
+
+  // Nothing fits: every node is filtered, and the summary counts them all.
+  d = fw->Schedule(MakeTask(10, 9000, 1000), c);
+  EXPECT_FALSE(d.scheduled);
+  EXPECT_EQ(d.reason, "0/1000 nodes available: 1000 insufficient CPU");
+
+  // 100: every feasible node, every time; explain is always a full pass.
+  SchedulerConfig all = fw->scheduler_config();
+  all.percentage_of_nodes_to_score = 100;
+  ASSERT_TRUE(fw->SetSchedulerConfig(all).ok());
+  d = fw->Schedule(MakeTask(11, 1000, 1000), c);
+  EXPECT_EQ(d.feasible_nodes, 500u);
+  all.percentage_of_nodes_to_score = 10;
+  ASSERT_TRUE(fw->SetSchedulerConfig(all).ok());
+  d = fw->Schedule(MakeTask(12, 1000, 1000), c, {.explain = true});
+  EXPECT_EQ(d.feasible_nodes, 500u);
+  all.percentage_of_nodes_to_score = 101;
+  EXPECT_EQ(fw->SetSchedulerConfig(all).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(FrameworkTest, UnschedulableSummaryCountsEveryReason) {

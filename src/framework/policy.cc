@@ -1,5 +1,6 @@
 #include "framework/policy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -56,13 +57,18 @@ Status SchedulerConfig::Validate() const {
   HF_RETURN_IF_ERROR(ThresholdOk(load_threshold, "load_threshold"));
   HF_RETURN_IF_ERROR(ThresholdOk(gpu_load_threshold, "gpu_load_threshold"));
   HF_RETURN_IF_ERROR(ThresholdOk(memory_threshold, "memory_threshold"));
+  if (percentage_of_nodes_to_score < 0 || percentage_of_nodes_to_score > 100) {
+    return InvalidArgument("percentage_of_nodes_to_score must be an integer in [0, 100], got " +
+                           std::to_string(percentage_of_nodes_to_score));
+  }
   return Status::Ok();
 }
 
 nlohmann::json SchedulerConfig::ToJson() const {
   return {{"load_threshold", load_threshold},
           {"gpu_load_threshold", gpu_load_threshold},
-          {"memory_threshold", memory_threshold}};
+          {"memory_threshold", memory_threshold},
+          {"percentage_of_nodes_to_score", percentage_of_nodes_to_score}};
 }
 
 namespace {
@@ -129,6 +135,12 @@ Result<Policy> ParsePolicyRoot(const YAML::Node& root, const std::string& source
         if (target) {
           if (!v.is_number()) return InvalidArgument(where(kv.second) + ": " + field + " must be a number");
           *target = v.get<double>();
+        } else if (k == "percentage_of_nodes_to_score") {
+          if (!v.is_number_integer()) {
+            return InvalidArgument(where(kv.second) + ": " + field + " must be an integer");
+          }
+          const int64_t pct = v.get<int64_t>();
+          policy.scheduler.percentage_of_nodes_to_score = int(std::clamp<int64_t>(pct, -1, 101));
         } else if (k == "score_weights") {
           if (!kv.second.IsMap()) return InvalidArgument(where(kv.second) + ": " + field + " must be a mapping");
           for (const auto& w : kv.second) {

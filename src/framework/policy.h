@@ -46,6 +46,12 @@ struct SchedulerConfig {
   double load_threshold = 0.8;       // measured CPU load above this: no new task
   double gpu_load_threshold = 0.9;   // measured GPU utilization above this: no new GPU task
   double memory_threshold = 0.85;    // measured memory use above this: no new task
+  // How many feasible nodes a cycle scores, as a percentage of the nodes
+  // (kube-scheduler's percentageOfNodesToScore): filtering stops once that
+  // many feasible nodes are found, and the next cycle starts where it
+  // stopped. 0: adaptive (FeasibleNodesToFind); 100: every node, always.
+  // Integer in [0, 100].
+  int percentage_of_nodes_to_score = 0;
 
   // Each value must be in (0, 1]; the message names the field.
   Status Validate() const;

@@ -160,6 +160,7 @@ framework::SchedulerConfig SchedulerConfigPatch::ApplyTo(framework::SchedulerCon
   if (load_threshold) base.load_threshold = *load_threshold;
   if (gpu_load_threshold) base.gpu_load_threshold = *gpu_load_threshold;
   if (memory_threshold) base.memory_threshold = *memory_threshold;
+  if (percentage_of_nodes_to_score) base.percentage_of_nodes_to_score = *percentage_of_nodes_to_score;
   return base;
 }
 
@@ -170,13 +171,15 @@ json SchedulerConfigToJson(const framework::SchedulerConfig& c,
   return {{"load_threshold", c.load_threshold},
           {"gpu_load_threshold", c.gpu_load_threshold},
           {"memory_threshold", c.memory_threshold},
+          {"percentage_of_nodes_to_score", c.percentage_of_nodes_to_score},
           {"score_weights", std::move(weights)}};
 }
 
 Result<SchedulerConfigPatch> ParseSchedulerConfigPatch(const json& j) {
   HF_RETURN_IF_ERROR(RequireObject(j, "scheduler config update"));
   HF_RETURN_IF_ERROR(CheckKeys(
-      j, "", {"load_threshold", "gpu_load_threshold", "memory_threshold", "score_weights"}));
+      j, "", {"load_threshold", "gpu_load_threshold", "memory_threshold",
+              "percentage_of_nodes_to_score", "score_weights"}));
   SchedulerConfigPatch patch;
   for (const auto& [key, v] : j.items()) {
     if (key == "load_threshold") {
@@ -185,6 +188,10 @@ Result<SchedulerConfigPatch> ParseSchedulerConfigPatch(const json& j) {
       HF_RETURN_IF_ERROR(ReadThreshold(v, key, patch.gpu_load_threshold));
     } else if (key == "memory_threshold") {
       HF_RETURN_IF_ERROR(ReadThreshold(v, key, patch.memory_threshold));
+    } else if (key == "percentage_of_nodes_to_score") {
+      int pct = 0;
+      HF_RETURN_IF_ERROR(ReadInt<int>(v, key, 0, 100, pct));
+      patch.percentage_of_nodes_to_score = pct;
     } else if (key == "score_weights") {
       HF_RETURN_IF_ERROR(RequireObject(v, key));
       std::map<std::string, double> weights;

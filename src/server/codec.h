@@ -100,11 +100,12 @@ struct SchedulerConfigPatch {
   std::optional<double> load_threshold;
   std::optional<double> gpu_load_threshold;
   std::optional<double> memory_threshold;
+  std::optional<int> percentage_of_nodes_to_score;
   // Plugin name -> weight. Whether each plugin exists is the caller's check
   // (404), since the codec does not know the registry.
   std::optional<std::map<std::string, double>> score_weights;
 
-  // `base` with the present thresholds replaced.
+  // `base` with the present thresholds and percentage replaced.
   framework::SchedulerConfig ApplyTo(framework::SchedulerConfig base) const;
 };
 

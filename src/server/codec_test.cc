@@ -538,7 +538,21 @@ TEST(CodecPluginTest, PatchKeepsAbsentFieldsEmpty) {
 TEST(CodecSchedulerConfigTest, DefaultsShape) {
   json j = SchedulerConfigToJson(framework::SchedulerConfig{}, {{"binpack", 1.0}, {"rdma", 0.5}});
   EXPECT_EQ(j, json::parse(R"({"load_threshold":0.8,"gpu_load_threshold":0.9,
-      "memory_threshold":0.85,"score_weights":{"binpack":1,"rdma":0.5}})"));
+      "memory_threshold":0.85,"percentage_of_nodes_to_score":0,"score_weights":{"binpack":1,"rdma":0.5}})"));
+}
+
+TEST(CodecSchedulerConfigTest, PercentageOfNodesToScoreIsAnIntegerInRange) {
+  Result<SchedulerConfigPatch> p =
+      ParseSchedulerConfigPatch(json::parse(R"({"percentage_of_nodes_to_score": 20})"));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->ApplyTo({}).percentage_of_nodes_to_score, 20);
+  EXPECT_EQ(p->ApplyTo({}).load_threshold, 0.8);
+  for (const char* bad : {R"({"percentage_of_nodes_to_score": 101})", R"({"percentage_of_nodes_to_score": -1})",
+                          R"({"percentage_of_nodes_to_score": 2.5})", R"({"percentage_of_nodes_to_score": "5"})"}) {
+    Result<SchedulerConfigPatch> q = ParseSchedulerConfigPatch(json::parse(bad));
+    ASSERT_FALSE(q.ok()) << bad;
+    EXPECT_NE(q.status().message().find("percentage_of_nodes_to_score"), std::string::npos) << bad;
+  }
 }
 
 TEST(CodecSchedulerConfigTest, PartialPatchFromTheVision) {

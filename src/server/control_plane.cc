@@ -49,6 +49,12 @@ Result<framework::SchedulerConfig> SchedulerConfigFromJson(const json& j) {
     if (!it->is_number()) return Internal(std::string("stored scheduler.") + key + " is not a number");
     *field = it->get<double>();
   }
+  if (auto it = j.find("percentage_of_nodes_to_score"); it != j.end()) {
+    if (!it->is_number_integer()) {
+      return Internal("stored scheduler.percentage_of_nodes_to_score is not an integer");
+    }
+    c.percentage_of_nodes_to_score = int(std::clamp<int64_t>(it->get<int64_t>(), -1, 101));
+  }
   Status s = c.Validate();
   if (!s.ok()) return s;
   return c;

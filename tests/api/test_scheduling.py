@@ -145,6 +145,28 @@ def main(binary, tmp):
             fail("the threshold change was not audited")
         expect(srv.call("PUT", API + "/scheduler/config", {"load_threshold": 0.8}), 200)
 
+    def percentage_of_nodes_to_score():
+        cfg = expect(srv.get(API + "/scheduler/config"), 200)
+        if cfg.get("percentage_of_nodes_to_score") != 0:
+            fail("the default percentage_of_nodes_to_score is not 0 (adaptive): %s" % cfg)
+        for bad in (101, -1, 2.5, "5", None):
+            expect_error(srv.call("PUT", API + "/scheduler/config",
+                                  {"percentage_of_nodes_to_score": bad}), 400,
+                         mentions=("percentage_of_nodes_to_score",))
+        if expect(srv.get(API + "/scheduler/config"), 200) != cfg:
+            fail("a refused percentage changed the config")
+        got = expect(srv.call("PUT", API + "/scheduler/config",
+                              {"percentage_of_nodes_to_score": 20}), 200)
+        if got["percentage_of_nodes_to_score"] != 20 or got["load_threshold"] != cfg["load_threshold"]:
+            fail("PUT answered %s" % got)
+        srv.restart()
+        if expect(srv.get(API + "/scheduler/config"), 200)["percentage_of_nodes_to_score"] != 20:
+            fail("percentage_of_nodes_to_score did not survive a restart")
+        plugins = {p["name"]: p for p in expect(srv.get(API + "/plugins"), 200)["plugins"]}
+        if "percentage_of_nodes_to_score" in plugins["load_threshold"]["config"]:
+            fail("the threshold filter's config holds the percentage: %s" % plugins["load_threshold"])
+        expect(srv.call("PUT", API + "/scheduler/config", {"percentage_of_nodes_to_score": 0}), 200)
+
     def config_file_weights():
         for i, text in enumerate(("scheduler:\n  score_weights: {binpack: 3}\n"
                                   "plugins:\n  binpack: {enabled: true}\n",
@@ -392,6 +414,8 @@ def main(binary, tmp):
     c.run("an unknown plugin in score_weights is a 400 naming the key", score_weights_unknown_plugin)
     c.run("thresholds live in the scheduler config only; filters have no weight",
           thresholds_one_source)
+    c.run("percentage_of_nodes_to_score: an integer in [0, 100], stored, not the filter's",
+          percentage_of_nodes_to_score)
     c.run("config files merge score_weights whatever the block order", config_file_weights)
     c.run("GPU utilisation counts every GPU; unknown GPUs are refused", gpu_utilisation)
     c.run("in-flight estimates survive a heartbeat before the start", inflight_survives_early_heartbeat)

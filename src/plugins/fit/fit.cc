@@ -55,28 +55,37 @@ void Fit::Filter(const Task& task, const ClusterState& cluster, std::vector<Node
   const Requests& r = task.requests;
   const ClusterState::ModelMask allowed = cluster.MaskOf(r.gpu_models);
   const ClusterState::Arrays a = cluster.arrays();
-  const size_t words = cluster.ready_nodes().word_count();
 
   // 1. A superset of the nodes that fit, from the indexes, one word (64
   //    nodes) at a time: Ready, among the candidates given, with an allowed
   //    GPU model, with enough free whole GPUs or a large enough free share.
-  cand_.assign(cluster.ready_nodes().data(), cluster.ready_nodes().data() + words);
-  if (nodes.size() != cluster.node_count()) {
-    given_.assign(words, 0);
-    for (NodeId n : nodes) given_[n >> 6] |= uint64_t{1} << (n & 63);
-    for (size_t w = 0; w < words; ++w) cand_[w] &= given_[w];
+  //    Only the words that hold candidates are looked at: [lo, hi).
+  if (nodes.empty()) return;
+  const size_t lo = nodes.front() >> 6, hi = (size_t(nodes.back()) >> 6) + 1, span = hi - lo;
+  const uint64_t* ready = cluster.ready_nodes().data() + lo;
+  cand_.assign(ready, ready + span);
+  if (nodes.size() != (size_t(nodes.back()) - nodes.front() + 1)) {
+    // Not one run of consecutive ids: only the nodes given.
+    given_.assign(span, 0);
+    for (NodeId n : nodes) given_[(n >> 6) - lo] |= uint64_t{1} << (n & 63);
+    for (size_t w = 0; w < span; ++w) cand_[w] &= given_[w];
+  } else {
+    // One run: the bits outside it in its first and last words go.
+    cand_.front() &= ~uint64_t{0} << (nodes.front() & 63);
+    const unsigned end_bit = (nodes.back() & 63) + 1;
+    if (end_bit < 64) cand_.back() &= (uint64_t{1} << end_bit) - 1;
   }
   const bool wants_gpu = r.gpu > 0;
   if (wants_gpu) {
     // Any model: nothing to narrow (nodes without GPUs fail the exact check).
-    models_.assign(words, ~uint64_t{0});
     if (allowed != ClusterState::kAnyModel) {
-      std::fill(models_.begin(), models_.end(), 0);
+      models_.assign(span, 0);
       for (size_t m = 0; m < cluster.model_count(); ++m) {
         if (!(allowed & (ClusterState::ModelMask{1} << m))) continue;
-        const uint64_t* bits = cluster.model_nodes(m).data();
-        for (size_t w = 0; w < words; ++w) models_[w] |= bits[w];
+        const uint64_t* bits = cluster.model_nodes(m).data() + lo;
+        for (size_t w = 0; w < span; ++w) models_[w] |= bits[w];
       }
+      for (size_t w = 0; w < span; ++w) cand_[w] &= models_[w];
     }
     const NodeBitmap* capacity = nullptr;
     if (r.gpu_milli == kWholeGpuMilli) {
@@ -84,8 +93,9 @@ void Fit::Filter(const Task& task, const ClusterState& cluster, std::vector<Node
     } else if (r.gpu_milli >= 100) {
       capacity = &cluster.share_nodes(r.gpu_milli / 100);
     }
-    for (size_t w = 0; w < words; ++w) {
-      cand_[w] &= models_[w] & (capacity ? capacity->data()[w] : ~uint64_t{0});
+    if (capacity) {
+      const uint64_t* bits = capacity->data() + lo;
+      for (size_t w = 0; w < span; ++w) cand_[w] &= bits[w];
     }
   }
 
@@ -104,7 +114,8 @@ void Fit::Filter(const Task& task, const ClusterState& cluster, std::vector<Node
   if (rejections.recording()) rejected_.assign(nodes.begin(), nodes.end());  // for reasons below
   size_t out = 0;
   NodeId* dst = nodes.data();
-  ForEachSetBit(cand_.data(), words, [&](NodeId n) {
+  ForEachSetBit(cand_.data(), span, [&](NodeId bit) {
+    const NodeId n = NodeId(lo * 64) + bit;
     bool ok = (a.free_cpu[n] >= cpu) & (a.free_memory[n] >= mem);
     if (wants_gpu && ok) {
       const bool is_mixed = (mixed[n >> 6] >> (n & 63)) & 1;

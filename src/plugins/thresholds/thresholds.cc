@@ -35,10 +35,13 @@ void LoadThreshold::Filter(const Task& task, const ClusterState& cluster,
   // The max-trees answer "which nodes are above?" without visiting the
   // others; in a healthy cluster the answer is "none" at the root, and the
   // candidate list is not touched at all.
+  // Only among the nodes given (from the first to the last).
   above_.clear();
-  cluster.cpu_estimate().CollectAbove(cpu_, above_);
-  cluster.memory_estimate().CollectAbove(memory_, above_);
-  if (task.requests.gpu > 0) cluster.gpu_estimate().CollectAbove(gpu_, above_);
+  if (nodes.empty()) return;
+  const NodeId first = nodes.front(), last = nodes.back();
+  cluster.cpu_estimate().CollectAbove(cpu_, first, last, above_);
+  cluster.memory_estimate().CollectAbove(memory_, first, last, above_);
+  if (task.requests.gpu > 0) cluster.gpu_estimate().CollectAbove(gpu_, first, last, above_);
   if (above_.empty()) return;
   std::sort(above_.begin(), above_.end());
   above_.erase(std::unique(above_.begin(), above_.end()), above_.end());
