@@ -39,6 +39,7 @@ void ClusterState::ForEachNodeArray(F&& f) {
   f(scheduled_preemptible_);
   f(bands_);
   f(tasks_on_);
+  f(briefs_on_);
 }
 
 void ClusterState::NewNodesVersion() {
@@ -562,6 +563,20 @@ Status ClusterState::Place(PlacedTask p, ModelMask allowed) {
   }
   if (!slots.empty()) RecomputeGpuSummary(n);
   tasks_on_[n].push_back(p.key);
+  briefs_on_[n].push_back({.key = p.key,
+                           .job = p.job,
+                           .cpu_milli = alloc.cpu_milli,
+                           .memory_mib = alloc.memory_mib,
+                           .started_at_ms = p.started_at_ms,
+                           .priority = p.priority,
+                           .state = p.state,
+                           .preemptible = p.preemptible});
+  for (size_t i = 0; i < slots.size(); ++i) {
+    PlacedBrief& b = briefs_on_[n].back();
+    if (i == 0) b.grant_milli = alloc.gpus[0].milli;
+    b.gpus_in_mask = b.gpus_in_mask && slots[i] < 64 && alloc.gpus[i].milli == b.grant_milli;
+    if (slots[i] < 64) b.gpu_mask |= uint64_t{1} << slots[i];
+  }
 
   if (p.preemptible) {
     lowest_preemptible_[n] = std::min(lowest_preemptible_[n], p.priority);
@@ -618,7 +633,9 @@ Status ClusterState::Release(TaskKey key) {
   if (!p.alloc.gpus.empty()) RecomputeGpuSummary(n);
   RecomputeUtilization(n);
   auto& on = tasks_on_[n];
-  on.erase(std::find(on.begin(), on.end(), key));
+  const auto at = std::find(on.begin(), on.end(), key);
+  briefs_on_[n].erase(briefs_on_[n].begin() + (at - on.begin()));
+  on.erase(at);
   if (!p.group.empty()) AddToIndex(group_index_, p.group, n, -1, p.rdma);
   if (!p.name.empty()) AddToIndex(name_index_, p.name, n, -1, p.rdma);
   std::optional<int32_t> relargest;  // a band whose largest to work out again
@@ -675,6 +692,10 @@ Status ClusterState::MarkRunning(TaskKey key, int64_t now_ms) {
   }
   p.state = TaskState::kRunning;
   p.started_at_ms = now_ms;
+  const auto& on = tasks_on_[p.alloc.node];
+  PlacedBrief& b = briefs_on_[p.alloc.node][std::find(on.begin(), on.end(), key) - on.begin()];
+  b.state = p.state;
+  b.started_at_ms = now_ms;
   return Status::Ok();
 }
 

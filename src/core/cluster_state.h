@@ -183,6 +183,25 @@ class ClusterState {
   }
   int64_t scheduled_preemptible() const { return scheduled_preemptible_total_; }
   const std::vector<TaskKey>& TasksOn(NodeId n) const { return tasks_on_[n]; }
+  // What preemption reads first of each task on node n, in the order of
+  // TasksOn(n): one array to scan instead of a lookup per task.
+  struct PlacedBrief {
+    TaskKey key = 0;
+    uint64_t job = 0;
+    int64_t cpu_milli = 0, memory_mib = 0;
+    int64_t started_at_ms = 0;
+    int32_t priority = 0;
+    TaskState state = TaskState::kScheduled;
+    bool preemptible = true;
+    // Its GPU grants, when each is of `grant_milli` on one of the node's
+    // first 64 GPUs: bit i set for a grant on the node's i-th GPU (its
+    // position in the node's spec). Otherwise gpus_in_mask is false and the
+    // grants are FindPlaced(key)->alloc.gpus.
+    bool gpus_in_mask = true;
+    int32_t grant_milli = 0;
+    uint64_t gpu_mask = 0;
+  };
+  const std::vector<PlacedBrief>& BriefsOn(NodeId n) const { return briefs_on_[n]; }
   size_t placed_count() const { return placed_.size(); }
 
   // The placed members of job `job`, by key (none for job 0); and how many.
@@ -383,6 +402,7 @@ class ClusterState {
   std::vector<std::pair<int32_t, int64_t>> preemptible_by_priority_;
   int64_t scheduled_preemptible_total_ = 0;
   std::vector<std::vector<TaskKey>> tasks_on_;
+  std::vector<std::vector<PlacedBrief>> briefs_on_;  // beside tasks_on_, index for index
 
   // Flat per-GPU arrays; node n owns [gpu_begin_[n], gpu_begin_[n] + gpu_count_[n]).
   std::vector<int32_t> gpu_free_milli_;

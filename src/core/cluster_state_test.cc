@@ -594,5 +594,66 @@ TEST(NodeIndexTest, BitmapsAgreeWithNodeStateUnderRandomChurn) {
   EXPECT_FALSE(c.mixed_model_nodes().Test(8));
 }
 
+TEST(ClusterStateTest, BriefsFollowEveryTaskOnItsNode) {
+  // Random binds (one or two grants, some running), starts and releases;
+  // after each step every node's briefs say what its placed tasks say.
+  ClusterState c;
+  for (int i = 0; i < 12; ++i) ASSERT_TRUE(c.AddNode(GpuNode("n" + std::to_string(i), 4, "A100")).ok());
+  std::mt19937 rng(5);
+  std::vector<TaskKey> placed;
+  TaskKey next = 1;
+  for (int step = 0; step < 2000; ++step) {
+    const int op = int(rng() % 4);
+    if (!placed.empty() && op == 0) {
+      const size_t i = rng() % placed.size();
+      ASSERT_TRUE(c.Release(placed[i]).ok());
+      placed.erase(placed.begin() + i);
+    } else if (!placed.empty() && op == 1) {
+      ASSERT_TRUE(c.MarkRunning(placed[rng() % placed.size()], step).ok());
+    } else {
+      const NodeId n = rng() % c.node_count();
+      const auto free = c.gpu_free_milli(n);
+      const int milli = rng() % 2 ? 1000 : 100 * (1 + int(rng() % 5));
+      std::vector<GpuGrant> grants;
+      for (size_t g = rng() % free.size(); g < free.size() && grants.size() < 1 + rng() % 2; ++g) {
+        if (free[g] >= milli) grants.push_back({c.spec(n).gpus[g].index, milli, 0});
+      }
+      if (grants.empty()) continue;
+      Task t = MakeTask(next, int(grants.size()), milli);
+      t.priority = int32_t(rng() % 3);
+      t.preemptible = rng() % 4 != 0;
+      Allocation a = Alloc(n, grants);
+      a.cpu_milli = 10 * int64_t(next % 50);
+      a.memory_mib = 1;
+      const Status st = c.Bind(t, a, rng() % 2 ? TaskState::kRunning : TaskState::kScheduled, step);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      placed.push_back(next++);
+    }
+    for (NodeId n = 0; n < c.node_count(); ++n) {
+      const auto& keys = c.TasksOn(n);
+      const auto& briefs = c.BriefsOn(n);
+      ASSERT_EQ(briefs.size(), keys.size());
+      for (size_t i = 0; i < keys.size(); ++i) {
+        const PlacedTask& p = *c.FindPlaced(keys[i]);
+        const ClusterState::PlacedBrief& b = briefs[i];
+        ASSERT_EQ(b.key, p.key);
+        EXPECT_EQ(b.priority, p.priority);
+        EXPECT_EQ(b.preemptible, p.preemptible);
+        EXPECT_EQ(b.state, p.state);
+        EXPECT_EQ(b.started_at_ms, p.started_at_ms);
+        EXPECT_EQ(b.cpu_milli, p.alloc.cpu_milli);
+        EXPECT_EQ(b.memory_mib, p.alloc.memory_mib);
+        ASSERT_TRUE(b.gpus_in_mask);
+        uint64_t mask = 0;
+        for (const GpuGrant& g : p.alloc.gpus) {
+          mask |= uint64_t{1} << g.index;  // GpuNode lists GPUs by index
+          EXPECT_EQ(b.grant_milli, g.milli);
+        }
+        EXPECT_EQ(b.gpu_mask, mask);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hf

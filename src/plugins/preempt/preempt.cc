@@ -1,6 +1,7 @@
 #include "plugins/preempt/preempt.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -141,18 +142,25 @@ bool Preempt::OneVictimMayDo(const Task& task, const ClusterState& cluster, Node
   const std::vector<GpuDevice>& gpus = cluster.spec(n).gpus;
   int32_t with_share = 0;
   for (int32_t f : free) with_share += f >= r.gpu_milli;
-  for (TaskKey key : cluster.TasksOn(n)) {
-    const PlacedTask* p = cluster.FindPlaced(key);
-    if (!p->preemptible || p->priority >= task.priority) continue;
-    if (p->job != 0 && cluster.PlacedMemberCount(p->job) > 1) continue;
-    if (cluster.free_cpu(n) + p->alloc.cpu_milli < r.cpu_milli ||
-        cluster.free_memory(n) + p->alloc.memory_mib < r.memory_mib) {
+  for (const ClusterState::PlacedBrief& b : cluster.BriefsOn(n)) {
+    if (!b.preemptible || b.priority >= task.priority) continue;
+    if (b.job != 0 && cluster.PlacedMemberCount(b.job) > 1) continue;
+    if (cluster.free_cpu(n) + b.cpu_milli < r.cpu_milli ||
+        cluster.free_memory(n) + b.memory_mib < r.memory_mib) {
       continue;
     }
     if (r.gpu == 0) return true;
     // GPUs that reach the share once its grants are back.
     int32_t reach = with_share;
-    for (const GpuGrant& g : p->alloc.gpus) {
+    if (b.gpus_in_mask) {
+      for (uint64_t bits = b.gpu_mask; bits; bits &= bits - 1) {
+        const int32_t f = free[size_t(std::countr_zero(bits))];
+        reach += f < r.gpu_milli && f + b.grant_milli >= r.gpu_milli;
+      }
+      if (reach >= r.gpu) return true;
+      continue;
+    }
+    for (const GpuGrant& g : cluster.FindPlaced(b.key)->alloc.gpus) {
       for (size_t i = 0; i < gpus.size(); ++i) {
         if (gpus[i].index != g.index) continue;
         reach += free[i] < r.gpu_milli && free[i] + g.milli >= r.gpu_milli;
@@ -250,8 +258,12 @@ void Preempt::TryNode(const Task& task, const ClusterState& cluster, NodeId n,
   bool any_running = false;
   bool any_reclaim = false;
   int32_t lowest = std::numeric_limits<int32_t>::max();
-  for (TaskKey key : cluster.TasksOn(n)) {
-    const PlacedTask* p = cluster.FindPlaced(key);
+  for (const ClusterState::PlacedBrief& b : cluster.BriefsOn(n)) {
+    // What rules a task out without looking it up (as Evictable would).
+    if (!b.preemptible) continue;
+    if (!scope_ && b.priority >= task.priority) continue;
+    if (b.state == TaskState::kRunning && !allow_running && !scope_) continue;
+    const PlacedTask* p = cluster.FindPlaced(b.key);
     HF_CHECK(p != nullptr);
     const Kind kind = Evictable(task, *p, allow_running, now_ms);
     if (kind == Kind::kNone) continue;
