@@ -10,6 +10,9 @@
 namespace hf::plugins {
 namespace {
 
+// How many nodes ahead the sweep prefetches a node's priority bands.
+constexpr NodeId kBandPrefetch = 16;
+
 // The order in which victims are given a reprieve, most important first:
 // higher priority; then the larger gang; then the later start (a task that
 // started recently is the one the min-runtime rule protects from thrashing,
@@ -189,6 +192,11 @@ void Preempt::Sweep(const Task& task, const ClusterState& cluster,
   // node so far. The bounds never skip a node that could win, so the
   // choice is the one an exhaustive search makes.
   for (NodeId n = 0; n < node_count; ++n) {
+    // A node's bands live apart from every other node's: fetch those a few
+    // nodes ahead while this one is judged.
+    if (n + kBandPrefetch < node_count) {
+      __builtin_prefetch(cluster.preemptible_bands(n + kBandPrefetch).data());
+    }
     if (!rejections.is_rejected(n)) continue;
     if (!reasons_->resolvable(rejections.reason(n)) || !cluster.schedulable(n)) continue;
     // Too few GPUs in total, or no task that could be a victim: no eviction
