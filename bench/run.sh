@@ -15,7 +15,10 @@ trace="${HETEROFLOW_TRACE_DIR:-../shared/traces/alibaba-openb}"
 pin=""
 command -v taskset >/dev/null && pin="taskset -c 0"
 
-echo "== scheduling core at scale =="
+echo "== scheduling core at scale: every node examined =="
+$pin ./build/bench/hf_bench --trace-dir "$trace" --percentage 100
+echo
+echo "== scheduling core at scale: default node sampling (every node up to 5,000, then 5%) =="
 $pin ./build/bench/hf_bench --trace-dir "$trace"
 
 echo

@@ -12,6 +12,8 @@
 #   2. hf_bench --nodes 10000 --fill 1.1 (over-demand: preemption)
 #   3. hf_bench --nodes 10000 (fill 0.9)
 #   4. hf_bench at 1k and 50k nodes: cost growth (log-log slope) and 50k rate
+#      (default percentage_of_nodes_to_score: 50k nodes are sampled), and
+#      the packing of the sampled scan next to the full scan at 10k nodes
 #   5. single task submissions, 32 clients (bench/api/run.sh phase b)
 #   6. end to end with 8 real agents, `true` tasks, one per POST at 500/s
 #      (bench/agents/run.sh phase a)
@@ -77,8 +79,18 @@ row "hf_bench --nodes 10000 (fill 0.9)" "$rate10k/s, p99 ${p99_10k} us" \
 read -r _ _ _ rate1k _ _ _ _ _ < <(hfbench 1000)
 read -r _ _ _ rate50k _ _ _ _ _ < <(hfbench 50000)
 slope=$(python3 -c "import math, sys; a, b = map(float, sys.argv[1:]); print('%.2f' % (math.log(a / b) / math.log(50)))" "$rate1k" "$rate50k")
-row "cost growth 1k -> 50k nodes (full scan)" "slope $slope, $rate50k/s at 50k" \
+row "cost growth 1k -> 50k nodes (sampled above 5k)" "slope $slope, $rate50k/s at 50k" \
   ">= 20,000/s at 50k nodes" "$(ge "$rate50k" 20000 && echo 1 || echo 0)"
+
+# Packing of the sampled scan next to the full scan: openb default pods on
+# the 10k openb-shaped nodes, binpack, seeds 42-51, GPU allocation at
+# arrived 100% (bench/sampling/run.py; PACKING=0 skips it).
+if [ "${PACKING:-1}" != 0 ]; then
+  read -r full auto < <(python3 bench/sampling/run.py --bin "$bin/heteroflow" --trace-dir "$trace" \
+    --sizes 10000 --percentages 100,0 --seeds 42-51 | awk '$1 == 10000 {v[$2] = $3} END {print v["100"], v["auto"]}')
+  row "  packing, sampled vs full scan (10k, seeds 42-51)" "${auto}% vs ${full}% alloc@100" \
+    ">= full scan - 0.1 point" "$(ge "$auto" "$(python3 -c "print($full - 0.1)")" && echo 1 || echo 0)"
+fi
 
 api="$(PHASES="a b" bench/api/run.sh "$bin/heteroflow" 2>&1)" || true
 sub=$(printf '%s\n' "$api" | sed -n 's/^POST \/api\/v1\/tasks (-c[0-9]*) *\([0-9.]*\) tasks.*/\1/p' | head -1)
