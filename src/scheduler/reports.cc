@@ -242,20 +242,32 @@ Result<store::TaskRecord> Scheduler::ReportWithMutex(const std::string& node, Ta
       }
     } else if (exit.fenced && exit.state == TaskState::kFailed &&
                tasks_.at(id).requeue_on_node_loss) {
-      // Stopped for the node's sake, not its own: as a lost node's task
-      // (which it is, once a storm that held it passed).
-      const std::string why =
-          "stopped on node " + node + " by its supervisor (fenced): the node lost the server";
-      HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
-        HF_RETURN_IF_ERROR(tx.DeleteAllocation(id));
-        HF_RETURN_IF_ERROR(tx.UpdateTaskState(id, TaskState::kPending, why));
-        return tx.AppendTaskEvent(id, "lost", why + "; queued again");
-      }));
-      HF_CHECK(cluster_.Release(id).ok());
-      EnqueueLocked(tasks_.at(id), why);
-      retry_all_ = true;
-      BumpNodeLocked(node);
-      event = {{"action", "lost"}, {"id", id}, {"node", node}, {"requeued", true}};
+      // A task's reports come in order, and a copy is fenced only once it
+      // started, which was reported first. A placement not reported running
+      // has no copy that could have been fenced: the report is about an
+      // earlier placement on this node (the task was queued again, as a lost
+      // node's, and placed here anew). Its stop was counted when the task was
+      // queued again: nothing changes, and the answer (with the node's
+      // version) lets the agent start the new placement (docs/AGENT.md).
+      if (p->state != TaskState::kRunning) {
+        spdlog::info("scheduler: task {}: the fenced stop on {} is of an earlier placement", id,
+                     node);
+      } else {
+        // Stopped for the node's sake, not its own: as a lost node's task
+        // (which it is, once a storm that held it passed).
+        const std::string why =
+            "stopped on node " + node + " by its supervisor (fenced): the node lost the server";
+        HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
+          HF_RETURN_IF_ERROR(tx.DeleteAllocation(id));
+          HF_RETURN_IF_ERROR(tx.UpdateTaskState(id, TaskState::kPending, why));
+          return tx.AppendTaskEvent(id, "lost", why + "; queued again");
+        }));
+        HF_CHECK(cluster_.Release(id).ok());
+        EnqueueLocked(tasks_.at(id), why);
+        retry_all_ = true;
+        BumpNodeLocked(node);
+        event = {{"action", "lost"}, {"id", id}, {"node", node}, {"requeued", true}};
+      }
     } else {
       const std::string how = HowItEnded(exit);
       const std::string reason = exit.timed_out ? kTimedOutReason + exit.message : "";

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -234,6 +235,36 @@ TEST_F(ReportTest, AReportFromAnotherNodeIsRefusedAndEndReportsFreeTheGpu) {
   EXPECT_EQ(sched_->ReportTask("n1", keys[1], Exit(TaskState::kSucceeded)).status().code(),
             StatusCode::kConflict);
   for (const auto& [node, used, total] : sched_->GpuAllocation()) EXPECT_EQ(used, 0) << node;
+}
+
+TEST_F(ReportTest, AFencedStopOfAnEarlierPlacementLeavesTheNewOneAlone) {
+  // The task's copy on n1 was stopped by its supervisor (fenced) while the
+  // server queued it again and placed it on n1 anew; the fenced report
+  // arrives after that new placement, before anything of the new copy. A
+  // task's reports come in order, so a copy that was stopped had its
+  // "running" reported first: a placement not reported running has no copy
+  // that could have been fenced, and the report is about an earlier one.
+  // Today's placement must stay: one "lost" event, not two.
+  const TaskKey t = Place(1).at(0);
+  TaskExit fenced = Exit(TaskState::kFailed);
+  fenced.signal = 15;
+  fenced.fenced = true;
+  // Taken (the agent then starts the new placement), and nothing changes.
+  Result<store::TaskRecord> stale = sched_->ReportTask("n1", t, fenced);
+  ASSERT_TRUE(stale.ok()) << stale.status().ToString();
+  EXPECT_EQ(stale->state, TaskState::kScheduled);
+  EXPECT_EQ(Get(t).state, TaskState::kScheduled);
+  EXPECT_EQ(Kinds(t), (std::vector<std::string>{"submitted", "scheduled"}));
+  EXPECT_EQ(Placed(t), TaskState::kScheduled);
+
+  // The placement's own copy, started and then fenced: lost, queued again
+  // (and placed again on the only node).
+  ASSERT_TRUE(sched_->ReportTask("n1", t, Exit(TaskState::kRunning)).ok());
+  ASSERT_TRUE(sched_->ReportTask("n1", t, fenced).ok());
+  ASSERT_TRUE(sched_->WaitIdle(kWait));
+  const std::vector<std::string> kinds = Kinds(t);
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), "lost"), 1);
+  EXPECT_EQ(Placed(t), TaskState::kScheduled);
 }
 
 }  // namespace

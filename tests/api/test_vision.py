@@ -133,12 +133,16 @@ def main(binary, tmp):
         body = run_curl(srv, 2)
         if not isinstance(body, dict):
             fail("GET /scheduler/config: want an object, got %r" % (body,))
-        keys = {"load_threshold", "gpu_load_threshold", "memory_threshold", "score_weights"}
+        keys = {"load_threshold", "gpu_load_threshold", "memory_threshold",
+                "percentage_of_nodes_to_score", "score_weights"}
         if set(body) != keys:
             fail("GET /scheduler/config: want keys %s, got %s" % (sorted(keys), sorted(body)))
         check_number(body["load_threshold"], 0.8, "default load_threshold")
         check_number(body["gpu_load_threshold"], 0.9, "default gpu_load_threshold")
         check_number(body["memory_threshold"], 0.85, "default memory_threshold")
+        if body["percentage_of_nodes_to_score"] != 0:
+            fail("default percentage_of_nodes_to_score: want 0 (adaptive), got %r"
+                 % (body["percentage_of_nodes_to_score"],))
         w = body["score_weights"]
         if not isinstance(w, dict) or "binpack" not in w or "spread" not in w:
             fail("score_weights must be an object with binpack and spread: %r" % (w,))
