@@ -26,10 +26,6 @@ enum ForkStep : int32_t { kForkOk = 0, kForkLog = 1, kForkDir = 2, kForkOther = 
 // A request past this (a huge environment) is refused by closing.
 constexpr uint32_t kMaxRequest = 64u << 20;
 
-// The signals a task starts with at their default disposition, as
-// Supervisor::Launch's posix_spawn sets them.
-constexpr int kDefaultSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD, SIGQUIT};
-
 bool ReadFull(int fd, void* data, size_t n) {
   auto* p = static_cast<char*>(data);
   while (n > 0) {
@@ -88,6 +84,21 @@ bool WriteFull(int fd, const void* data, size_t n) {
 }
 
 }  // namespace
+
+ChildSpawnAttr::ChildSpawnAttr() {
+  posix_spawnattr_init(&attr_);
+  posix_spawnattr_setflags(&attr_, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF |
+                                       POSIX_SPAWN_SETSIGMASK);
+  posix_spawnattr_setpgroup(&attr_, 0);
+  sigset_t defaults, none;
+  sigemptyset(&defaults);
+  for (int sig : kDefaultSignals) sigaddset(&defaults, sig);
+  posix_spawnattr_setsigdefault(&attr_, &defaults);
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr_, &none);
+}
+
+ChildSpawnAttr::~ChildSpawnAttr() { posix_spawnattr_destroy(&attr_); }
 
 int RunForkServer(int fd) {
   for (;;) {
@@ -169,23 +180,12 @@ bool ForkServer::StartLocked() {
   posix_spawn_file_actions_addclosefrom_np(&actions, kForkServerFd + 1);
   // Its own group, so that a Ctrl-C at the agent's terminal does not reach
   // it; it ends when the agent does (the socket closes).
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF |
-                                      POSIX_SPAWN_SETSIGMASK);
-  posix_spawnattr_setpgroup(&attr, 0);
-  sigset_t defaults, none;
-  sigemptyset(&defaults);
-  for (int sig : kDefaultSignals) sigaddset(&defaults, sig);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
+  const ChildSpawnAttr attr;
   std::string flag = kForkServerFlag;
   char* argv[] = {const_cast<char*>(program_.c_str()), flag.data(), nullptr};
   char* envp[] = {nullptr};
   pid_t pid = 0;
-  const int e = posix_spawn(&pid, program_.c_str(), &actions, &attr, argv, envp);
-  posix_spawnattr_destroy(&attr);
+  const int e = posix_spawn(&pid, program_.c_str(), &actions, attr.get(), argv, envp);
   posix_spawn_file_actions_destroy(&actions);
   close(sv[1]);
   if (e != 0) {

@@ -30,6 +30,8 @@
 #ifndef HF_AGENT_FORK_SERVER_H_
 #define HF_AGENT_FORK_SERVER_H_
 
+#include <signal.h>
+#include <spawn.h>
 #include <sys/types.h>
 
 #include <optional>
@@ -76,6 +78,25 @@ class ForkServer {
 // The fork server's side: serves requests on `fd` until it closes; returns
 // the process's exit code.
 int RunForkServer(int fd);
+
+// The signals every process the agent starts (a supervisor, the fork server)
+// begins with at their default disposition.
+inline constexpr int kDefaultSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD, SIGQUIT};
+
+// posix_spawn attributes for such a process: its own process group,
+// kDefaultSignals at their defaults, no signal blocked. Destroyed with the
+// object.
+class ChildSpawnAttr {
+ public:
+  ChildSpawnAttr();
+  ~ChildSpawnAttr();
+  ChildSpawnAttr(const ChildSpawnAttr&) = delete;
+  ChildSpawnAttr& operator=(const ChildSpawnAttr&) = delete;
+  const posix_spawnattr_t* get() const { return &attr_; }
+
+ private:
+  posix_spawnattr_t attr_;
+};
 
 }  // namespace hf::agent
 

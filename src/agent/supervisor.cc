@@ -184,21 +184,10 @@ Result<pid_t> Supervisor::Launch(const LaunchSpec& spec) {
   posix_spawn_file_actions_adddup2(&actions, log_fd, 1);
   posix_spawn_file_actions_adddup2(&actions, log_fd, 2);
   posix_spawn_file_actions_addclosefrom_np(&actions, 3);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF |
-                                      POSIX_SPAWN_SETSIGMASK);
-  posix_spawnattr_setpgroup(&attr, 0);
-  sigset_t defaults, none;
-  sigemptyset(&defaults);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD, SIGQUIT}) sigaddset(&defaults, sig);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
+  const ChildSpawnAttr attr;
   pid_t pid = 0;
   const int spawn_errno =
-      posix_spawnp(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
-  posix_spawnattr_destroy(&attr);
+      posix_spawnp(&pid, argv[0], &actions, attr.get(), argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   close(log_fd);
   close(null_fd);
