@@ -573,8 +573,12 @@ Status ClusterState::Place(PlacedTask p, ModelMask allowed) {
                            .preemptible = p.preemptible});
   for (size_t i = 0; i < slots.size(); ++i) {
     PlacedBrief& b = briefs_on_[n].back();
-    if (i == 0) b.grant_milli = alloc.gpus[0].milli;
-    b.gpus_in_mask = b.gpus_in_mask && slots[i] < 64 && alloc.gpus[i].milli == b.grant_milli;
+    if (i == 0) {
+      b.grant_milli = alloc.gpus[0].milli;
+      b.grant_memory_mib = alloc.gpus[0].memory_mib;
+    }
+    b.gpus_in_mask = b.gpus_in_mask && slots[i] < 64 && alloc.gpus[i].milli == b.grant_milli &&
+                     alloc.gpus[i].memory_mib == b.grant_memory_mib;
     if (slots[i] < 64) b.gpu_mask |= uint64_t{1} << slots[i];
   }
 

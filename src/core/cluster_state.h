@@ -193,12 +193,13 @@ class ClusterState {
     int32_t priority = 0;
     TaskState state = TaskState::kScheduled;
     bool preemptible = true;
-    // Its GPU grants, when each is of `grant_milli` on one of the node's
-    // first 64 GPUs: bit i set for a grant on the node's i-th GPU (its
-    // position in the node's spec). Otherwise gpus_in_mask is false and the
-    // grants are FindPlaced(key)->alloc.gpus.
+    // Its GPU grants, when each is of `grant_milli` and `grant_memory_mib`
+    // on one of the node's first 64 GPUs: bit i set for a grant on the
+    // node's i-th GPU (its position in the node's spec). Otherwise
+    // gpus_in_mask is false and the grants are FindPlaced(key)->alloc.gpus.
     bool gpus_in_mask = true;
     int32_t grant_milli = 0;
+    int64_t grant_memory_mib = 0;
     uint64_t gpu_mask = 0;
   };
   const std::vector<PlacedBrief>& BriefsOn(NodeId n) const { return briefs_on_[n]; }

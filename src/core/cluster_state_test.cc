@@ -616,7 +616,7 @@ TEST(ClusterStateTest, BriefsFollowEveryTaskOnItsNode) {
       const int milli = rng() % 2 ? 1000 : 100 * (1 + int(rng() % 5));
       std::vector<GpuGrant> grants;
       for (size_t g = rng() % free.size(); g < free.size() && grants.size() < 1 + rng() % 2; ++g) {
-        if (free[g] >= milli) grants.push_back({c.spec(n).gpus[g].index, milli, 0});
+        if (free[g] >= milli) grants.push_back({c.spec(n).gpus[g].index, milli, int64_t{milli} * 8});
       }
       if (grants.empty()) continue;
       Task t = MakeTask(next, int(grants.size()), milli);
@@ -648,6 +648,7 @@ TEST(ClusterStateTest, BriefsFollowEveryTaskOnItsNode) {
         for (const GpuGrant& g : p.alloc.gpus) {
           mask |= uint64_t{1} << g.index;  // GpuNode lists GPUs by index
           EXPECT_EQ(b.grant_milli, g.milli);
+          EXPECT_EQ(b.grant_memory_mib, g.memory_mib);
         }
         EXPECT_EQ(b.gpu_mask, mask);
       }

@@ -6,6 +6,7 @@
 #define HF_CORE_FIT_H_
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -55,8 +56,23 @@ struct NodeFree {
   void Return(const ClusterState& cluster, const Allocation& alloc);
   // Takes what `alloc` holds (the inverse of Return).
   void Take(const ClusterState& cluster, const Allocation& alloc);
+  // The same by a task's brief, whose grants are in its mask
+  // (PlacedBrief::gpus_in_mask): no lookup of the task or its GPUs' slots.
+  void Return(const ClusterState::PlacedBrief& b) { Change(b, 1); }
+  void Take(const ClusterState::PlacedBrief& b) { Change(b, -1); }
   GpuFreeView gpus() const { return {gpu_milli, gpu_memory_mib, gpu_model_bit}; }
   FitFailure Check(const Requests& req, ClusterState::ModelMask allowed) const;
+
+ private:
+  void Change(const ClusterState::PlacedBrief& b, int64_t sign) {
+    cpu_milli += sign * b.cpu_milli;
+    memory_mib += sign * b.memory_mib;
+    for (uint64_t m = b.gpu_mask; m != 0; m &= m - 1) {
+      const int slot = std::countr_zero(m);
+      gpu_milli[size_t(slot)] += int32_t(sign) * b.grant_milli;
+      gpu_memory_mib[size_t(slot)] += sign * b.grant_memory_mib;
+    }
+  }
 };
 
 }  // namespace hf

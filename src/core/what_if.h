@@ -60,6 +60,22 @@ struct NodeWithout {
     free.Take(cluster, p.alloc);
     load.Add(cluster, p);
   }
+  // The same by the task's brief: without a lookup when its grants are in
+  // its mask and the node has no measured load to change.
+  void Remove(const ClusterState& cluster, const ClusterState::PlacedBrief& b) {
+    if (b.gpus_in_mask && !load.measured()) {
+      free.Return(b);
+    } else {
+      Remove(cluster, *cluster.FindPlaced(b.key));
+    }
+  }
+  void Add(const ClusterState& cluster, const ClusterState::PlacedBrief& b) {
+    if (b.gpus_in_mask && !load.measured()) {
+      free.Take(b);
+    } else {
+      Add(cluster, *cluster.FindPlaced(b.key));
+    }
+  }
 };
 
 }  // namespace hf

@@ -23,8 +23,10 @@ constexpr NodeId kBandPrefetch = 16;
 //
 // Reclaimable victims (another queue's borrowed capacity) go before the own
 // queue's, and among them the most recently started goes first.
-bool MoreImportant(const PlacedTask* a, size_t a_gang, bool a_reclaim, const PlacedTask* b,
-                   size_t b_gang, bool b_reclaim) {
+// T: PlacedTask or ClusterState::PlacedBrief (the same fields).
+template <typename T>
+bool MoreImportant(const T* a, size_t a_gang, bool a_reclaim, const T* b, size_t b_gang,
+                   bool b_reclaim) {
   if (a_reclaim != b_reclaim) return b_reclaim;
   if (a->priority != b->priority) return a->priority > b->priority;
   if (a_reclaim) {
@@ -41,6 +43,26 @@ bool MoreImportant(const PlacedTask* a, size_t a_gang, bool a_reclaim, const Pla
   const int64_t b_start = b->state == TaskState::kRunning ? b->started_at_ms : 0;
   if (a_start != b_start) return a_start > b_start;
   return a->key < b->key;
+}
+
+// The rules on a task's own fields, for one that the scope's answer `kind`
+// allows (T as above).
+template <typename T>
+framework::EvictionScope::Kind OwnRules(const Task& task, const T& p,
+                                        framework::EvictionScope::Kind kind, bool allow_running,
+                                        int64_t now_ms, int64_t min_runtime_ms) {
+  using Kind = framework::EvictionScope::Kind;
+  if (!p.preemptible || kind == Kind::kNone) return Kind::kNone;
+  if (kind == Kind::kPriority && p.priority >= task.priority) return Kind::kNone;
+  if (p.state == TaskState::kRunning) {
+    // Reclaim takes back running work too, in every mode but disabled.
+    if ((!allow_running && kind != Kind::kReclaim) || now_ms - p.started_at_ms < min_runtime_ms) {
+      return Kind::kNone;
+    }
+  } else if (p.state != TaskState::kScheduled) {
+    return Kind::kNone;
+  }
+  return kind;
 }
 
 }  // namespace
@@ -101,18 +123,8 @@ framework::EvictionScope::Kind Preempt::Evictable(const Task& task, const Placed
                                                   bool allow_running, int64_t now_ms) const {
   using Kind = framework::EvictionScope::Kind;
   if (!p.preemptible) return Kind::kNone;
-  const Kind kind = scope_ ? scope_->Evictable(p) : Kind::kPriority;
-  if (kind == Kind::kNone) return kind;
-  if (kind == Kind::kPriority && p.priority >= task.priority) return Kind::kNone;
-  if (p.state == TaskState::kRunning) {
-    // Reclaim takes back running work too, in every mode but disabled.
-    if ((!allow_running && kind != Kind::kReclaim) || now_ms - p.started_at_ms < min_runtime_ms_) {
-      return Kind::kNone;
-    }
-  } else if (p.state != TaskState::kScheduled) {
-    return Kind::kNone;
-  }
-  return kind;
+  return OwnRules(task, p, scope_ ? scope_->Evictable(p) : Kind::kPriority, allow_running, now_ms,
+                  min_runtime_ms_);
 }
 
 // The fewest victims any set on node n can have: 2 when evicting the one
@@ -267,35 +279,33 @@ void Preempt::TryNode(const Task& task, const ClusterState& cluster, NodeId n,
   bool any_reclaim = false;
   int32_t lowest = std::numeric_limits<int32_t>::max();
   for (const ClusterState::PlacedBrief& b : cluster.BriefsOn(n)) {
-    // What rules a task out without looking it up (as Evictable would).
     if (!b.preemptible) continue;
-    if (!scope_ && b.priority >= task.priority) continue;
-    if (b.state == TaskState::kRunning && !allow_running && !scope_) continue;
-    const PlacedTask* p = cluster.FindPlaced(b.key);
-    HF_CHECK(p != nullptr);
-    const Kind kind = Evictable(task, *p, allow_running, now_ms);
+    // Without a scope the brief has every field the rules read.
+    const Kind kind = scope_ ? Evictable(task, *cluster.FindPlaced(b.key), allow_running, now_ms)
+                             : OwnRules(task, b, Kind::kPriority, allow_running, now_ms,
+                                        min_runtime_ms_);
     if (kind == Kind::kNone) continue;
     size_t gang = 1;
-    if (p->job != 0) {
+    if (b.job != 0) {
       // A member goes only with its whole gang: one that cannot all go is
       // no victim at all.
-      auto g = gangs_.find(p->job);
+      auto g = gangs_.find(b.job);
       if (g == gangs_.end()) {
         bool can_go = true;
-        const std::vector<TaskKey> mates = cluster.PlacedMembers(p->job);
+        const std::vector<TaskKey> mates = cluster.PlacedMembers(b.job);
         for (TaskKey mate : mates) {
           can_go = can_go &&
                    Evictable(task, *cluster.FindPlaced(mate), allow_running, now_ms) != Kind::kNone;
         }
-        g = gangs_.emplace(p->job, std::make_pair(mates.size(), can_go)).first;
+        g = gangs_.emplace(b.job, std::make_pair(mates.size(), can_go)).first;
       }
       if (!g->second.second) continue;
       gang = g->second.first;
     }
-    if (p->state == TaskState::kRunning && kind == Kind::kPriority) any_running = true;
+    if (b.state == TaskState::kRunning && kind == Kind::kPriority) any_running = true;
     any_reclaim |= kind == Kind::kReclaim;
-    eligible_.push_back({p, gang, kind == Kind::kReclaim});
-    lowest = std::min(lowest, p->priority);
+    eligible_.push_back({&b, gang, kind == Kind::kReclaim});
+    lowest = std::min(lowest, b.priority);
   }
   if (eligible_.empty()) return;
   // The running sweep only follows a scheduled-only sweep that found nothing:
@@ -315,7 +325,7 @@ void Preempt::TryNode(const Task& task, const ClusterState& cluster, NodeId n,
   without_.free.gpu_memory_mib.assign(memory.begin(), memory.end());
   without_.free.gpu_model_bit.assign(bits.begin(), bits.end());
   without_.load = NodeLoad::Of(cluster, n);
-  for (const Eligible& e : eligible_) without_.Remove(cluster, *e.task);
+  for (const Eligible& e : eligible_) without_.Remove(cluster, *e.brief);
   if (!filters.Passes(task, cluster, without_)) return;
 
   // Reprieve: put back, most important first, every victim the node still
@@ -323,17 +333,19 @@ void Preempt::TryNode(const Task& task, const ClusterState& cluster, NodeId n,
   // not pass at the moment it was tried, and later reprieves only take more
   // (filters are monotone).
   std::sort(eligible_.begin(), eligible_.end(), [](const Eligible& a, const Eligible& b) {
-    return MoreImportant(a.task, a.gang, a.reclaim, b.task, b.gang, b.reclaim);
+    return MoreImportant(a.brief, a.gang, a.reclaim, b.brief, b.gang, b.reclaim);
   });
   victims_.clear();
   Choice c;
   c.node = n;
   c.max_priority = std::numeric_limits<int32_t>::min();
+  bool in_jobs = false;  // a victim is a gang member
   for (const Eligible& e : eligible_) {
-    const PlacedTask* p = e.task;
+    const ClusterState::PlacedBrief* p = e.brief;
     without_.Add(cluster, *p);
     if (filters.Passes(task, cluster, without_)) continue;
     without_.Remove(cluster, *p);
+    in_jobs |= p->job != 0;
     // Victims come in decreasing priority (within reclaimable ones, then
     // within the own queue's), so without reclaim the first one sets the
     // maximum; once it is worse than the best node so far this node cannot win.
@@ -356,8 +368,8 @@ void Preempt::TryNode(const Task& task, const ClusterState& cluster, NodeId n,
   // Gangs go whole: every placed mate of a victim counts (each may go: a
   // gang that may not was never eligible).
   jobs_.clear();
-  for (TaskKey v : victims_) {
-    const PlacedTask* p = cluster.FindPlaced(v);
+  for (size_t i = 0; in_jobs && i < victims_.size(); ++i) {
+    const PlacedTask* p = cluster.FindPlaced(victims_[i]);
     if (p->job == 0 || std::find(jobs_.begin(), jobs_.end(), p->job) != jobs_.end()) continue;
     jobs_.push_back(p->job);
     for (TaskKey mate : cluster.PlacedMembers(p->job)) {

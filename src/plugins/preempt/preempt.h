@@ -112,7 +112,7 @@ class Preempt final : public framework::PostFilterPlugin {
   // Per-call scratch, kept as members so that a PostFilter over many nodes
   // does not allocate per node or per victim once warmed up.
   struct Eligible {
-    const PlacedTask* task;
+    const ClusterState::PlacedBrief* brief;  // in cluster.BriefsOn(node)
     size_t gang;  // its job's placed members (1 for a task outside any job)
     bool reclaim;  // borrowed capacity taken back (EvictionScope::kReclaim)
   };
