@@ -575,7 +575,7 @@ Status ClusterState::Place(PlacedTask p, ModelMask allowed) {
     PlacedBrief& b = briefs_on_[n].back();
     if (i == 0) {
       b.grant_milli = alloc.gpus[0].milli;
-      b.grant_memory_mib = alloc.gpus[0].memory_mib;
+      b.grant_memory_mib = int32_t(std::min<int64_t>(alloc.gpus[0].memory_mib, INT32_MAX));
     }
     b.gpus_in_mask = b.gpus_in_mask && slots[i] < 64 && alloc.gpus[i].milli == b.grant_milli &&
                      alloc.gpus[i].memory_mib == b.grant_memory_mib;

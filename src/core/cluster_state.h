@@ -185,23 +185,24 @@ class ClusterState {
   const std::vector<TaskKey>& TasksOn(NodeId n) const { return tasks_on_[n]; }
   // What preemption reads first of each task on node n, in the order of
   // TasksOn(n): one array to scan instead of a lookup per task.
-  struct PlacedBrief {
+  struct PlacedBrief {  // 64 bytes: one cache line
     TaskKey key = 0;
     uint64_t job = 0;
     int64_t cpu_milli = 0, memory_mib = 0;
     int64_t started_at_ms = 0;
     int32_t priority = 0;
+    // Its GPU grants, when each is of `grant_milli` and `grant_memory_mib`
+    // on one of the node's first 64 GPUs: bit i of gpu_mask set for a grant
+    // on the node's i-th GPU (its position in the node's spec). Otherwise
+    // gpus_in_mask is false and the grants are FindPlaced(key)->alloc.gpus.
+    int32_t grant_milli = 0;
+    int32_t grant_memory_mib = 0;
     TaskState state = TaskState::kScheduled;
     bool preemptible = true;
-    // Its GPU grants, when each is of `grant_milli` and `grant_memory_mib`
-    // on one of the node's first 64 GPUs: bit i set for a grant on the
-    // node's i-th GPU (its position in the node's spec). Otherwise
-    // gpus_in_mask is false and the grants are FindPlaced(key)->alloc.gpus.
     bool gpus_in_mask = true;
-    int32_t grant_milli = 0;
-    int64_t grant_memory_mib = 0;
     uint64_t gpu_mask = 0;
   };
+  static_assert(sizeof(PlacedBrief) == 64);
   const std::vector<PlacedBrief>& BriefsOn(NodeId n) const { return briefs_on_[n]; }
   size_t placed_count() const { return placed_.size(); }
 

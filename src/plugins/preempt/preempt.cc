@@ -154,7 +154,6 @@ size_t Preempt::FewestVictims(const Task& task, const ClusterState& cluster, Nod
 bool Preempt::OneVictimMayDo(const Task& task, const ClusterState& cluster, NodeId n) {
   const Requests& r = task.requests;
   const auto free = cluster.gpu_free_milli(n);
-  const std::vector<GpuDevice>& gpus = cluster.spec(n).gpus;
   int32_t with_share = 0;
   for (int32_t f : free) with_share += f >= r.gpu_milli;
   for (const ClusterState::PlacedBrief& b : cluster.BriefsOn(n)) {
@@ -175,6 +174,7 @@ bool Preempt::OneVictimMayDo(const Task& task, const ClusterState& cluster, Node
       if (reach >= r.gpu) return true;
       continue;
     }
+    const std::vector<GpuDevice>& gpus = cluster.spec(n).gpus;
     for (const GpuGrant& g : cluster.FindPlaced(b.key)->alloc.gpus) {
       for (size_t i = 0; i < gpus.size(); ++i) {
         if (gpus[i].index != g.index) continue;
