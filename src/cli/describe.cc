@@ -1,6 +1,8 @@
 #include "cli/describe.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -50,6 +52,17 @@ std::string Join(const json& list, std::string_view sep = ", ") {
   for (const json& e : list) {
     if (!out.empty()) out += sep;
     out += e.is_string() ? e.get<std::string>() : e.dump();
+  }
+  return out;
+}
+
+// A command's argv, shell-quoted, so that it can be pasted back into a shell.
+std::string ShellCommand(const json& argv) {
+  if (!argv.is_array() || argv.empty()) return kNone;
+  std::string out;
+  for (const json& e : argv) {
+    if (!out.empty()) out += ' ';
+    out += ShellQuote(e.is_string() ? e.get<std::string>() : e.dump());
   }
   return out;
 }
@@ -176,6 +189,18 @@ std::string EventsSection(const json& events, int64_t now_s) {
 
 }  // namespace
 
+std::string ShellQuote(std::string_view arg) {
+  const bool bare = !arg.empty() && std::all_of(arg.begin(), arg.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           (c != '\0' && std::strchr("@%+=:,./_-", c) != nullptr);
+  });
+  if (bare) return std::string(arg);
+  std::string out = "'";
+  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+
 std::string DescribeModel(const json& m, int64_t now_s) {
   Fields f;
   f.Add("Name", Text(m, "name"));
@@ -187,7 +212,7 @@ std::string DescribeModel(const json& m, int64_t now_s) {
                         Text(m, "min_replicas") + ", max " + Text(m, "max_replicas") + ")");
   f.Add("In Flight", Text(m, "inflight"));
   f.Add("Queued", Text(m, "queued"));
-  f.Add("Command", Join(Child(m, "command"), " "));
+  f.Add("Command", ShellCommand(Child(m, "command")));
   f.Add("Env", JoinMap(Child(m, "env")));
   f.Add("Health Path", Text(m, "health_path"));
   f.Add("Requests", RequestsText(Child(m, "requests")));
@@ -280,7 +305,7 @@ std::string DescribeTask(const json& t, int64_t now_s) {
   if (const json& r = Child(t, "reservation"); r.is_object())
     f.Add("Reservation", ReservationText(r));
   f.Add("Depends On", Join(Child(t, "depends_on")));
-  f.Add("Command", Join(Child(t, "command"), " "));
+  f.Add("Command", ShellCommand(Child(t, "command")));
   f.Add("Env", JoinMap(Child(t, "env")));
   // Only the names: the API gives no secret's value to anyone but the agent.
   if (Child(t, "secret_env").is_array() && !Child(t, "secret_env").empty()) {

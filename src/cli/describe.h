@@ -12,11 +12,18 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 namespace hf::cli {
 
 // GET /api/v1/tasks/{id}'s answer (a task with "events").
 std::string DescribeTask(const nlohmann::json& task, int64_t now_s);
+
+// One argument as POSIX sh reads it back: bare when it holds only characters
+// sh takes literally (letters, digits, @%+=:,./_-), else in single quotes
+// (a ' inside as '\''). Commands print as their arguments so quoted, so
+// that a `Command:` line can be pasted back into a shell.
+std::string ShellQuote(std::string_view arg);
 // GET /api/v1/nodes/{name}'s answer.
 std::string DescribeNode(const nlohmann::json& node);
 // A job: state, reason, gang, failure policy, its members (rank, role, task,

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cstdio>
+#include <string>
+#include <vector>
+
 namespace hf::cli {
 namespace {
 
@@ -144,7 +149,7 @@ TEST(DescribeTest, Model) {
        {"Name:             qwen\n", "Status:           scaling\n",
         "Reason:           1/2 ready: qwen-3 pending\n",
         "Replicas:         1/2 ready (min 1, max 4)\n",
-        "Command:          vllm serve --port {port}\n",
+        "Command:          vllm serve --port '{port}'\n",
         "Requests:         cpu 0, memory 0Mi, gpu 1m (20Gi each)\n",
         "Autoscaling:      target 8 in flight per replica, window 10s, upscale delay 5s, "
         "downscale delay 60s, queue 100, cold start timeout 120s\n",
@@ -185,6 +190,44 @@ TEST(DescribeTest, Endpoint) {
             "Keys:\n"
             "  ID   NAME      AGE\n"
             "  1    default   5m\n");
+}
+
+TEST(DescribeTest, ShellQuoteLeavesPlainWordsBare) {
+  EXPECT_EQ(ShellQuote("python"), "python");
+  EXPECT_EQ(ShellQuote("--port=8000"), "--port=8000");
+  EXPECT_EQ(ShellQuote("a/b.py"), "a/b.py");
+  EXPECT_EQ(ShellQuote(""), "''");
+  EXPECT_EQ(ShellQuote("two words"), "'two words'");
+  EXPECT_EQ(ShellQuote("it's"), "'it'\\''s'");
+}
+
+TEST(DescribeTest, CommandLineIsShellQuoted) {
+  const json task = {{"id", 7}, {"name", "sweep"}, {"state", "running"},
+                     {"command", {"sh", "-c", "echo sweep trial a on GPUs $CUDA_VISIBLE_DEVICES; sleep 1"}}};
+  EXPECT_NE(DescribeTask(task, kNow).find(
+                "Command:         sh -c 'echo sweep trial a on GPUs $CUDA_VISIBLE_DEVICES; sleep 1'\n"),
+            std::string::npos)
+      << DescribeTask(task, kNow);
+}
+
+// What sh makes of the quoted arguments is the arguments themselves.
+TEST(DescribeTest, ShellQuotedArgumentsReadBackThroughSh) {
+  const std::vector<std::string> args = {
+      "plain", "two words", "it's", "'", "''", "$HOME", "`id`", "a\\b", "semi;colon", "*",
+      "tab\there", "new\nline", "\"double\"", "!bang", "~", "#hash", "", "-n", "{port}"};
+  std::string script = "printf '%s\\036'";
+  for (const std::string& a : args) script += " " + ShellQuote(a);
+  FILE* sh = popen(("/bin/sh -c " + ShellQuote(script)).c_str(), "r");
+  ASSERT_NE(sh, nullptr);
+  std::string out;
+  std::array<char, 256> buf;
+  for (size_t n; (n = fread(buf.data(), 1, buf.size(), sh)) > 0;) out.append(buf.data(), n);
+  ASSERT_EQ(pclose(sh), 0);
+  std::vector<std::string> back;
+  for (size_t start = 0, sep; (sep = out.find('\036', start)) != std::string::npos; start = sep + 1) {
+    back.push_back(out.substr(start, sep - start));
+  }
+  EXPECT_EQ(back, args);
 }
 
 }  // namespace

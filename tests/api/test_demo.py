@@ -66,8 +66,9 @@ def main(binary, tmp):
         if nodes["a100-1"]["topology"]["rack"] != "rack-a" or nodes["cpu-1"]["gpus"]:
             fail("topology or CPU-only node wrong")
         cfg = expect(srv.get(API + "/scheduler/config"), 200)
-        if cfg["load_threshold"] != 0.85:
-            fail("load_threshold from the file: %s" % cfg)
+        # The product vision's thresholds (seed: 0.8, 0.9, 0.85).
+        if (cfg["load_threshold"], cfg["gpu_load_threshold"], cfg["memory_threshold"]) != (0.8, 0.9, 0.85):
+            fail("thresholds from the file: %s" % cfg)
         plugins = {p["name"]: p for p in expect(srv.get(API + "/plugins"), 200)["plugins"]}
         if not plugins["binpack"]["enabled"] or plugins["spread"]["enabled"]:
             fail("binpack/spread from the file: %s %s" % (plugins["binpack"], plugins["spread"]))
