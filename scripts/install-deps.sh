@@ -9,7 +9,7 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
   libsqlite3-dev libboost-dev libssl-dev libspdlog-dev
   libgtest-dev libgmock-dev
-  python3 python3-prometheus-client curl wrk
+  python3 python3-prometheus-client prometheus curl wrk
   chromium fonts-wqy-microhei
   clang libclang-rt-14-dev
 )
@@ -34,3 +34,11 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+# The prometheus package is here for its promtool (the metrics test lints
+# /metrics with it). Its server, which the package enables and starts where
+# systemd runs, is not wanted: one this script just installed is stopped
+# and disabled again.
+if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+  $SUDO systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+fi

@@ -173,7 +173,7 @@ void ControlPlane::RegisterMetrics() {
   HF_CHECK(metrics_.AddCollector("heteroflow_node_gpu_milli_allocated",
                                  "GPU share allocated on a node (1000 = one GPU).",
                                  MetricType::kGauge, {"node"}, gpu_milli(false)).ok());
-  HF_CHECK(metrics_.AddCollector("heteroflow_node_gpu_milli_total",
+  HF_CHECK(metrics_.AddCollector("heteroflow_node_gpu_milli_capacity",
                                  "GPU capacity of a node (1000 = one GPU).", MetricType::kGauge,
                                  {"node"}, gpu_milli(true)).ok());
   // Queues (docs/QUEUES.md): per queue and GPU model, what GET /api/v1/queues shows.

@@ -2,11 +2,14 @@
 """GET /metrics: Prometheus text format 0.0.4 that prometheus_client's own
 parser reads, with every family docs/API.md lists, labelled as listed, and
 counters that move: schedule attempts after submissions, HTTP requests by
-method and code, per-node GPU milli.
+method and code, per-node GPU milli; and `promtool check metrics` (Prometheus's
+linter) has nothing to say about it.
 
 usage: test_metrics.py HETEROFLOW_BINARY
 """
 import os
+import shutil
+import subprocess
 import sys
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -29,7 +32,7 @@ FAMILIES = {
     "heteroflow_scheduler_preemption_victims": ("counter", set()),
     "heteroflow_scheduler_plugin_execution_duration_seconds": ("histogram", {"plugin", "extension_point"}),
     "heteroflow_node_gpu_milli_allocated": ("gauge", {"node"}),
-    "heteroflow_node_gpu_milli_total": ("gauge", {"node"}),
+    "heteroflow_node_gpu_milli_capacity": ("gauge", {"node"}),
     "heteroflow_http_requests": ("counter", {"method", "code"}),
     "heteroflow_http_request_duration_seconds": ("histogram", set()),
 }
@@ -135,8 +138,8 @@ def main(binary, tmp):
             fams, _ = scrape(srv)
             alloc = [value(fams, "heteroflow_node_gpu_milli_allocated",
                            "heteroflow_node_gpu_milli_allocated", node="met-n%d" % i) for i in range(2)]
-            total = [value(fams, "heteroflow_node_gpu_milli_total",
-                           "heteroflow_node_gpu_milli_total", node="met-n%d" % i) for i in range(2)]
+            total = [value(fams, "heteroflow_node_gpu_milli_capacity",
+                           "heteroflow_node_gpu_milli_capacity", node="met-n%d" % i) for i in range(2)]
             pend = value(fams, "heteroflow_scheduler_pending_tasks", "heteroflow_scheduler_pending_tasks")
             return (alloc, total, pend) if alloc == [2000, 2000] and total == [2000, 2000] and pend == 2 else None
         try:
@@ -147,7 +150,7 @@ def main(binary, tmp):
                  "allocated %s total %s pending %s" % (
                      [value(fams, "heteroflow_node_gpu_milli_allocated", "heteroflow_node_gpu_milli_allocated",
                             node="met-n%d" % i) for i in range(2)],
-                     [value(fams, "heteroflow_node_gpu_milli_total", "heteroflow_node_gpu_milli_total",
+                     [value(fams, "heteroflow_node_gpu_milli_capacity", "heteroflow_node_gpu_milli_capacity",
                             node="met-n%d" % i) for i in range(2)],
                      value(fams, "heteroflow_scheduler_pending_tasks", "heteroflow_scheduler_pending_tasks")))
 
@@ -173,11 +176,27 @@ def main(binary, tmp):
         if not n or n < 8:
             fail("http_request_duration_seconds_count = %r" % n)
 
+    def promtool_lint():
+        # Prometheus's own linter (Debian package prometheus) on the live
+        # exposition, every family populated by the checks above: exit 0 and
+        # nothing to say.
+        promtool = shutil.which("promtool")
+        if promtool is None:
+            fail("promtool is not installed (Debian: prometheus; scripts/install-deps.sh installs it)")
+        _, text = scrape(srv)
+        r = subprocess.run([promtool, "check", "metrics"], input=text.encode(), capture_output=True,
+                           timeout=60)
+        said = (r.stdout + r.stderr).decode(errors="replace").strip()
+        if r.returncode != 0 or said:
+            fail("promtool check metrics: exit %d\n%s" % (r.returncode, said))
+        print("  promtool check metrics: exit 0, no findings on %d lines" % len(text.splitlines()))
+
     c.run("every documented family, typed and labelled", families_present)
     c.run("any role's token reads /metrics, none is 401", auth)
     c.run("schedule attempts counter increases after submissions", attempts_increase)
     c.run("per-node GPU milli and pending gauges", node_gauges)
     c.run("HTTP request counters by method and code", http_counters)
+    c.run("promtool check metrics finds nothing", promtool_lint)
     srv.stop()
     c.finish()
 
