@@ -190,10 +190,16 @@ std::string EventsSection(const json& events, int64_t now_s) {
 }  // namespace
 
 std::string ShellQuote(std::string_view arg) {
-  const bool bare = !arg.empty() && std::all_of(arg.begin(), arg.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) ||
-           (c != '\0' && std::strchr("@%+=:,./_-", c) != nullptr);
-  });
+  const bool braces = arg.find_first_of("{}") != std::string_view::npos;
+  const bool bare =
+      !arg.empty() &&
+      std::all_of(arg.begin(), arg.end(),
+                  [](char c) {
+                    return std::isalnum(static_cast<unsigned char>(c)) ||
+                           (c != '\0' && std::strchr("@%+=:,./_-{}", c) != nullptr);
+                  }) &&
+      // bash expands {a,b} and {1..3}; a brace without either is literal.
+      !(braces && (arg.find(',') != std::string_view::npos || arg.find("..") != std::string_view::npos));
   if (bare) return std::string(arg);
   std::string out = "'";
   for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);

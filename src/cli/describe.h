@@ -20,8 +20,9 @@ namespace hf::cli {
 std::string DescribeTask(const nlohmann::json& task, int64_t now_s);
 
 // One argument as POSIX sh reads it back: bare when it holds only characters
-// sh takes literally (letters, digits, @%+=:,./_-), else in single quotes
-// (a ' inside as '\''). Commands print as their arguments so quoted, so
+// sh and bash take literally (letters, digits, @%+=:,./_- and braces that
+// bash does not expand, as in `{port}`), else in single quotes (a ' inside
+// as '\''). Commands print as their arguments so quoted, so
 // that a `Command:` line can be pasted back into a shell.
 std::string ShellQuote(std::string_view arg);
 // GET /api/v1/nodes/{name}'s answer.

@@ -149,7 +149,7 @@ TEST(DescribeTest, Model) {
        {"Name:             qwen\n", "Status:           scaling\n",
         "Reason:           1/2 ready: qwen-3 pending\n",
         "Replicas:         1/2 ready (min 1, max 4)\n",
-        "Command:          vllm serve --port '{port}'\n",
+        "Command:          vllm serve --port {port}\n",
         "Requests:         cpu 0, memory 0Mi, gpu 1m (20Gi each)\n",
         "Autoscaling:      target 8 in flight per replica, window 10s, upscale delay 5s, "
         "downscale delay 60s, queue 100, cold start timeout 120s\n",
@@ -199,6 +199,9 @@ TEST(DescribeTest, ShellQuoteLeavesPlainWordsBare) {
   EXPECT_EQ(ShellQuote(""), "''");
   EXPECT_EQ(ShellQuote("two words"), "'two words'");
   EXPECT_EQ(ShellQuote("it's"), "'it'\\''s'");
+  EXPECT_EQ(ShellQuote("{port}"), "{port}");  // a template placeholder reads as written
+  EXPECT_EQ(ShellQuote("{a,b}"), "'{a,b}'");  // bash would expand these
+  EXPECT_EQ(ShellQuote("{1..3}"), "'{1..3}'");
 }
 
 TEST(DescribeTest, CommandLineIsShellQuoted) {
@@ -210,24 +213,26 @@ TEST(DescribeTest, CommandLineIsShellQuoted) {
       << DescribeTask(task, kNow);
 }
 
-// What sh makes of the quoted arguments is the arguments themselves.
-TEST(DescribeTest, ShellQuotedArgumentsReadBackThroughSh) {
+// What sh and bash make of the quoted arguments is the arguments themselves.
+TEST(DescribeTest, ShellQuotedArgumentsReadBackThroughShAndBash) {
   const std::vector<std::string> args = {
       "plain", "two words", "it's", "'", "''", "$HOME", "`id`", "a\\b", "semi;colon", "*",
-      "tab\there", "new\nline", "\"double\"", "!bang", "~", "#hash", "", "-n", "{port}"};
+      "tab\there", "new\nline", "\"double\"", "!bang", "~", "#hash", "", "-n", "{port}", "{a,b}", "{1..3}"};
   std::string script = "printf '%s\\036'";
   for (const std::string& a : args) script += " " + ShellQuote(a);
-  FILE* sh = popen(("/bin/sh -c " + ShellQuote(script)).c_str(), "r");
-  ASSERT_NE(sh, nullptr);
-  std::string out;
-  std::array<char, 256> buf;
-  for (size_t n; (n = fread(buf.data(), 1, buf.size(), sh)) > 0;) out.append(buf.data(), n);
-  ASSERT_EQ(pclose(sh), 0);
-  std::vector<std::string> back;
-  for (size_t start = 0, sep; (sep = out.find('\036', start)) != std::string::npos; start = sep + 1) {
-    back.push_back(out.substr(start, sep - start));
+  for (const char* shell : {"/bin/sh", "/bin/bash"}) {
+    FILE* sh = popen((std::string(shell) + " -c " + ShellQuote(script)).c_str(), "r");
+    ASSERT_NE(sh, nullptr) << shell;
+    std::string out;
+    std::array<char, 256> buf;
+    for (size_t n; (n = fread(buf.data(), 1, buf.size(), sh)) > 0;) out.append(buf.data(), n);
+    ASSERT_EQ(pclose(sh), 0) << shell;
+    std::vector<std::string> back;
+    for (size_t start = 0, sep; (sep = out.find('\036', start)) != std::string::npos; start = sep + 1) {
+      back.push_back(out.substr(start, sep - start));
+    }
+    EXPECT_EQ(back, args) << shell;
   }
-  EXPECT_EQ(back, args);
 }
 
 }  // namespace

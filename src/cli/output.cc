@@ -198,6 +198,43 @@ std::string GpuRequest(const json& requests) {
   return gpu == 1 ? part : std::to_string(gpu) + "x" + part;
 }
 
+std::string GpuCell(const json& requests) {
+  const int64_t gpu = IntField(requests, "gpu").value_or(0);
+  const int64_t milli = IntField(requests, "gpu_milli").value_or(1000);
+  const int64_t memory = IntField(requests, "gpu_memory_mib").value_or(0);
+  if (gpu <= 0 || milli >= 1000 || memory <= 0) return GpuRequest(requests);
+  const std::string count = gpu == 1 ? "" : std::to_string(gpu) + "x";
+  // A share of 1 is how a memory-only request is placed (SPEC §7): its memory is what it holds.
+  if (milli <= 1) return count + Memory(memory);
+  return count + std::to_string(milli) + "m+" + Memory(memory);
+}
+
+std::string NodeGpus(const json& node) {
+  const json* gpus = Get(node, "gpus");
+  const size_t total = gpus && gpus->is_array() ? gpus->size() : 0;
+  size_t in_use = 0, shared = 0;
+  bool per_gpu = total > 0;
+  static const json kNoGpus = json::array();
+  for (const json& g : gpus ? ListOrEmpty(*gpus) : kNoGpus) {
+    const std::optional<int64_t> milli = IntField(g, "allocated_milli");
+    if (!milli) {
+      per_gpu = false;
+      break;
+    }
+    in_use += *milli > 0;
+    shared += *milli > 0 && *milli < 1000;
+  }
+  if (!per_gpu) {  // no per-GPU figures: whole GPUs' worth of the node's share
+    const json* a = Get(node, "allocated");
+    const int64_t milli = a ? IntField(*a, "gpu_milli").value_or(0) : 0;
+    in_use = size_t((milli + 999) / 1000);
+    shared = 0;
+  }
+  std::string out = std::to_string(in_use) + "/" + std::to_string(total);
+  if (shared > 0) out += " (" + std::to_string(shared) + " shared)";
+  return out;
+}
+
 std::string TasksTable(const json& tasks, int64_t now_s) {
   std::vector<std::vector<std::string>> rows = {
       {"ID", "NAME", "STATE", "PRIORITY", "NODE", "GPU", "AGE", "REASON"}};
@@ -208,7 +245,7 @@ std::string TasksTable(const json& tasks, int64_t now_s) {
       reason = r->get<std::string>();
     }
     rows.push_back({Text(t, "id"), Text(t, "name"), Text(t, "state"), Text(t, "priority"),
-                    Text(t, "node"), requests ? GpuRequest(*requests) : "0",
+                    Text(t, "node"), requests ? GpuCell(*requests) : "0",
                     AgeOf(t, "created_at", now_s), reason});
   }
   return FormatTable(rows);
@@ -283,7 +320,6 @@ std::string NodesTable(const json& nodes) {
     static const json kNoAlloc = json::object();
     const json& a = alloc ? *alloc : kNoAlloc;
     const json* gpus = Get(n, "gpus");
-    const size_t gpu_count = gpus && gpus->is_array() ? gpus->size() : 0;
     std::vector<std::string> models;
     if (gpus != nullptr) {
       for (const json& g : ListOrEmpty(*gpus)) {
@@ -297,7 +333,7 @@ std::string NodesTable(const json& nodes) {
     for (const std::string& m : models) model_text += (model_text.empty() ? "" : ",") + m;
     const json* topology = Get(n, "topology");
     rows.push_back({Text(n, "name"), Text(n, "condition"),
-                    Cores(IntField(a, "gpu_milli").value_or(0)) + "/" + std::to_string(gpu_count),
+                    NodeGpus(n),
                     model_text.empty() ? kNone : model_text,
                     Cores(IntField(a, "cpu_milli").value_or(0)) + "/" +
                         Cores(IntField(n, "cpu_milli").value_or(0)),

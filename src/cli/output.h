@@ -93,6 +93,15 @@ std::string Memory(int64_t mib);
 // none -> "0".
 std::string GpuRequest(const nlohmann::json& requests);
 
+// The tasks table's GPU cell: GpuRequest, with the GPU memory a share asks
+// for: {"gpu": 1, "gpu_milli": 500, "gpu_memory_mib": 20480} -> "500m+20Gi";
+// a memory-only request (a share of 1, SPEC §7) -> "20Gi".
+std::string GpuCell(const nlohmann::json& requests);
+
+// The nodes table's GPUS cell: GPUs in use (holding any grant) / GPUs, and
+// how many of those in use are shared: "3/4", "4/4 (1 shared)".
+std::string NodeGpus(const nlohmann::json& node);
+
 }  // namespace hf::cli
 
 #endif  // HF_CLI_OUTPUT_H_

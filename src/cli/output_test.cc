@@ -77,14 +77,47 @@ TEST(OutputTest, TasksTable) {
 TEST(OutputTest, NodesTable) {
   const json nodes = json::parse(R"([
     {"name": "gpu-a1", "condition": "Ready", "cpu_milli": 64000, "memory_mib": 524288,
-     "gpus": [{"index": 0, "model": "A100-80G"}, {"index": 1, "model": "A100-80G"}],
+     "gpus": [{"index": 0, "model": "A100-80G", "allocated_milli": 1000},
+              {"index": 1, "model": "A100-80G", "allocated_milli": 500}],
      "topology": {"zone": "z", "switch": "s", "rack": "r1"},
      "allocated": {"cpu_milli": 4000, "memory_mib": 16384, "gpu_milli": 1500}},
     {"name": "cpu-1", "condition": "Draining", "cpu_milli": 8000, "memory_mib": 1024}])");
   EXPECT_EQ(NodesTable(nodes),
-            "NAME     CONDITION   GPUS    MODEL      CPU    MEM          RACK\n"
-            "gpu-a1   Ready       1.5/2   A100-80G   4/64   16Gi/512Gi   r1\n"
-            "cpu-1    Draining    0/0     <none>     0/8    0Mi/1Gi      <none>\n");
+            "NAME     CONDITION   GPUS             MODEL      CPU    MEM          RACK\n"
+            "gpu-a1   Ready       2/2 (1 shared)   A100-80G   4/64   16Gi/512Gi   r1\n"
+            "cpu-1    Draining    0/0              <none>     0/8    0Mi/1Gi      <none>\n");
+}
+
+// Three whole GPUs and a memory-only replica's share of 1 on a 4-GPU node
+// used to read 3.001/4.
+TEST(OutputTest, NodeGpusCountsGpusInUseAndShared) {
+  const auto node = [](std::vector<int> milli) {
+    json gpus = json::array();
+    int64_t sum = 0;
+    for (size_t i = 0; i < milli.size(); ++i) {
+      gpus.push_back({{"index", i}, {"model", "T4"}, {"allocated_milli", milli[i]}});
+      sum += milli[i];
+    }
+    return json{{"gpus", gpus}, {"allocated", {{"gpu_milli", sum}}}};
+  };
+  EXPECT_EQ(NodeGpus(node({1000, 1000, 1000, 1})), "4/4 (1 shared)");
+  EXPECT_EQ(NodeGpus(node({1000, 1000, 1000, 0})), "3/4");
+  EXPECT_EQ(NodeGpus(node({250, 250, 0, 0})), "2/4 (2 shared)");
+  EXPECT_EQ(NodeGpus(node({0, 0})), "0/2");
+  EXPECT_EQ(NodeGpus(json::object()), "0/0");
+  // Without per-GPU figures: the node's share in whole GPUs, rounded up.
+  EXPECT_EQ(NodeGpus(json{{"gpus", {{{"index", 0}}, {{"index", 1}}}}, {"allocated", {{"gpu_milli", 1001}}}}),
+            "2/2");
+}
+
+TEST(OutputTest, GpuCellShowsTheGpuMemoryOfAShare) {
+  EXPECT_EQ(GpuCell(json::parse(R"({"gpu":2})")), "2");
+  EXPECT_EQ(GpuCell(json::parse(R"({"gpu":1,"gpu_milli":500})")), "500m");
+  EXPECT_EQ(GpuCell(json::parse(R"({"gpu":1,"gpu_milli":500,"gpu_memory_mib":20480})")), "500m+20Gi");
+  EXPECT_EQ(GpuCell(json::parse(R"({"gpu":1,"gpu_milli":1,"gpu_memory_mib":20480})")), "20Gi");
+  EXPECT_EQ(GpuCell(json::parse(R"({"gpu":2,"gpu_milli":1,"gpu_memory_mib":512})")), "2x512Mi");
+  EXPECT_EQ(GpuCell(json::parse(R"({"gpu":1,"gpu_milli":1000,"gpu_memory_mib":20480})")), "1");
+  EXPECT_EQ(GpuCell(json::parse(R"({"cpu_milli":100})")), "0");
 }
 
 TEST(OutputTest, QueuesTable) {
