@@ -135,6 +135,20 @@ if(HF_UI_BUILT)
                      --ui-dir ${HF_UI_DIR} --out ${CMAKE_BINARY_DIR}/ui-screenshots)
     set_tests_properties(ui_browser PROPERTIES TIMEOUT 600 LABELS "ui;e2e")
   endif()
+  # Third-party clients from the same locked npm packages: the official
+  # OpenAI SDK against the inference gateway, and Redocly's linter on the
+  # served OpenAPI document.
+  if(TARGET heteroflow AND HF_NODE AND Python3_Interpreter_FOUND)
+    foreach(case openai_sdk:120 openapi_lint:120)
+      string(REPLACE ":" ";" parts ${case})
+      list(GET parts 0 name)
+      list(GET parts 1 timeout)
+      add_test(NAME api_${name}
+               COMMAND ${Python3_EXECUTABLE} ${HF_TESTS_DIR}/api/test_${name}.py
+                       $<TARGET_FILE:heteroflow>)
+      set_tests_properties(api_${name} PROPERTIES TIMEOUT ${timeout} LABELS "e2e;server")
+    endforeach()
+  endif()
 endif()
 
 # Fuzzing (docs/SECURITY.md, "Fuzzing"): each libFuzzer target replays its

@@ -1154,20 +1154,55 @@ bool InferenceService::IsGatewayPath(const std::string& path) {
   return false;
 }
 
+namespace {
+
+// An endpoint as OpenAI's Model object: the id clients put in "model".
+// `created`: when its deployment was created (0 while it has none).
+json OpenAiModel(const std::string& name, int64_t created_at_ms) {
+  return {{"id", name}, {"object", "model"}, {"created", created_at_ms / 1000}, {"owned_by", "heteroflow"}};
+}
+
+// The SHA-256 of the request's bearer key, when it has one.
+std::optional<std::string> BearerKeyHash(const Request& req) {
+  if (auto h = req.Header("Authorization"); h && h->starts_with("Bearer ")) return Sha256Hex(h->substr(7));
+  return std::nullopt;
+}
+
+}  // namespace
+
 Response InferenceService::ListOpenAiModels(const Request& req) const {
-  std::string key_hash;
-  if (auto h = req.Header("Authorization"); h && h->starts_with("Bearer ")) {
-    key_hash = Sha256Hex(h->substr(7));
-  }
+  const std::optional<std::string> key_hash = BearerKeyHash(req);
   json data = json::array();
   MutexLock lock(mu_);
   for (const auto& [name, e] : endpoints_) {
     const bool allowed = e.spec.public_access ||
-                         std::any_of(e.spec.keys.begin(), e.spec.keys.end(),
-                                     [&](const EndpointKey& k) { return k.hash == key_hash; });
-    if (allowed) data.push_back({{"id", name}, {"object", "model"}, {"owned_by", "heteroflow"}});
+                         (key_hash && std::any_of(e.spec.keys.begin(), e.spec.keys.end(),
+                                                  [&](const EndpointKey& k) { return k.hash == *key_hash; }));
+    if (!allowed) continue;
+    const auto m = models_.find(e.spec.model);
+    data.push_back(OpenAiModel(name, m == models_.end() ? 0 : m->second.created_at_ms));
   }
   return JsonResponse(200, json{{"object", "list"}, {"data", data}});
+}
+
+Response InferenceService::RetrieveOpenAiModel(const Request& req, const std::string& name) const {
+  const std::optional<std::string> key_hash = BearerKeyHash(req);
+  MutexLock lock(mu_);
+  const auto ei = endpoints_.find(name);
+  if (ei == endpoints_.end()) {
+    return JsonError(404, "not_found", "no inference endpoint named \"" + json_fields::Truncate(name) + "\"");
+  }
+  const EndpointSpec& spec = ei->second.spec;
+  if (!spec.public_access) {
+    if (!key_hash) {
+      return JsonError(401, "unauthorized", "endpoint " + spec.name + " needs an API key: Authorization: Bearer <key>");
+    }
+    if (std::none_of(spec.keys.begin(), spec.keys.end(), [&](const EndpointKey& k) { return k.hash == *key_hash; })) {
+      return JsonError(401, "unauthorized", "invalid API key for endpoint " + spec.name);
+    }
+  }
+  const auto m = models_.find(spec.model);
+  return JsonResponse(200, OpenAiModel(name, m == models_.end() ? 0 : m->second.created_at_ms));
 }
 
 Response InferenceService::Gateway(const Request& req) {
@@ -1176,9 +1211,15 @@ Response InferenceService::Gateway(const Request& req) {
   std::optional<json> openai_body;
   if (req.path.starts_with("/inference/v1/")) {
     if (req.method == "GET" && req.path == "/inference/v1/models") return ListOpenAiModels(req);
+    constexpr std::string_view kModelPrefix = "/inference/v1/models/";
+    if (req.method == "GET" && req.path.starts_with(kModelPrefix) && req.path.size() > kModelPrefix.size() &&
+        req.path.find('/', kModelPrefix.size()) == std::string::npos) {
+      return RetrieveOpenAiModel(req, req.path.substr(kModelPrefix.size()));
+    }
     if (req.method != "POST") {
       return JsonError(405, "method_not_allowed",
-                       "OpenAI-style routes take POST with a JSON body naming the endpoint in \"model\"");
+                       "OpenAI-style routes take POST with a JSON body naming the endpoint in \"model\" "
+                       "(and GET for /inference/v1/models and /inference/v1/models/{endpoint})");
     }
     // Depth-limited like every API body: the body is serialised again.
     Result<json> parsed = ParseJsonBody(req.body);

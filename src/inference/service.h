@@ -221,7 +221,12 @@ class InferenceService {
   void Forward(std::shared_ptr<Call> call, const std::string& host, uint16_t port,
                TaskKey replica, std::shared_ptr<ReplicaLive> live) HF_EXCLUDES(mu_);
   void Finish(const std::shared_ptr<Call>& call, int status);
+  // GET /inference/v1/models: the endpoints the caller's key may use.
   http::Response ListOpenAiModels(const http::Request& req) const HF_EXCLUDES(mu_);
+  // GET /inference/v1/models/{name}: one endpoint; 404 unknown, 401 as a call
+  // to it would be.
+  http::Response RetrieveOpenAiModel(const http::Request& req, const std::string& name) const
+      HF_EXCLUDES(mu_);
 
   store::Store* store_;
   scheduler::Scheduler* scheduler_;

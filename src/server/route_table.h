@@ -43,6 +43,12 @@ class RouteTable {
   // A route anyone may call (health, the OpenAPI document).
   void AddPublic(const char* method, const char* path, const char* summary, http::Handler fn,
                  Runs runs = Runs::kOnPool);
+  // A route of the inference gateway, answered before this table's router
+  // (InferenceService::IsGatewayPath): described in the OpenAPI document
+  // only. Its callers present an endpoint's key, not a token (none for a
+  // public endpoint).
+  void DescribeGateway(const char* method, const char* path, const char* summary,
+                       const char* body = "");
 
   http::Response Dispatch(const http::Request& req) const { return router_.Dispatch(req); }
   // Whether `req` is for a route registered kInline.
@@ -51,12 +57,14 @@ class RouteTable {
   http::Response OpenApi() const;
 
  private:
+  // How a route's caller proves who it is, as the OpenAPI document says it.
+  enum class Credential { kToken, kNone, kEndpointKey };
   // One route as the OpenAPI document describes it.
   struct Doc {
     std::string method;
     std::string path;
     std::string summary;
-    bool authenticated = true;
+    Credential credential = Credential::kToken;
     std::string body;
   };
   void Note(Doc doc, Runs runs);

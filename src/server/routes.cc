@@ -180,6 +180,23 @@ void ControlPlane::AddRoutes() {
         on(inference, &api::InferenceApi::AddKey), "EndpointKey");
   t.Add("DELETE", "/api/v1/inference/endpoints/{name}/keys/{id}", A::kWriteTasks,
         "revoke an endpoint's API key", on(inference, &api::InferenceApi::RevokeKey));
+
+  // The inference gateway (docs/INFERENCE.md): answered by the inference
+  // service before this table's router; described here for the document.
+  t.DescribeGateway("GET", "/inference/v1/models", "OpenAI models.list: the endpoints the caller's key may use");
+  t.DescribeGateway("GET", "/inference/v1/models/{model}", "OpenAI models.retrieve: one endpoint, by name");
+  t.DescribeGateway("POST", "/inference/v1/chat/completions",
+                    "OpenAI chat completion on the endpoint named in model (stream: server-sent events)",
+                    "ChatCompletionRequest");
+  t.DescribeGateway("POST", "/inference/v1/completions",
+                    "OpenAI completion on the endpoint named in model (stream: server-sent events)",
+                    "CompletionRequest");
+  t.DescribeGateway("POST", "/inference/v1/embeddings", "OpenAI embeddings on the endpoint named in model",
+                    "EmbeddingRequest");
+  for (const char* method : {"GET", "POST", "PUT", "PATCH", "DELETE"}) {
+    t.DescribeGateway(method, "/serve/{endpoint}/{path}",
+                      "pass-through: the request, body and query as sent, to {path} (any depth) on a replica");
+  }
 }
 
 }  // namespace hf::server

@@ -7,18 +7,29 @@
 Routes:
   GET  /health               503 {"status":"loading"} for --ready-after seconds, then 200 {"status":"ok"}
   GET  /v1/models            {"object":"list","data":[{"id": MODEL_ID, "object":"model"}]}
+  GET  /v1/models/MODEL_ID   that one model (404 for another id)
   GET  /stats                {"requests": n, "inflight": m} (n counts completion requests)
   POST /v1/chat/completions  echoes the last user message ("echo: ..."); "stream": true sends
-  POST /v1/completions       K server-sent-event chunks, then "data: [DONE]"
+  POST /v1/completions       K server-sent-event chunks, then "data: [DONE]";
+                             "stream_options": {"include_usage": true} adds a last chunk
+                             with no choices and the usage (and "usage": null on the others)
+  POST /v1/embeddings        one vector of --embedding-dim floats per input string, the
+                             same for the same text (from its SHA-256), unit length;
+                             "encoding_format": "base64" sends them as little-endian
+                             float32 in base64, as the OpenAI SDKs ask by default
 Anything else: 404 JSON. Every response carries X-Replica-Port and X-Replica-Pid, so a
 test behind a gateway can tell which replica answered. HTTP/1.1 keep-alive; SIGTERM and
 SIGINT exit 0.
 """
 
 import argparse
+import base64
+import hashlib
 import json
+import math
 import os
 import signal
+import struct
 import sys
 import threading
 import time
@@ -115,6 +126,11 @@ class Handler(BaseHTTPRequestHandler):
             return self._json(200, {"object": "list", "data": [
                 {"id": self.state.args.model_id, "object": "model",
                  "created": int(time.time()), "owned_by": "heteroflow-tests"}]})
+        if path.startswith("/v1/models/"):
+            if path[len("/v1/models/"):] != self.state.args.model_id:
+                return self._error(404, "no model " + path[len("/v1/models/"):], "not_found")
+            return self._json(200, {"id": self.state.args.model_id, "object": "model",
+                                    "created": int(time.time()), "owned_by": "heteroflow-tests"})
         if path == "/stats":
             with self.state.lock:
                 stats = {"requests": self.state.requests, "inflight": self.state.inflight}
@@ -127,7 +143,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         path = self.path.split("?", 1)[0]
         raw = self._read_body()  # always consumed, so keep-alive stays in step
-        if path not in ("/v1/chat/completions", "/v1/completions"):
+        if path not in ("/v1/chat/completions", "/v1/completions", "/v1/embeddings"):
             return self._error(404, "no route for POST " + path, "not_found")
         try:
             body = json.loads(raw or b"null")
@@ -139,10 +155,40 @@ class Handler(BaseHTTPRequestHandler):
             self.state.requests += 1
             self.state.inflight += 1
         try:
-            self._complete(path, body)
+            if path == "/v1/embeddings":
+                self._embed(body)
+            else:
+                self._complete(path, body)
         finally:
             with self.state.lock:
                 self.state.inflight -= 1
+
+    def _embed(self, body):
+        inputs = body.get("input")
+        if isinstance(inputs, str):
+            inputs = [inputs]
+        if (not isinstance(inputs, list) or not inputs
+                or not all(isinstance(x, str) or (isinstance(x, list) and all(isinstance(t, int) for t in x))
+                           for x in inputs)):
+            return self._error(400, "input must be a string, a list of strings or of token lists")
+        fmt = body.get("encoding_format", "float")
+        if fmt not in ("float", "base64"):
+            return self._error(400, "encoding_format must be float or base64")
+        dim = self.state.args.embedding_dim
+        data, tokens = [], 0
+        for i, x in enumerate(inputs):
+            text = x if isinstance(x, str) else " ".join(str(t) for t in x)
+            tokens += count_tokens(text) if isinstance(x, str) else len(x)
+            digest = b""
+            while len(digest) < 4 * dim:
+                digest += hashlib.sha256(text.encode() + bytes([len(digest) // 32])).digest()
+            raw = [int.from_bytes(digest[4 * k:4 * k + 4], "little") / 2**32 - 0.5 for k in range(dim)]
+            norm = math.sqrt(sum(v * v for v in raw)) or 1.0
+            vec = [v / norm for v in raw]
+            emb = base64.b64encode(struct.pack("<%df" % dim, *vec)).decode() if fmt == "base64" else vec
+            data.append({"object": "embedding", "index": i, "embedding": emb})
+        self._json(200, {"object": "list", "data": data, "model": body.get("model") or self.state.args.model_id,
+                         "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
 
     def _complete(self, path, body):
         args = self.state.args
@@ -155,8 +201,12 @@ class Handler(BaseHTTPRequestHandler):
         created = int(time.time())
         prompt_tokens = count_tokens(last_user_text(body))
         completion_tokens = count_tokens(text)
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                 "total_tokens": prompt_tokens + completion_tokens}
         if body.get("stream") is True:
-            return self._stream(chat, rid, created, model, text)
+            options = body.get("stream_options")
+            with_usage = isinstance(options, dict) and options.get("include_usage") is True
+            return self._stream(chat, rid, created, model, text, usage if with_usage else None)
         if chat:
             choice = {"index": 0, "message": {"role": "assistant", "content": text},
                       "finish_reason": "stop"}
@@ -166,11 +216,9 @@ class Handler(BaseHTTPRequestHandler):
             obj = "text_completion"
         self._json(200, {
             "id": rid, "object": obj, "created": created, "model": model,
-            "choices": [choice],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens}})
+            "choices": [choice], "usage": usage})
 
-    def _stream(self, chat, rid, created, model, text):
+    def _stream(self, chat, rid, created, model, text, usage=None):
         args = self.state.args
         k = max(1, args.chunks)
         # The text split into k pieces (some may be empty when it is short).
@@ -204,9 +252,15 @@ class Handler(BaseHTTPRequestHandler):
                     obj = "text_completion"
                 event = {"id": rid, "object": obj, "created": created, "model": model,
                          "choices": [choice]}
+                if usage is not None:
+                    event["usage"] = None
                 send_chunk(b"data: " + json.dumps(event).encode() + b"\n\n")
                 if not last and args.chunk_delay_ms > 0:
                     time.sleep(args.chunk_delay_ms / 1000.0)
+            if usage is not None:
+                event = {"id": rid, "object": obj, "created": created, "model": model,
+                         "choices": [], "usage": usage}
+                send_chunk(b"data: " + json.dumps(event).encode() + b"\n\n")
             send_chunk(b"data: [DONE]\n\n")
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
@@ -232,6 +286,7 @@ def parse_args(argv=None):
     p.add_argument("--chunks", type=int, default=5, help="stream chunks per answer")
     p.add_argument("--chunk-delay-ms", type=float, default=50.0,
                    help="delay between stream chunks")
+    p.add_argument("--embedding-dim", type=int, default=8, help="floats per embedding")
     p.add_argument("--verbose", action="store_true", help="log every request on stderr")
     return p.parse_args(argv)
 
