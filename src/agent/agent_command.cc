@@ -17,6 +17,7 @@
 #include "core/json_fields.h"
 #include "core/log.h"
 #include "core/private_files.h"
+#include "core/yaml_config.h"
 
 namespace hf::agent {
 
@@ -32,6 +33,12 @@ int RunAgentCommand(int argc, char** argv) {
   std::string advertise_address;
   std::string log_level = "info";
   std::string log_format = "text";
+  app.set_config("--config", "",
+                 "YAML file of these options by their long names (server: URL, token_file: PATH, "
+                 "work_dir: PATH, ...): the packaged service reads /etc/heteroflow/agent.yaml; "
+                 "an option given on the command line wins over the file");
+  app.config_formatter(std::make_shared<YamlConfig>());
+  app.allow_config_extras(CLI::config_extras_mode::error);  // a misspelt key is an error
   app.add_option("--server", server, "server URL http://HOST:PORT[/PREFIX]")->required();
   app.add_option("--token-file", token_file,
                  "file holding the node's agent token (made for this node: POST /api/v1/tokens "
