@@ -12,6 +12,7 @@ packages=(
   python3 python3-prometheus-client prometheus curl wrk
   chromium fonts-wqy-microhei
   clang libclang-rt-14-dev
+  file lintian systemd adduser
 )
 # Node.js and npm build the web UI. A machine with Node.js from elsewhere
 # (NodeSource bundles npm) keeps it; Debian's own otherwise.

@@ -43,7 +43,7 @@ int RunServerCommand(int argc, char** argv) {
                  "folder that files named through the API (a topology_config) must lie in; "
                  "default: anywhere the server may read");
   app.add_option("--ui-dir", options.ui_dir,
-                 "folder of the built web UI (default: ui/ beside the binary)");
+                 "folder of the built web UI (default: ui/ beside the binary, else ../share/heteroflow/ui from it, where the Debian package installs it)");
   app.add_option("--max-connections", options.max_connections,
                  "open connections accepted; more are answered 503")
       ->capture_default_str()

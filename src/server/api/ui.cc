@@ -12,9 +12,15 @@ using http::StaticFiles;
 
 UiApi::UiApi(std::string dir) {
   if (dir.empty()) {
+    // ui/ beside the binary (a build tree), else where an installed binary's
+    // package puts it: BIN/../share/heteroflow/ui (/usr/share/heteroflow/ui).
     std::error_code ec;
     const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
     dir = ec ? "ui" : (exe.parent_path() / "ui").string();
+    const std::filesystem::path installed = exe.parent_path().parent_path() / "share" / "heteroflow" / "ui";
+    if (!ec && !std::filesystem::is_directory(dir, ec) && std::filesystem::is_directory(installed, ec)) {
+      dir = installed.string();
+    }
   }
   Result<StaticFiles> ui = StaticFiles::Load(dir);
   if (ui.ok()) {
