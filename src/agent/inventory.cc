@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "agent/pci_locality.h"
 #include "core/model_json.h"
 #include "core/yaml_json.h"
 
@@ -317,6 +318,27 @@ Result<Inventory> LoadInventoryFile(const std::string& path) {
   return inv;
 }
 
+std::vector<std::string> ParseNvidiaSmiBusIds(std::string_view csv, const std::vector<GpuDevice>& gpus) {
+  std::vector<std::string> out(gpus.size());
+  std::istringstream in{std::string(csv)};
+  for (std::string line; std::getline(in, line);) {
+    const size_t comma = line.find(',');
+    if (comma == std::string::npos) continue;
+    int index = -1;
+    if (std::sscanf(line.substr(0, comma).c_str(), "%d", &index) != 1) continue;
+    std::string id = line.substr(comma + 1);
+    id.erase(0, id.find_first_not_of(" \t"));
+    id.erase(id.find_last_not_of(" \t\r") + 1);
+    unsigned domain = 0, bus = 0, dev = 0, func = 0;
+    char extra = 0;
+    if (std::sscanf(id.c_str(), "%x:%x:%x.%x%c", &domain, &bus, &dev, &func, &extra) != 4) continue;
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      if (gpus[i].index == index) out[i] = id;
+    }
+  }
+  return out;
+}
+
 Result<std::vector<GpuDevice>> ParseNvidiaSmiInventory(std::string_view csv) {
   std::vector<GpuDevice> out;
   int line_no = 0;
@@ -601,6 +623,19 @@ Inventory DiscoverInventory() {
     }
     std::sort(names.begin(), names.end());
     for (auto& n : names) inv.spec.rdma.push_back(RdmaDevice{.name = std::move(n)});
+  }
+  // PCIe switch and NUMA node of the GPUs and NICs, from hwloc (NVLink stays
+  // nvidia-smi's). Like nvidia-smi's topology, a bonus: a failure is logged.
+  if (!inv.spec.gpus.empty() || !inv.spec.rdma.empty()) {
+    std::vector<std::string> bus_ids(inv.spec.gpus.size());
+    if (inv.gpus_from_nvidia_smi) {
+      if (auto out = RunCapture("nvidia-smi --query-gpu=index,pci.bus_id --format=csv,noheader 2>/dev/null")) {
+        bus_ids = ParseNvidiaSmiBusIds(*out, inv.spec.gpus);
+      }
+    }
+    if (Status s = ApplyPciLocality("", bus_ids, inv.spec.gpus, inv.spec.rdma); !s.ok()) {
+      spdlog::warn("agent: PCIe locality unknown: {}", s.message());
+    }
   }
   return inv;
 }

@@ -8,8 +8,9 @@
 //     heartbeat ({cpu_load, memory_used, gpus: [{index, utilization,
 //     memory_used_mib}]}), so that test and demo nodes can report any load;
 //   - discovered: CPUs from /proc/cpuinfo, memory from /proc/meminfo, GPUs
-//     from nvidia-smi when it is installed (their locality from
-//     `nvidia-smi topo -m`), RDMA devices from /sys/class/infiniband.
+//     from nvidia-smi when it is installed (their NVLink domains from
+//     `nvidia-smi topo -m`), RDMA devices from /sys/class/infiniband, and the
+//     PCIe switch and NUMA node of both from hwloc (pci_locality.h).
 // The parsers are pure functions over text so that they can be tested on
 // samples; Discover* and Measure* read the live system.
 //
@@ -78,6 +79,11 @@ Result<std::vector<GpuDevice>> ParseNvidiaSmiInventory(std::string_view csv);
 // no row or a row with no GPU in `gpus`, a bad NUMA cell). On error `gpus` is
 // left unchanged; on success every locality id is overwritten.
 Status ApplyNvidiaSmiTopology(std::string_view topo_text, std::vector<GpuDevice>& gpus);
+
+// The output of `nvidia-smi --query-gpu=index,pci.bus_id --format=csv,noheader`
+// ("0, 00000000:07:00.0" a line): each of `gpus`' PCI bus id, by index, ""
+// where a line is missing or malformed (for ApplyPciLocality).
+std::vector<std::string> ParseNvidiaSmiBusIds(std::string_view csv, const std::vector<GpuDevice>& gpus);
 // `nvidia-smi --query-gpu=index,utilization.gpu,memory.used
 // --format=csv,noheader,nounits`: "0, 95, 30000" (utilisation in percent;
 // "[N/A]" reads as 0).
