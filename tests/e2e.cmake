@@ -109,9 +109,9 @@ endif()
 # The API's end-to-end acceptance tests (tests/api/): the vision's curl calls,
 # a corpus of malformed requests, tasks, a crash mid-burst, metrics, the
 # scheduler preview, the demo cluster, the event stream and OpenAPI. Each starts the real binary on a temporary data dir.
-if(TARGET heteroflow AND Python3_Interpreter_FOUND)
-  foreach(case vision:60 malformed:120 tasks:120 crash:120 metrics:60 preview:60 demo:60 events:60 agent_protocol:90 agent:90 agent_failover:90 agent_preemption:120 jobs:240 queues:120 scheduling:120 security:180 fencing:180 flood:180 inference:300
-               ui_static:60)
+# hf_api_tests(NAME:TIMEOUT ...): api_NAME runs tests/api/test_NAME.py on the binary.
+function(hf_api_tests)
+  foreach(case ${ARGN})
     string(REPLACE ":" ";" parts ${case})
     list(GET parts 0 name)
     list(GET parts 1 timeout)
@@ -120,6 +120,11 @@ if(TARGET heteroflow AND Python3_Interpreter_FOUND)
                      $<TARGET_FILE:heteroflow>)
     set_tests_properties(api_${name} PROPERTIES TIMEOUT ${timeout} LABELS "e2e;server")
   endforeach()
+endfunction()
+if(TARGET heteroflow AND Python3_Interpreter_FOUND)
+  hf_api_tests(vision:60 malformed:120 tasks:120 crash:120 metrics:60 preview:60 demo:60 events:60
+               agent_protocol:90 agent:90 agent_failover:90 agent_preemption:120 jobs:240 queues:120
+               scheduling:120 security:180 fencing:180 flood:180 inference:300 ui_static:60)
 endif()
 
 # The web UI (docs/UI.md): its own unit tests (vitest), and browser tests in
@@ -139,15 +144,7 @@ if(HF_UI_BUILT)
   # OpenAI SDK against the inference gateway, and Redocly's linter on the
   # served OpenAPI document.
   if(TARGET heteroflow AND HF_NODE AND Python3_Interpreter_FOUND)
-    foreach(case openai_sdk:120 openapi_lint:120)
-      string(REPLACE ":" ";" parts ${case})
-      list(GET parts 0 name)
-      list(GET parts 1 timeout)
-      add_test(NAME api_${name}
-               COMMAND ${Python3_EXECUTABLE} ${HF_TESTS_DIR}/api/test_${name}.py
-                       $<TARGET_FILE:heteroflow>)
-      set_tests_properties(api_${name} PROPERTIES TIMEOUT ${timeout} LABELS "e2e;server")
-    endforeach()
+    hf_api_tests(openai_sdk:120 openapi_lint:120)
   endif()
 endif()
 
