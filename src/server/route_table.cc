@@ -55,12 +55,11 @@ bool RouteTable::RunsInline(const Request& req) const {
 
 namespace {
 
-// An operation's id from its method and path: the method, then each path
-// segment capitalised (a parameter as By<Name>), the API's /api/v1 prefix
-// left out: GET /api/v1/tasks/{id}/events -> getTasksByIdEvents.
+// An operation's id from its method (lower case) and path: the method, then
+// each path segment capitalised (a parameter as By<Name>), the API's /api/v1
+// prefix left out: get /api/v1/tasks/{id}/events -> getTasksByIdEvents.
 std::string OperationId(const std::string& method, std::string_view path) {
-  std::string id;
-  for (char c : method) id += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string id = method;
   constexpr std::string_view kApi = "/api/v1/";
   if (path.starts_with(kApi)) path.remove_prefix(kApi.size() - 1);
   bool upper = true;
@@ -98,7 +97,9 @@ Response RouteTable::OpenApi() const {
                    {"404", {{"description", "no such endpoint"}}},
                    {"503", {{"description", "no ready replica"}}}};
     }
-    std::string id = OperationId(r.method, r.path);
+    std::string method = r.method;
+    for (char& c : method) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::string id = OperationId(method, r.path);
     HF_CHECK(ids.insert(id).second);  // two routes may not share an operationId
     json op = {{"operationId", std::move(id)}, {"summary", r.summary}, {"responses", std::move(responses)}};
     if (r.credential == Credential::kNone) op["security"] = json::array();
@@ -122,8 +123,6 @@ Response RouteTable::OpenApi() const {
                            {"description", r.body + " (see docs/API.md)"},
                            {"content", {{"application/json", {{"schema", {{"type", "object"}}}}}}}};
     }
-    std::string method = r.method;
-    for (char& c : method) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     paths[r.path][method] = std::move(op);
   }
   json doc = {
