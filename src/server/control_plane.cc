@@ -87,6 +87,9 @@ Status ControlPlane::Init() {
   // Owner only (0700), refused when others may write it (docs/SECURITY.md).
   Status dir = MakePrivateDir(options_.data_dir);
   if (!dir.ok()) return Status(dir.code(), "data dir: " + dir.message());
+  // One server per store: held until this control plane is destroyed.
+  HF_ASSIGN_OR_RETURN(DirLock lock, DirLock::Acquire(options_.data_dir));
+  data_dir_lock_.emplace(std::move(lock));
   store::StoreOptions so;
   so.clock = &clock_;
   Result<std::unique_ptr<store::Store>> st = store::Store::Open(options_.data_dir + "/heteroflow.db", so);

@@ -22,10 +22,12 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "core/clock.h"
+#include "core/dir_lock.h"
 #include "core/status.h"
 #include "framework/framework.h"
 #include "http/server.h"
@@ -114,6 +116,7 @@ class ControlPlane {
   http::Response Handle(const http::Request& req);
 
   ServerOptions options_;
+  std::optional<DirLock> data_dir_lock_;  // this server's alone while it runs (core/dir_lock.h)
   SystemClock clock_;
   std::unique_ptr<store::Store> store_;
   EventHub events_;

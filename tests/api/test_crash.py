@@ -16,13 +16,14 @@ usage: test_crash.py HETEROFLOW_BINARY
 import os
 import random
 import sqlite3
+import subprocess
 import sys
 import threading
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hfapi import API, Checks, Server, expect, fail, main_guard, wait_until  # noqa: E402
+from hfapi import ADMIN_TOKEN, API, Checks, Server, expect, fail, main_guard, wait_until  # noqa: E402
 
 N_THREADS = 32
 N_TASKS = 1000
@@ -213,7 +214,26 @@ def main(binary, tmp):
         if r["state"] not in ("pending", "scheduled"):
             fail("new task after the crash: %r" % r)
 
-    if c.run("register 6 nodes x 4 GPUs", setup) and c.run("kill -9 mid-burst", burst_and_kill):
+    def one_server_per_data_dir():
+        # A second server on the same store would schedule from its own copy
+        # of the cluster and grant the same GPUs again: it is refused at
+        # start, naming the data dir and the holder, and changes nothing.
+        before = expect(srv.get(API + "/nodes"), 200)
+        second = subprocess.run([binary, "server", "--listen", "127.0.0.1:0", "--data-dir", data],
+                                capture_output=True, timeout=30, text=True,
+                                env=dict(os.environ, HETEROFLOW_ADMIN_TOKEN=ADMIN_TOKEN))
+        if second.returncode == 0 or "listening on" in second.stdout:
+            fail("a second server started on the data dir in use (exit %d): %s"
+                 % (second.returncode, second.stdout[-500:]))
+        why = second.stderr
+        if data not in why or "in use" not in why or str(srv.pid) not in why:
+            fail("the refusal does not name the data dir and the server holding it: %r" % why[-500:])
+        if expect(srv.get(API + "/nodes"), 200) != before or not srv.alive():
+            fail("the refused server changed what the first one serves")
+
+    if (c.run("register 6 nodes x 4 GPUs", setup)
+            and c.run("a second server on the data dir in use is refused", one_server_per_data_dir)
+            and c.run("kill -9 mid-burst", burst_and_kill)):
         c.run("every acknowledged task exists after restart", acked_survive)
         c.run("database invariants (read-only sqlite)", store_invariants)
         c.run("the API agrees with the store", api_agrees)
