@@ -4,41 +4,95 @@
 # plus four local agents whose declared inventories (examples/demo/agents/)
 # make the demo cluster: two 8-GPU A100 nodes with RDMA, a 4-GPU T4 node, a
 # CPU-only node. Tasks run as real processes under DATA_DIR/agents/<node>/.
-# On a fresh data dir it submits the demo tasks, then a high-priority task
-# that preempts a running low-priority one, and deploys a chat model
-# (examples/demo/model.json; its replicas run the small OpenAI-compatible
-# stand-in model server of tests/inference/) behind an endpoint named "chat",
-# and submits a 2-node job whose ranks rendezvous over TCP (examples/demo/
-# job.json), so there is something to look at at once. Ctrl-C stops the agents, their task processes and the server; the
-# data dir keeps everything for the next run.
+# It submits the demo tasks, then a high-priority task that preempts a
+# running low-priority one, deploys a chat model (examples/demo/model.json;
+# its replicas run the small OpenAI-compatible stand-in model server of
+# tests/inference/) behind an endpoint named "chat", and submits a 2-node job
+# whose ranks rendezvous over TCP (examples/demo/job.json), so there is
+# something to look at at once.
 #
+# Ctrl-C ends the demo's work through the API (scripts/demo_end.py: the chat
+# endpoint and model deleted, every job and live task cancelled, their
+# processes waited for), then stops the agents and the server. The data dir
+# keeps the store, its history and the tokens: the next start on it ends
+# whatever an unclean stop left the same way, then submits the demo anew.
+# --fresh deletes the data dir first.
+#
+# usage: scripts/run.sh [--fresh]
 # Environment: HETEROFLOW_LISTEN (default 0.0.0.0:3333), HETEROFLOW_DATA_DIR
 # (default ./data), HETEROFLOW_ADMIN_TOKEN (admin token for a fresh data dir;
-# generated and written to DATA_DIR/admin.token when unset).
+# generated and written to DATA_DIR/admin.token when unset), HETEROFLOW_BINARY
+# (run this heteroflow instead of building ./build/heteroflow).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/build.sh
+fresh_start=0
+for arg in "$@"; do
+  case "$arg" in
+    --fresh) fresh_start=1 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run.sh: unknown argument $arg (usage: scripts/run.sh [--fresh])" >&2; exit 2 ;;
+  esac
+done
+bin="${HETEROFLOW_BINARY:-./build/heteroflow}"
+[ -n "${HETEROFLOW_BINARY:-}" ] || ./scripts/build.sh
 listen="${HETEROFLOW_LISTEN:-0.0.0.0:3333}"
 data="${HETEROFLOW_DATA_DIR:-./data}"
 port="${listen##*:}"
 base="http://127.0.0.1:$port"
+if [ "$fresh_start" = 1 ] && [ -e "$data" ]; then
+  # Only a data dir of this script's making is deleted.
+  if [ ! -f "$data/heteroflow.db" ]; then
+    echo "run.sh: --fresh: $data is not a HeteroFlow data dir (no heteroflow.db); not deleting it" >&2
+    exit 2
+  fi
+  rm -rf "$data"
+fi
 fresh=1
 [ -f "$data/heteroflow.db" ] && fresh=0
 
-./build/heteroflow server --config examples/demo/server.yaml --listen "$listen" --data-dir "$data" &
-server=$!
-agents=()
-mkdir -p "$data/agents"
+(umask 077 && mkdir -p "$data/agents")
 work="$(cd "$data/agents" && pwd)"
+# The server and agents of an earlier run whose script was killed outright
+# (no trap ran) still hold the port and the store: they stop first.
+pids="$data/run.pids"
+if [ -f "$pids" ]; then
+  for pid in $(cat "$pids"); do
+    argv="$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null || true)"
+    case "$argv" in
+      *"$(basename "$bin") "*"$data"*)
+        echo "stopping process $pid, left running by an earlier run" >&2
+        kill -TERM "$pid" 2>/dev/null || true
+        for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null || true ;;
+    esac
+  done
+  rm -f "$pids"
+fi
+# The server and the agents run in sessions of their own: the terminal's
+# Ctrl-C reaches this script only, whose trap ends the demo's work through
+# them before it stops them.
+setsid "$bin" server --config examples/demo/server.yaml --listen "$listen" --data-dir "$data" &
+server=$!
+echo $server > "$pids"
+agents=()
+stopping=0
 stop_all() {
+  [ "$stopping" = 1 ] && return
+  stopping=1
+  if [ -n "${token:-}" ] && kill -0 $server 2>/dev/null && [ ${#agents[@]} -gt 0 ]; then
+    echo "ending the demo's work..." >&2
+    HETEROFLOW_TOKEN="$token" python3 scripts/demo_end.py "$base" --work-dir "$work" ||
+      echo "run.sh: the demo's work did not end cleanly (see above)" >&2
+  fi
   [ ${#agents[@]} -gt 0 ] && kill -TERM "${agents[@]}" 2>/dev/null
   # Agents leave their tasks running when they stop (so that a restarted
-  # agent finds them); the demo's tasks go with it.
+  # agent finds them): whatever did not end through the API goes with them.
   for d in /proc/[0-9]*; do
     case "$(readlink "$d/cwd" 2>/dev/null)" in "$work"/*) kill -TERM "${d#/proc/}" 2>/dev/null ;; esac
   done
   kill -TERM $server 2>/dev/null
   wait 2>/dev/null
+  rm -f "$pids"
 }
 trap stop_all INT TERM EXIT
 
@@ -70,10 +124,11 @@ if [ -n "$token" ]; then
 fi
 if [ -s "$data/agent-${nodes[0]}.token" ]; then
   for name in "${nodes[@]}"; do
-    ./build/heteroflow agent --server "$base" --token-file "$data/agent-$name.token" \
+    setsid "$bin" agent --server "$base" --token-file "$data/agent-$name.token" \
       --inventory "examples/demo/agents/$name.yaml" --work-dir "$work/$name" \
       > "$data/agents/$name.log" 2>&1 &
     agents+=($!)
+    echo $! >> "$pids"
   done
   for _ in $(seq 100); do
     [ "$(api "$base/api/v1/nodes" | grep -o '"condition":"Ready"' | wc -l)" -ge 4 ] && break
@@ -83,7 +138,13 @@ else
   echo "no admin token: set HETEROFLOW_ADMIN_TOKEN to start the demo agents" >&2
 fi
 
-if [ "$fresh" = 1 ] && [ -n "$token" ]; then
+if [ "$fresh" = 0 ] && [ -n "$token" ]; then
+  # Whatever an unclean stop left (a killed script, a lost terminal) ends
+  # first: its tasks read cancelled, and the demo below starts anew.
+  HETEROFLOW_TOKEN="$token" python3 scripts/demo_end.py "$base" --work-dir "$work" ||
+    echo "run.sh: the earlier run's work did not end cleanly (see above)" >&2
+fi
+if [ -n "$token" ]; then
   api -X POST "$base/api/v1/tasks/batch" --data-binary @examples/demo/tasks.json >/dev/null
   sleep 2
   api -X POST "$base/api/v1/tasks" --data-binary @examples/demo/urgent-task.json >/dev/null
@@ -110,6 +171,7 @@ The admin token is in $data/admin.token (or HETEROFLOW_ADMIN_TOKEN if you set it
   curl -H "Authorization: Bearer \$HETEROFLOW_TOKEN" $base/api/v1/plugins
   curl $base/inference/v1/chat/completions -H "Authorization: Bearer \$(cat $data/chat.key)" \\
        -d '{"model": "chat", "messages": [{"role": "user", "content": "hello"}], "stream": true}'
-Ctrl-C stops it.
+Ctrl-C ends the demo's work and stops it; the next start on $data submits the
+demo anew (--fresh starts on an empty data dir).
 MSG
 wait $server
