@@ -130,7 +130,10 @@ Agent::Agent(AgentOptions options)
     : opt_(std::move(options)),
       supervisor_command_(TaskSupervisorCommand()),
       supervisor_(supervisor_command_.size() == 1 ? supervisor_command_[0] : std::string()),
-      base_env_(ProcessEnv()) {}
+      base_env_(ProcessEnv()),
+      node_devices_{.gpus = opt_.inventory.spec.gpus,
+                    .bind_ids = opt_.inventory.discovered.bind_ids,
+                    .advertise_address = opt_.advertise_address} {}
 
 void Agent::RequestStop() {
   {
@@ -351,7 +354,7 @@ void Agent::HeartbeatLoop() {
     if (!usage.ok()) {
       if (!usage_error_logged) Log("usage: " + usage.status().message() + "; measuring instead");
       usage_error_logged = true;
-      usage = MeasureUsage(opt_.inventory.spec.cpu_milli, opt_.inventory.gpus_from_nvidia_smi);
+      usage = MeasureUsage(opt_.inventory.spec.cpu_milli, opt_.inventory.discovered);
     } else {
       usage_error_logged = false;
     }
@@ -897,7 +900,8 @@ void Agent::Launch(const Assignment& a) {
   LaunchSpec spec{.id = a.id,
                   .argv = std::move(argv),
                   .env = EnvStrings(
-                      BuildTaskEnv(base_env_, a.id, a.task, a.allocation, port, a.launch_env)),
+                      BuildTaskEnv(base_env_, a.id, a.task, a.allocation, node_devices_, port,
+                                   a.launch_env)),
                   .cwd = dir.string(),
                   .log_path = (dir / "output.log").string()};
   Result<pid_t> pid = supervisor_.Launch(spec);

@@ -157,6 +157,8 @@ class Agent {
   // server.
   Supervisor supervisor_;
   std::map<std::string, std::string> base_env_;
+  // The node's devices and how tasks are bound to them (set once, here).
+  const NodeDevices node_devices_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> fatal_{false};
   std::atomic<int> heartbeat_interval_s_{5};

@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "agent/accelerators/accelerator.h"
+#include "agent/accelerators/nvidia/nvidia.h"
 #include "core/model_json.h"
 
 extern char** environ;
@@ -116,26 +118,41 @@ Result<AssignmentList> ParseAssignments(const json& body) {
 std::map<std::string, std::string> BuildTaskEnv(const std::map<std::string, std::string>& base,
                                                 uint64_t id, const Task& task,
                                                 const Allocation& allocation,
+                                                const NodeDevices& node,
                                                 std::optional<uint16_t> port,
                                                 const std::map<std::string, std::string>& launch) {
   std::map<std::string, std::string> env = base;
   for (const auto& [k, v] : task.env) env[k] = v;
   for (const auto& [k, v] : task.secret_env) env[k] = v;
   for (const auto& [k, v] : launch) env[k] = v;
-  std::string devices;
+  std::vector<int32_t> grants;
   int32_t share = kWholeGpuMilli;
   for (const GpuGrant& g : allocation.gpus) {
-    if (!devices.empty()) devices += ',';
-    devices += std::to_string(g.index);
+    grants.push_back(g.index);
     if (g.milli > 0) share = std::min(share, g.milli);
   }
-  env["CUDA_VISIBLE_DEVICES"] = devices;
+  std::map<std::string, std::string> binding = accel::BindingEnv(node.gpus, node.bind_ids, grants);
+  if (binding.empty()) binding[std::string(accel::NvidiaVendor().BindingVariable())] = "";
+  for (const std::string& var : accel::VariablesToClear(binding)) env.erase(var);
+  for (auto& [k, v] : binding) env[k] = std::move(v);
+  // The vendors of the task's devices, for their collective libraries.
+  std::vector<std::string> vendors;
+  for (int32_t index : grants) {
+    for (const GpuDevice& g : node.gpus) {
+      if (g.index == index && std::find(vendors.begin(), vendors.end(), g.vendor) == vendors.end()) {
+        vendors.push_back(g.vendor);
+      }
+    }
+  }
+  env.erase("NCCL_IB_HCA");
+  env.erase("HCCL_IF_IP");
+  const std::string address = launch.empty() ? "" : node.advertise_address;
+  for (auto& [k, v] : accel::CollectiveEnvFor(vendors, allocation.rdma_device, address)) env[k] = v;
   env["HETEROFLOW_TASK_ID"] = std::to_string(id);
   env.erase("HETEROFLOW_GPU_MILLI");
   if (!allocation.gpus.empty() && share < kWholeGpuMilli) {
     env["HETEROFLOW_GPU_MILLI"] = std::to_string(share);
   }
-  if (!allocation.rdma_device.empty()) env["NCCL_IB_HCA"] = allocation.rdma_device;
   env.erase("HETEROFLOW_PORT");
   if (port.has_value()) {
     env["PORT"] = std::to_string(*port);

@@ -50,14 +50,34 @@ Result<Allocation> ParseAllocation(const nlohmann::json& j);
 // version or no task list.
 Result<AssignmentList> ParseAssignments(const nlohmann::json& body);
 
+// What the agent knows of its node's devices, for binding tasks to them.
+struct NodeDevices {
+  std::vector<GpuDevice> gpus;  // the node's, as registered
+  // Node index -> the id its vendor's binding variable takes (discovered
+  // devices; accel::Discovered::bind_ids). Declared devices have none and
+  // bind by their rank among their vendor's (accel::BindingEnv).
+  std::map<int32_t, std::string> bind_ids;
+  std::string advertise_address;  // the agent's --advertise-address, "" when unset
+};
+
 // The child's environment: `base` (the agent's own), then the task's env and
 // secret_env, then what the agent sets, which wins over both:
-//   CUDA_VISIBLE_DEVICES  the granted GPU indices in allocation order,
-//                         comma separated ("" when no GPU: hides all GPUs);
+//   <vendor binding variables>  accel::BindingEnv: for each vendor with
+//                         devices on the node (CUDA_VISIBLE_DEVICES,
+//                         ROCR_VISIBLE_DEVICES, ASCEND_RT_VISIBLE_DEVICES,
+//                         HABANA_VISIBLE_MODULES), the task's devices of that
+//                         vendor in allocation order, comma separated ("" when
+//                         it got none: hides them all). A node with no device
+//                         of a known vendor gets CUDA_VISIBLE_DEVICES="",
+//                         hiding GPUs its inventory does not declare. Every
+//                         other known vendor variable is removed (inherited
+//                         from the agent, it would misdirect the task);
 //   HETEROFLOW_TASK_ID    the id;
 //   HETEROFLOW_GPU_MILLI  the share, only when a grant is below 1000 (the
 //                         smallest, should grants ever differ);
-//   NCCL_IB_HCA           the RDMA device, only when one was allocated;
+//   NCCL_IB_HCA           the RDMA device, only when one was allocated, for
+//                         NCCL and RCCL (accel::CollectiveEnvFor); HCCL_IF_IP
+//                         the advertised address, for a job member on Ascend;
 //   PORT, HETEROFLOW_PORT the port the agent gave the task, only when
 //                         `port` is set (a service task, see NeedsPort).
 //                         Without it HETEROFLOW_PORT is removed and PORT is
@@ -67,6 +87,7 @@ Result<AssignmentList> ParseAssignments(const nlohmann::json& body);
 std::map<std::string, std::string> BuildTaskEnv(const std::map<std::string, std::string>& base,
                                                 uint64_t id, const Task& task,
                                                 const Allocation& allocation,
+                                                const NodeDevices& node,
                                                 std::optional<uint16_t> port = std::nullopt,
                                                 const std::map<std::string, std::string>& launch = {});
 

@@ -18,11 +18,24 @@ Allocation Alloc(std::vector<GpuGrant> gpus, std::string rdma = "") {
   return a;
 }
 
+// A node of `n` devices of `vendor`, indices 0..n-1 (a declared inventory).
+NodeDevices Node(const std::string& vendor, int n, int first_index = 0) {
+  NodeDevices node;
+  for (int i = 0; i < n; ++i) {
+    GpuDevice g;
+    g.index = first_index + i;
+    g.vendor = vendor;
+    node.gpus.push_back(g);
+  }
+  return node;
+}
+
 TEST(TaskEnvTest, CudaVisibleDevicesFollowsAllocationOrder) {
   Task t;
   t.env = {{"FOO", "bar"}, {"PATH", "/task/bin"}};
   const auto env = BuildTaskEnv({{"PATH", "/usr/bin"}, {"HOME", "/root"}}, 17, t,
-                                Alloc({{.index = 3, .milli = 1000}, {.index = 1, .milli = 1000}}));
+                                Alloc({{.index = 3, .milli = 1000}, {.index = 1, .milli = 1000}}),
+                                Node("nvidia", 4));
   EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "3,1");
   EXPECT_EQ(env.at("HETEROFLOW_TASK_ID"), "17");
   EXPECT_EQ(env.at("FOO"), "bar");
@@ -33,34 +46,90 @@ TEST(TaskEnvTest, CudaVisibleDevicesFollowsAllocationOrder) {
 }
 
 TEST(TaskEnvTest, NoGpuHidesAllGpus) {
-  const auto env = BuildTaskEnv({{"CUDA_VISIBLE_DEVICES", "0,1"}}, 5, Task{}, Alloc({}));
+  const auto env = BuildTaskEnv({{"CUDA_VISIBLE_DEVICES", "0,1"}}, 5, Task{}, Alloc({}), Node("nvidia", 2));
   EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "");
   EXPECT_EQ(env.count("HETEROFLOW_GPU_MILLI"), 0u);
+  // A node whose inventory declares no device still hides NVIDIA GPUs.
+  const auto cpu = BuildTaskEnv({{"CUDA_VISIBLE_DEVICES", "0,1"}}, 5, Task{}, Alloc({}), NodeDevices{});
+  EXPECT_EQ(cpu.at("CUDA_VISIBLE_DEVICES"), "");
+}
+
+TEST(TaskEnvTest, EachVendorGetsItsOwnVariableAndNoOther) {
+  const std::map<std::string, std::string> inherited = {
+      {"CUDA_VISIBLE_DEVICES", "0"}, {"HIP_VISIBLE_DEVICES", "1"}, {"ROCR_VISIBLE_DEVICES", "2"},
+      {"ASCEND_RT_VISIBLE_DEVICES", "3"}, {"ASCEND_VISIBLE_DEVICES", "3"},
+      {"HABANA_VISIBLE_MODULES", "4"}, {"HABANA_VISIBLE_DEVICES", "4"}, {"GPU_DEVICE_ORDINAL", "5"}};
+  const std::map<std::string, std::string> vars = {{"nvidia", "CUDA_VISIBLE_DEVICES"},
+                                                   {"amd", "ROCR_VISIBLE_DEVICES"},
+                                                   {"huawei", "ASCEND_RT_VISIBLE_DEVICES"},
+                                                   {"habana", "HABANA_VISIBLE_MODULES"}};
+  for (const auto& [vendor, var] : vars) {
+    const auto env = BuildTaskEnv(inherited, 1, Task{},
+                                  Alloc({{.index = 6, .milli = 1000}, {.index = 4, .milli = 1000}}),
+                                  Node(vendor, 8));
+    EXPECT_EQ(env.at(var), "6,4") << vendor;
+    for (const auto& [k, v] : inherited) {
+      if (k != var) EXPECT_EQ(env.count(k), 0u) << vendor << " task has " << k;
+    }
+  }
+}
+
+TEST(TaskEnvTest, DiscoveredBindIdsAndRanksOnAMixedNode) {
+  // Four NVIDIA GPUs then four Gaudis (node indices 4..7) whose module ids
+  // came from hl-smi.
+  NodeDevices node = Node("nvidia", 4);
+  for (const GpuDevice& g : Node("habana", 4, 4).gpus) node.gpus.push_back(g);
+  node.bind_ids = {{4, "3"}, {5, "0"}, {6, "2"}, {7, "1"}};
+  const auto gaudi = BuildTaskEnv({}, 1, Task{}, Alloc({{.index = 5, .milli = 1000}, {.index = 7, .milli = 1000}}),
+                                  node);
+  EXPECT_EQ(gaudi.at("HABANA_VISIBLE_MODULES"), "0,1");
+  EXPECT_EQ(gaudi.at("CUDA_VISIBLE_DEVICES"), "");  // the node's other devices hidden
+  // Declared devices bind by their rank among their vendor's.
+  NodeDevices declared = Node("nvidia", 2);
+  for (const GpuDevice& g : Node("huawei", 2, 2).gpus) declared.gpus.push_back(g);
+  const auto npu = BuildTaskEnv({}, 1, Task{}, Alloc({{.index = 3, .milli = 1000}}), declared);
+  EXPECT_EQ(npu.at("ASCEND_RT_VISIBLE_DEVICES"), "1");
+  // A vendor the agent does not know gets no variable.
+  const auto other = BuildTaskEnv({}, 1, Task{}, Alloc({{.index = 0, .milli = 1000}}), Node("cambricon", 1));
+  EXPECT_EQ(other.count("CUDA_VISIBLE_DEVICES"), 1u);  // hides NVIDIA's, as a node without known devices does
+  EXPECT_EQ(other.count("MLU_VISIBLE_DEVICES"), 0u);
 }
 
 TEST(TaskEnvTest, GpuMilliOnlyForShares) {
-  const auto shared = BuildTaskEnv({}, 1, Task{}, Alloc({{.index = 2, .milli = 500}}));
+  const auto shared = BuildTaskEnv({}, 1, Task{}, Alloc({{.index = 2, .milli = 500}}), Node("nvidia", 4));
   EXPECT_EQ(shared.at("HETEROFLOW_GPU_MILLI"), "500");
   EXPECT_EQ(shared.at("CUDA_VISIBLE_DEVICES"), "2");
   Task t;
   t.env = {{"HETEROFLOW_GPU_MILLI", "1"}};  // the agent's value wins
-  const auto whole = BuildTaskEnv({}, 1, t, Alloc({{.index = 2, .milli = 1000}}));
+  const auto whole = BuildTaskEnv({}, 1, t, Alloc({{.index = 2, .milli = 1000}}), Node("nvidia", 4));
   EXPECT_EQ(whole.count("HETEROFLOW_GPU_MILLI"), 0u);
 }
 
-TEST(TaskEnvTest, NcclIbHcaWhenRdmaAllocated) {
-  const auto env = BuildTaskEnv({}, 1, Task{}, Alloc({{.index = 0, .milli = 1000}}, "mlx5_1"));
-  EXPECT_EQ(env.at("NCCL_IB_HCA"), "mlx5_1");
+TEST(TaskEnvTest, CollectiveVariablesFollowTheVendor) {
+  const auto nccl = BuildTaskEnv({}, 1, Task{}, Alloc({{.index = 0, .milli = 1000}}, "mlx5_1"), Node("nvidia", 1));
+  EXPECT_EQ(nccl.at("NCCL_IB_HCA"), "mlx5_1");
+  const auto rccl = BuildTaskEnv({}, 1, Task{}, Alloc({{.index = 0, .milli = 1000}}, "mlx5_1"), Node("amd", 1));
+  EXPECT_EQ(rccl.at("NCCL_IB_HCA"), "mlx5_1");
+  // HCCL: the advertised address, for a job's member only.
+  NodeDevices ascend = Node("huawei", 1);
+  ascend.advertise_address = "10.0.0.7";
+  const auto alone = BuildTaskEnv({{"NCCL_IB_HCA", "x"}}, 1, Task{}, Alloc({{.index = 0, .milli = 1000}}, "mlx5_1"),
+                                  ascend);
+  EXPECT_EQ(alone.count("HCCL_IF_IP"), 0u);
+  EXPECT_EQ(alone.count("NCCL_IB_HCA"), 0u);
+  const auto member = BuildTaskEnv({}, 1, Task{}, Alloc({{.index = 0, .milli = 1000}}), ascend, std::nullopt,
+                                   {{"RANK", "0"}, {"MASTER_ADDR", "10.0.0.7"}});
+  EXPECT_EQ(member.at("HCCL_IF_IP"), "10.0.0.7");
   EXPECT_EQ(EnvStrings({{"A", "1"}, {"B", ""}}), (std::vector<std::string>{"A=1", "B="}));
 }
 
 TEST(TaskEnvTest, PortOnlyForServiceTasks) {
   Task t;
   t.env = {{"PORT", "8000"}};  // the task's own PORT stays when it gets no port
-  const auto plain = BuildTaskEnv({{"HETEROFLOW_PORT", "1"}}, 1, t, Alloc({}));
+  const auto plain = BuildTaskEnv({{"HETEROFLOW_PORT", "1"}}, 1, t, Alloc({}), NodeDevices{});
   EXPECT_EQ(plain.at("PORT"), "8000");
   EXPECT_EQ(plain.count("HETEROFLOW_PORT"), 0u);
-  const auto service = BuildTaskEnv({}, 1, t, Alloc({}), uint16_t{40123});
+  const auto service = BuildTaskEnv({}, 1, t, Alloc({}), NodeDevices{}, uint16_t{40123});
   EXPECT_EQ(service.at("PORT"), "40123");  // the agent's port wins
   EXPECT_EQ(service.at("HETEROFLOW_PORT"), "40123");
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/accelerators/nvidia/nvidia.h"
 #include "agent/inventory.h"
 
 namespace hf::agent {
@@ -108,9 +109,9 @@ TEST(PciLocalityTest, NvidiaSmiBusIdsByIndex) {
       "2, not-a-bus-id\n"
       "7, 00000000:90:00.0\n"
       "garbage\n";
-  EXPECT_EQ(ParseNvidiaSmiBusIds(csv, gpus),
+  EXPECT_EQ(accel::ParseNvidiaSmiBusIds(csv, gpus),
             (std::vector<std::string>{"00000000:07:00.0", "00000000:0F:00.0", ""}));
-  EXPECT_EQ(ParseNvidiaSmiBusIds("", gpus), (std::vector<std::string>{"", "", ""}));
+  EXPECT_EQ(accel::ParseNvidiaSmiBusIds("", gpus), (std::vector<std::string>{"", "", ""}));
 }
 
 }  // namespace

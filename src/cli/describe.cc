@@ -105,6 +105,9 @@ std::string RequestsText(const json& r) {
   if (const json& models = Child(r, "gpu_models"); models.is_array() && !models.empty()) {
     out += ", models " + Join(models, ",");
   }
+  if (const json& vendors = Child(r, "gpu_vendors"); vendors.is_array() && !vendors.empty()) {
+    out += ", vendors " + Join(vendors, ",");
+  }
   return out;
 }
 
@@ -396,13 +399,14 @@ std::string DescribeNode(const json& n) {
     return f.Render();
   }
   std::vector<std::vector<std::string>> rows = {
-      {"INDEX", "MODEL", "MEMORY", "ALLOCATED", "ALLOCATED MEMORY", "NUMA", "PCIE", "NVLINK"}};
+      {"INDEX", "VENDOR", "MODEL", "MEMORY", "ALLOCATED", "ALLOCATED MEMORY", "NUMA", "PCIE",
+       "FABRIC"}};
   for (const json& g : gpus) {
-    rows.push_back({Text(g, "index"), Text(g, "model"),
+    rows.push_back({Text(g, "index"), Text(g, "vendor"), Text(g, "model"),
                     Memory(IntField(g, "memory_mib").value_or(0)),
                     std::to_string(IntField(g, "allocated_milli").value_or(0)) + "m",
                     Memory(IntField(g, "allocated_memory_mib").value_or(0)), Locality(g, "numa"),
-                    Locality(g, "pcie_switch"), Locality(g, "nvlink_domain")});
+                    Locality(g, "pcie_switch"), Locality(g, "fabric_domain")});
   }
   return f.Render() + "GPUs:\n" + Indented(FormatTable(rows));
 }

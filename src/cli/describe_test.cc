@@ -94,11 +94,11 @@ TEST(DescribeTest, Node) {
   const json node = json::parse(R"({
     "name": "gpu-a1", "condition": "Ready", "labels": {"pool": "train"},
     "cpu_milli": 64000, "memory_mib": 524288,
-    "gpus": [{"index": 0, "model": "A100-80G", "memory_mib": 81920, "numa": 0,
-              "pcie_switch": 0, "nvlink_domain": 0, "allocated_milli": 1000,
+    "gpus": [{"index": 0, "vendor": "nvidia", "model": "A100-80G", "memory_mib": 81920, "numa": 0,
+              "pcie_switch": 0, "fabric_domain": 0, "allocated_milli": 1000,
               "allocated_memory_mib": 40960},
-             {"index": 1, "model": "A100-80G", "memory_mib": 81920, "numa": 1,
-              "pcie_switch": 1, "nvlink_domain": 0, "allocated_milli": 0,
+             {"index": 1, "vendor": "nvidia", "model": "A100-80G", "memory_mib": 81920, "numa": 1,
+              "pcie_switch": 1, "fabric_domain": 0, "allocated_milli": 0,
               "allocated_memory_mib": 0}],
     "rdma": [{"name": "mlx5_0", "numa": 0, "pcie_switch": 0}],
     "topology": {"zone": "z1", "switch": "s1", "rack": "r1"},
@@ -114,9 +114,9 @@ TEST(DescribeTest, Node) {
             "RDMA:       mlx5_0 (numa 0)\n"
             "Tasks:      17, 21\n"
             "GPUs:\n"
-            "  INDEX   MODEL      MEMORY   ALLOCATED   ALLOCATED MEMORY   NUMA   PCIE   NVLINK\n"
-            "  0       A100-80G   80Gi     1000m       40Gi               0      0      0\n"
-            "  1       A100-80G   80Gi     0m          0Mi                1      1      0\n");
+            "  INDEX   VENDOR   MODEL      MEMORY   ALLOCATED   ALLOCATED MEMORY   NUMA   PCIE   FABRIC\n"
+            "  0       nvidia   A100-80G   80Gi     1000m       40Gi               0      0      0\n"
+            "  1       nvidia   A100-80G   80Gi     0m          0Mi                1      1      0\n");
   EXPECT_NE(DescribeNode(json::object()).find("GPUs:       <none>\n"), std::string::npos)
       << DescribeNode(json::object());
 }

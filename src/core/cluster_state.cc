@@ -49,12 +49,21 @@ void ClusterState::NewNodesVersion() {
   nodes_version_ = next_version.fetch_add(1, std::memory_order_relaxed);
 }
 
-Result<std::vector<std::string>> ClusterState::NewModels(const NodeSpec& spec) const {
-  std::vector<std::string> new_models;
+int ClusterState::ModelBit(const std::string& vendor, const std::string& model) const {
+  for (size_t m = 0; m < model_names_.size(); ++m) {
+    if (model_names_[m] == model && model_vendors_[m] == vendor) return int(m);
+  }
+  return -1;
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> ClusterState::NewModels(
+    const NodeSpec& spec) const {
+  std::vector<std::pair<std::string, std::string>> new_models;
   for (const GpuDevice& g : spec.gpus) {
-    if (std::find(model_names_.begin(), model_names_.end(), g.model) == model_names_.end() &&
-        std::find(new_models.begin(), new_models.end(), g.model) == new_models.end()) {
-      new_models.push_back(g.model);
+    std::pair<std::string, std::string> kind{g.vendor, g.model};
+    if (ModelBit(g.vendor, g.model) < 0 &&
+        std::find(new_models.begin(), new_models.end(), kind) == new_models.end()) {
+      new_models.push_back(std::move(kind));
     }
   }
   if (model_names_.size() + new_models.size() > kMaxModels) {
@@ -66,8 +75,14 @@ Result<std::vector<std::string>> ClusterState::NewModels(const NodeSpec& spec) c
 Status ClusterState::InternModels(const NodeSpec& spec) {
   // Interned first, so that a node with too many new models is rejected
   // before anything changes.
-  HF_ASSIGN_OR_RETURN(std::vector<std::string> new_models, NewModels(spec));
-  model_names_.insert(model_names_.end(), new_models.begin(), new_models.end());
+  HF_ASSIGN_OR_RETURN(auto new_models, NewModels(spec));
+  for (auto& [vendor, model] : new_models) {
+    const bool exclusive = std::find(exclusive_vendors_.begin(), exclusive_vendors_.end(),
+                                     vendor) != exclusive_vendors_.end();
+    if (exclusive) exclusive_models_ |= ModelMask{1} << model_names_.size();
+    model_vendors_.push_back(std::move(vendor));
+    model_names_.push_back(std::move(model));
+  }
   model_nodes_.resize(model_names_.size());
   for (auto& b : model_nodes_) b.Resize(specs_.size());
   return Status::Ok();
@@ -105,8 +120,9 @@ void ClusterState::ApplySpec(NodeId n, const NodeSpec& spec) {
   for (size_t i = 0; i < new_count; ++i) {
     const GpuDevice& g = spec.gpus[i];
     gpu_free_mem_[begin + i] = g.memory_mib;
-    const auto it = std::find(model_names_.begin(), model_names_.end(), g.model);
-    const ModelMask bit = ModelMask{1} << (it - model_names_.begin());
+    const int m = ModelBit(g.vendor, g.model);
+    HF_CHECK(m >= 0);  // interned by InternModels
+    const ModelMask bit = ModelMask{1} << m;
     gpu_model_bit_[begin + i] = bit;
     model_mask_[n] |= bit;
   }
@@ -475,11 +491,34 @@ void ClusterState::RecomputeGpuSummary(NodeId n) {
 ClusterState::ModelMask ClusterState::MaskOf(const std::vector<std::string>& models) const {
   if (models.empty()) return kAnyModel;
   ModelMask mask = 0;
-  for (const std::string& m : models) {
-    auto it = std::find(model_names_.begin(), model_names_.end(), m);
-    if (it != model_names_.end()) mask |= ModelMask{1} << (it - model_names_.begin());
+  for (size_t m = 0; m < model_names_.size(); ++m) {
+    if (std::find(models.begin(), models.end(), model_names_[m]) != models.end()) {
+      mask |= ModelMask{1} << m;
+    }
   }
   return mask;
+}
+
+ClusterState::ModelMask ClusterState::VendorMask(const std::vector<std::string>& vendors) const {
+  if (vendors.empty()) return kAnyModel;
+  ModelMask mask = 0;
+  for (size_t m = 0; m < model_vendors_.size(); ++m) {
+    if (std::find(vendors.begin(), vendors.end(), model_vendors_[m]) != vendors.end()) {
+      mask |= ModelMask{1} << m;
+    }
+  }
+  return mask;
+}
+
+void ClusterState::SetExclusiveVendors(std::vector<std::string> vendors) {
+  exclusive_vendors_ = std::move(vendors);
+  exclusive_models_ = 0;
+  for (size_t m = 0; m < model_vendors_.size(); ++m) {
+    if (std::find(exclusive_vendors_.begin(), exclusive_vendors_.end(), model_vendors_[m]) !=
+        exclusive_vendors_.end()) {
+      exclusive_models_ |= ModelMask{1} << m;
+    }
+  }
 }
 
 Status ClusterState::Bind(const Task& task, const Allocation& alloc, TaskState state,
@@ -500,7 +539,7 @@ Status ClusterState::Bind(const Task& task, const Allocation& alloc, TaskState s
   p.started_at_ms = state == TaskState::kRunning ? now_ms : 0;
   p.alloc = alloc;
   p.inflight = true;
-  return Place(std::move(p), MaskOf(task.requests.gpu_models));
+  return Place(std::move(p), AcceptedModels(task.requests));
 }
 
 Status ClusterState::Place(PlacedTask p, ModelMask allowed) {

@@ -227,9 +227,32 @@ class ClusterState {
   std::span<const NodeCount> GroupNodes(std::string_view group) const;
   std::span<const NodeCount> NameNodes(std::string_view name) const;
 
-  // Bits for the given model names; kAnyModel for an empty list. Models no
-  // node has map to no bit (so they match nothing).
+  // A model bit stands for one (vendor, model) pair of GpuDevice.
+  // Bits for the given model names, of any vendor; kAnyModel for an empty
+  // list. Models no node has map to no bit (so they match nothing).
   ModelMask MaskOf(const std::vector<std::string>& models) const;
+  // Bits of the models of the given vendors; kAnyModel for an empty list.
+  ModelMask VendorMask(const std::vector<std::string>& vendors) const;
+  // The GPUs a task's requests accept: its models, its vendors, and, for a
+  // share of a GPU (gpu_milli < 1000), only the models whose vendor may be
+  // shared (SetExclusiveVendors). Every fit check takes its mask from here.
+  ModelMask AllowedModels(const Requests& r) const {
+    const ModelMask m = AcceptedModels(r);
+    return r.gpu_milli < kWholeGpuMilli ? m & ~exclusive_models_ : m;
+  }
+  // The task's own constraints only (models and vendors): what Bind checks,
+  // so that a placement made before the exclusive vendors changed is taken
+  // back as it was (a restart rebuilding memory from the store).
+  ModelMask AcceptedModels(const Requests& r) const {
+    ModelMask m = r.gpu_models.empty() ? kAnyModel : MaskOf(r.gpu_models);
+    if (!r.gpu_vendors.empty()) m &= VendorMask(r.gpu_vendors);
+    return m;
+  }
+  // The vendors whose devices are never shared between tasks (the
+  // scheduler's exclusive_gpu_vendors): a request for part of a GPU does not
+  // fit their models. Placements made before a change keep their GPUs.
+  void SetExclusiveVendors(std::vector<std::string> vendors);
+  const std::vector<std::string>& exclusive_vendors() const { return exclusive_vendors_; }
 
   // Totals and free amounts, per node.
   int64_t total_cpu(NodeId n) const { return total_cpu_[n]; }
@@ -324,6 +347,12 @@ class ClusterState {
   const NodeBitmap& model_nodes(size_t model_bit) const { return model_nodes_[model_bit]; }
   size_t model_count() const { return model_names_.size(); }
   const std::string& model_name(size_t model_bit) const { return model_names_[model_bit]; }
+  const std::string& model_vendor(size_t model_bit) const { return model_vendors_[model_bit]; }
+  // "nvidia A100-80G"; the model alone for a device of no known vendor.
+  std::string model_label(size_t model_bit) const {
+    return model_vendors_[model_bit].empty() ? model_names_[model_bit]
+                                             : model_vendors_[model_bit] + " " + model_names_[model_bit];
+  }
   const NodeBitmap& mixed_model_nodes() const { return mixed_; }
   const NodeBitmap& whole_gpu_nodes(int k) const { return whole_ge_[k - 1]; }
   const NodeBitmap& share_nodes(int b) const { return share_ge_[b - 1]; }
@@ -341,9 +370,11 @@ class ClusterState {
   // and removing a node cannot miss one.
   template <typename F>
   void ForEachNodeArray(F&& f);
-  // The models of `spec` the cluster does not know yet; ResourceExhausted
-  // when they would take it past kMaxModels.
-  Result<std::vector<std::string>> NewModels(const NodeSpec& spec) const;
+  // The (vendor, model) pairs of `spec` the cluster does not know yet;
+  // ResourceExhausted when they would take it past kMaxModels.
+  Result<std::vector<std::pair<std::string, std::string>>> NewModels(const NodeSpec& spec) const;
+  // The bit of (vendor, model), or -1.
+  int ModelBit(const std::string& vendor, const std::string& model) const;
   // Interns the models of `spec` that are new (NewModels' errors, changing
   // nothing).
   Status InternModels(const NodeSpec& spec);
@@ -380,7 +411,10 @@ class ClusterState {
 
   std::vector<NodeSpec> specs_;
   std::unordered_map<std::string, NodeId> by_name_;
-  std::vector<std::string> model_names_;  // bit i = model_names_[i]
+  std::vector<std::string> model_names_;    // bit i = (model_vendors_[i], model_names_[i])
+  std::vector<std::string> model_vendors_;
+  std::vector<std::string> exclusive_vendors_;
+  ModelMask exclusive_models_ = 0;  // the bits of exclusive_vendors_' models
 
   // Parallel per-node arrays.
   std::vector<NodeCondition> condition_;

@@ -82,7 +82,7 @@ std::vector<GpuGrant> PickSharedGpus(const ClusterState& cluster, NodeId n, cons
                                      bool best_fit) {
   const GpuFreeView free{cluster.gpu_free_milli(n), cluster.gpu_free_memory(n),
                          cluster.gpu_model_bits(n)};
-  const auto allowed = cluster.MaskOf(req.gpu_models);
+  const auto allowed = cluster.AllowedModels(req);
   std::vector<size_t> slots;
   for (size_t s = 0; s < free.milli.size(); ++s) {
     if (GpuSlotFits(free, s, req, allowed)) slots.push_back(s);

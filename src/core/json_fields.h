@@ -54,6 +54,7 @@ inline constexpr size_t kMaxEnv = 1024;            // env and secret_env entries
 inline constexpr size_t kMaxCommandArgs = 1024;
 inline constexpr size_t kMaxDependsOn = 64;
 inline constexpr size_t kMaxGpuModels = 64;        // the most distinct models a cluster has
+inline constexpr size_t kMaxGpuVendors = 16;       // vendors a task may accept
 inline constexpr size_t kMaxStringLength = 65536;  // one env value, argument or label value
 
 // A list of at most `max` strings of at most kMaxStringLength each; with

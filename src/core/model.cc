@@ -1,5 +1,6 @@
 #include "core/model.h"
 
+#include <algorithm>
 #include <set>
 
 namespace hf {
@@ -58,6 +59,11 @@ Status NodeSpec::Validate() const {
       return InvalidArgument("node " + name + ": GPU " + std::to_string(g.index) +
                              " memory_mib must be >= 0");
     }
+    if (!g.vendor.empty() && !IsVendorName(g.vendor)) {
+      return InvalidArgument("node " + name + ": GPU " + std::to_string(g.index) +
+                             " vendor must be a vendor name (1 to 32 of a-z, 0-9 and -), got '" +
+                             g.vendor.substr(0, 40) + "'");
+    }
   }
   std::set<std::string> nics;
   for (const RdmaDevice& r : rdma) {
@@ -77,7 +83,21 @@ Status Requests::Validate() const {
   if (gpu > 0 && (gpu_milli < 1 || gpu_milli > kWholeGpuMilli)) {
     return InvalidArgument("requests.gpu_milli must be in 1..1000 when requests.gpu > 0");
   }
+  for (size_t i = 0; i < gpu_vendors.size(); ++i) {
+    if (!IsVendorName(gpu_vendors[i])) {
+      return InvalidArgument("requests.gpu_vendors[" + std::to_string(i) +
+                             "] must be a vendor name (1 to 32 of a-z, 0-9 and -), such as nvidia, "
+                             "amd, huawei or habana");
+    }
+  }
   return Status::Ok();
+}
+
+bool IsVendorName(std::string_view s) {
+  if (s.empty() || s.size() > 32 || s.front() == '-') return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
 }
 
 }  // namespace hf

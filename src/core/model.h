@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -18,17 +19,38 @@ namespace hf {
 
 inline constexpr int32_t kWholeGpuMilli = 1000;
 
-// One accelerator on a node. Locality ids are small integers as reported by
-// the node (NUMA node, PCIe switch, NVLink domain); -1 means unknown.
+// The accelerator vendors the agent discovers and binds (docs/ACCELERATORS.md),
+// named as their Kubernetes device plugins' resource domains are
+// (nvidia.com/gpu, amd.com/gpu, huawei.com/Ascend910, habana.ai/gaudi).
+inline constexpr char kVendorNvidia[] = "nvidia";
+inline constexpr char kVendorAmd[] = "amd";
+inline constexpr char kVendorHuawei[] = "huawei";  // Ascend NPUs
+inline constexpr char kVendorHabana[] = "habana";  // Intel Gaudi HPUs
+
+// A vendor name: 1 to 32 of [a-z0-9-], starting with a letter or digit. A
+// declared device may name a vendor the agent does not know (it then gets no
+// binding variable, docs/ACCELERATORS.md).
+bool IsVendorName(std::string_view s);
+
+// One accelerator on a node (a GPU, an NPU, an HPU: "GPU" throughout).
+// Locality ids are small integers as reported by the node (NUMA node, PCIe
+// switch, fabric domain); -1 means unknown.
 struct GpuDevice {
   int32_t index = 0;
   std::string uuid;
-  std::string model;  // e.g. "A100-80G", "H100", "T4", "910B"
-  std::string vendor = "nvidia";
+  std::string model;  // e.g. "A100-80G", "H100", "T4", "MI300X", "Ascend910B", "HL-225"
+  // Whose device it is, which says how a task is bound to it and whether it
+  // may be shared (docs/ACCELERATORS.md): kVendorNvidia, kVendorAmd,
+  // kVendorHuawei, kVendorHabana, another name (IsVendorName), or empty
+  // (unknown: the openb trace's devices).
+  std::string vendor = kVendorNvidia;
   int64_t memory_mib = 0;
   int32_t numa = -1;
   int32_t pcie_switch = -1;
-  int32_t nvlink_domain = -1;
+  // The devices joined by the vendor's device-to-device fabric: NVLink and
+  // NVSwitch (NVIDIA), xGMI (AMD), HCCS (Huawei Ascend). Devices of one
+  // domain and one vendor talk without crossing PCIe.
+  int32_t fabric_domain = -1;
 };
 
 // One RDMA NIC on a node and where it sits.
@@ -90,9 +112,11 @@ struct Requests {
   int32_t gpu = 0;
   int32_t gpu_milli = kWholeGpuMilli;
   int64_t gpu_memory_mib = 0;           // per GPU; 0 = no memory requirement
-  std::vector<std::string> gpu_models;  // allowed models; empty = any
+  std::vector<std::string> gpu_models;   // allowed models; empty = any
+  std::vector<std::string> gpu_vendors;  // allowed vendors (GpuDevice::vendor); empty = any
 
-  // Checks ranges: non-negative quantities, gpu_milli in 1..1000 when gpu > 0.
+  // Checks ranges: non-negative quantities, gpu_milli in 1..1000 when gpu > 0,
+  // vendor names (IsVendorName).
   Status Validate() const;
 };
 

@@ -10,7 +10,8 @@ using namespace json_fields;  // NOLINT: the field readers are this file's vocab
 Status ParseRequests(const json& j, const std::string& path, Requests& r) {
   HF_RETURN_IF_ERROR(RequireObject(j, path));
   HF_RETURN_IF_ERROR(CheckKeys(
-      j, path, {"cpu_milli", "memory_mib", "gpu", "gpu_milli", "gpu_memory_mib", "gpu_models"}));
+      j, path,
+      {"cpu_milli", "memory_mib", "gpu", "gpu_milli", "gpu_memory_mib", "gpu_models", "gpu_vendors"}));
   for (const auto& [key, v] : j.items()) {
     const std::string f = Field(path, key);
     if (key == "cpu_milli") {
@@ -25,6 +26,8 @@ Status ParseRequests(const json& j, const std::string& path, Requests& r) {
       HF_RETURN_IF_ERROR(ReadQuantity(v, f, r.gpu_memory_mib));
     } else if (key == "gpu_models") {
       HF_RETURN_IF_ERROR(ReadStringList(v, f, false, kMaxGpuModels, r.gpu_models));
+    } else if (key == "gpu_vendors") {
+      HF_RETURN_IF_ERROR(ReadStringList(v, f, false, kMaxGpuVendors, r.gpu_vendors));
     }
   }
   return Status::Ok();
@@ -33,7 +36,8 @@ Status ParseRequests(const json& j, const std::string& path, Requests& r) {
 json RequestsToJson(const Requests& r) {
   return {{"cpu_milli", r.cpu_milli},     {"memory_mib", r.memory_mib},
           {"gpu", r.gpu},                 {"gpu_milli", r.gpu_milli},
-          {"gpu_memory_mib", r.gpu_memory_mib}, {"gpu_models", r.gpu_models}};
+          {"gpu_memory_mib", r.gpu_memory_mib}, {"gpu_models", r.gpu_models},
+          {"gpu_vendors", r.gpu_vendors}};
 }
 
 namespace {
@@ -42,7 +46,8 @@ Status ParseGpu(const json& j, const std::string& path, GpuDevice& g) {
   HF_RETURN_IF_ERROR(RequireObject(j, path));
   HF_RETURN_IF_ERROR(CheckKeys(
       j, path,
-      {"index", "uuid", "model", "vendor", "memory_mib", "numa", "pcie_switch", "nvlink_domain"}));
+      {"index", "uuid", "model", "vendor", "memory_mib", "numa", "pcie_switch", "fabric_domain",
+       "nvlink_domain"}));
   if (!j.contains("index")) return InvalidArgument(Field(path, "index") + " is required");
   for (const auto& [key, v] : j.items()) {
     const std::string f = Field(path, key);
@@ -60,8 +65,11 @@ Status ParseGpu(const json& j, const std::string& path, GpuDevice& g) {
       HF_RETURN_IF_ERROR(ReadLocality(v, f, g.numa));
     } else if (key == "pcie_switch") {
       HF_RETURN_IF_ERROR(ReadLocality(v, f, g.pcie_switch));
-    } else if (key == "nvlink_domain") {
-      HF_RETURN_IF_ERROR(ReadLocality(v, f, g.nvlink_domain));
+    } else if (key == "fabric_domain" || key == "nvlink_domain") {
+      // nvlink_domain: the name of earlier versions, still read (both given:
+      // fabric_domain wins).
+      if (key == "nvlink_domain" && j.contains("fabric_domain")) continue;
+      HF_RETURN_IF_ERROR(ReadLocality(v, f, g.fabric_domain));
     }
   }
   return Status::Ok();
@@ -301,7 +309,7 @@ json NodeSpecToJson(const NodeSpec& n) {
                     {"memory_mib", g.memory_mib},
                     {"numa", g.numa},
                     {"pcie_switch", g.pcie_switch},
-                    {"nvlink_domain", g.nvlink_domain}});
+                    {"fabric_domain", g.fabric_domain}});
   }
   json rdma = json::array();
   for (const RdmaDevice& r : n.rdma) {

@@ -116,6 +116,7 @@ bool IsStringField(std::string_view p) {
   static constexpr std::string_view kExact[] = {
       // A task submission.
       "name", "group", "kind", "depends_on[]", "command[]", "requests.gpu_models[]",
+      "requests.gpu_vendors[]",
       // A node inventory.
       "gpus[].uuid", "gpus[].model", "gpus[].vendor", "rdma[].name", "topology.zone",
       "topology.switch", "topology.rack",

@@ -353,7 +353,9 @@ Status Framework::SetSchedulerConfig(const SchedulerConfig& config) {
     if (slot->factory->name != "load_threshold") continue;
     PluginSettings s = slot->settings;
     s.config = config.ToJson();
-    s.config.erase("percentage_of_nodes_to_score");  // the framework's, not the filter's
+    // The framework's and the fit check's, not the filter's.
+    s.config.erase("percentage_of_nodes_to_score");
+    s.config.erase("exclusive_gpu_vendors");
     HF_RETURN_IF_ERROR(ApplySettings(*slot, s));
   }
   scheduler_ = config;
@@ -413,7 +415,14 @@ void Framework::RestoreSettings(const Settings& saved) {
   RebuildPointLists();
 }
 
-std::string Framework::Summarize(const Rejections& rejections, size_t node_count) const {
+void Framework::ApplyExclusiveVendors(ClusterState& cluster) const {
+  if (cluster.exclusive_vendors() != scheduler_.exclusive_gpu_vendors) {
+    cluster.SetExclusiveVendors(scheduler_.exclusive_gpu_vendors);
+  }
+}
+
+std::string Framework::Summarize(const Rejections& rejections, size_t node_count,
+                                 const Requests& req) const {
   std::vector<std::pair<uint32_t, std::string>> counts;  // one entry per distinct text
   for (size_t r = 0; r < rejections.reason_slots(); ++r) {
     const uint32_t c = rejections.count(ReasonId(r));
@@ -428,6 +437,24 @@ std::string Framework::Summarize(const Rejections& rejections, size_t node_count
     return a.second < b.second;
   });
   std::string out = "0/" + std::to_string(node_count) + " nodes available";
+  // What the task takes, when a node's models were refused: the reasons
+  // name what the nodes have.
+  const bool mismatch = std::any_of(counts.begin(), counts.end(), [](const auto& c) {
+    return c.second.rfind("GPU model mismatch", 0) == 0;
+  });
+  if (mismatch && (!req.gpu_vendors.empty() || !req.gpu_models.empty())) {
+    const auto list = [](const std::vector<std::string>& v) {
+      std::string s;
+      for (const std::string& x : v) s += (s.empty() ? "" : "|") + x;
+      return s;
+    };
+    std::string wants;
+    if (!req.gpu_vendors.empty()) wants = "GPU vendor " + list(req.gpu_vendors);
+    if (!req.gpu_models.empty()) {
+      wants += (wants.empty() ? "GPU model " : ", model ") + list(req.gpu_models);
+    }
+    out += " for " + wants;
+  }
   for (size_t i = 0; i < counts.size(); ++i) {
     out += (i == 0 ? ": " : ", ") + std::to_string(counts[i].first) + " " + counts[i].second;
   }
@@ -439,7 +466,7 @@ void Framework::PickDefaultGpus(const Task& task, const ClusterState& cluster,
   const Requests& req = task.requests;
   const GpuFreeView free{cluster.gpu_free_milli(alloc.node), cluster.gpu_free_memory(alloc.node),
                          cluster.gpu_model_bits(alloc.node)};
-  const auto allowed = cluster.MaskOf(req.gpu_models);
+  const auto allowed = cluster.AllowedModels(req);
   const auto& gpus = cluster.spec(alloc.node).gpus;
   for (size_t slot = 0; slot < gpus.size() && alloc.gpus.size() < size_t(req.gpu); ++slot) {
     if (GpuSlotFits(free, slot, req, allowed)) {
@@ -535,6 +562,7 @@ GangOptions GangOptions::For(const JobSpec& spec) {
 GangDecision Framework::ScheduleGang(std::span<const Task* const> members, size_t need,
                                     ClusterState& cluster, CycleState& state,
                                     const ScheduleOptions& options, const GangOptions& gang) {
+  ApplyExclusiveVendors(cluster);
   GangDecision g;
   bool asks_gpus = false;
   int64_t whole_gpus = 0;  // the gang's whole-GPU demand, for the domain trials
@@ -693,6 +721,7 @@ Decision Framework::Schedule(const Task& task, ClusterState& cluster, const Sche
 
 Decision Framework::Schedule(const Task& task, ClusterState& cluster, CycleState& st,
                              const ScheduleOptions& options) {
+  ApplyExclusiveVendors(cluster);
   Decision d;
   const size_t n = cluster.node_count();
   // Runs fn, timing it when the caller asked for timings.
@@ -789,7 +818,7 @@ Decision Framework::Schedule(const Task& task, ClusterState& cluster, CycleState
   }
 
   if (st.nodes_.empty()) {
-    d.reason = Summarize(st.rejections_, n);
+    d.reason = Summarize(st.rejections_, n, task.requests);
     // Every active filter judges a node with victims taken out.
     struct Probe final : FilterProbe {
       const std::vector<FilterPlugin*>& filters;

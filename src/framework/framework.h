@@ -276,7 +276,11 @@ class Framework {
                   const std::function<bool(std::span<const NodeId>)>& trial);
   Slot* FindSlot(std::string_view name);
   const Slot* FindSlot(std::string_view name) const;
-  std::string Summarize(const Rejections& rejections, size_t node_count) const;
+  // The policy's exclusive_gpu_vendors on `cluster` (ClusterState::
+  // AllowedModels), set before each decision; a compare when unchanged.
+  void ApplyExclusiveVendors(ClusterState& cluster) const;
+  // "0/N nodes available[ for GPU vendor V, model M]: <count> <reason>, ..."
+  std::string Summarize(const Rejections& rejections, size_t node_count, const Requests& req) const;
   bool CommitPreemption(const Task& task, ClusterState& cluster, const PreemptionPlan& plan,
                         CycleState& state, const ScheduleOptions& options, Decision& d);
   void PickDefaultGpus(const Task& task, const ClusterState& cluster, Allocation& alloc) const;

@@ -353,7 +353,8 @@ TEST(FrameworkTest, UnschedulableSummaryCountsEveryReason) {
   Decision d = fw->Schedule(t, c);
   EXPECT_FALSE(d.scheduled);
   EXPECT_EQ(d.reason,
-            "0/12 nodes available: 7 insufficient GPU, 3 GPU model mismatch, 2 above gpu_load_threshold");
+            "0/12 nodes available for GPU model A100: 7 insufficient GPU, 3 GPU model mismatch (nvidia T4), "
+            "2 above gpu_load_threshold");
 }
 
 TEST(FrameworkTest, TiesGoToTheFirstNodeAndScoresAreWeighted) {

@@ -126,6 +126,8 @@ class Rejections {
   bool recording() const { return recording_; }
   void Reject(NodeId n, ReasonId r) {
     if (!recording_) return;
+    // A reason interned while filtering (one naming what a node has).
+    if (r >= count_by_reason_.size()) count_by_reason_.resize(size_t(r) + 1, 0);
     reason_by_node_[n] = r;
     stamp_[n] = epoch_;
     ++count_by_reason_[r];

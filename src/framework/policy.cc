@@ -61,6 +61,20 @@ Status SchedulerConfig::Validate() const {
     return InvalidArgument("percentage_of_nodes_to_score must be an integer in [0, 100], got " +
                            std::to_string(percentage_of_nodes_to_score));
   }
+  return ValidateVendorList(exclusive_gpu_vendors, "exclusive_gpu_vendors");
+}
+
+Status ValidateVendorList(const std::vector<std::string>& vendors, const std::string& field) {
+  if (vendors.size() > SchedulerConfig::kMaxExclusiveVendors) {
+    return InvalidArgument(field + " has more than " +
+                           std::to_string(SchedulerConfig::kMaxExclusiveVendors) + " vendors");
+  }
+  for (size_t i = 0; i < vendors.size(); ++i) {
+    if (!IsVendorName(vendors[i])) {
+      return InvalidArgument(field + "[" + std::to_string(i) +
+                             "] must be a vendor name (1 to 32 of a-z, 0-9 and -), such as huawei");
+    }
+  }
   return Status::Ok();
 }
 
@@ -68,7 +82,8 @@ nlohmann::json SchedulerConfig::ToJson() const {
   return {{"load_threshold", load_threshold},
           {"gpu_load_threshold", gpu_load_threshold},
           {"memory_threshold", memory_threshold},
-          {"percentage_of_nodes_to_score", percentage_of_nodes_to_score}};
+          {"percentage_of_nodes_to_score", percentage_of_nodes_to_score},
+          {"exclusive_gpu_vendors", exclusive_gpu_vendors}};
 }
 
 namespace {
@@ -141,6 +156,13 @@ Result<Policy> ParsePolicyRoot(const YAML::Node& root, const std::string& source
           }
           const int64_t pct = v.get<int64_t>();
           policy.scheduler.percentage_of_nodes_to_score = int(std::clamp<int64_t>(pct, -1, 101));
+        } else if (k == "exclusive_gpu_vendors") {
+          if (!v.is_array() || !std::all_of(v.begin(), v.end(), [](const nlohmann::json& e) {
+                return e.is_string();
+              })) {
+            return InvalidArgument(where(kv.second) + ": " + field + " must be a list of vendor names");
+          }
+          policy.scheduler.exclusive_gpu_vendors = v.get<std::vector<std::string>>();
         } else if (k == "score_weights") {
           if (!kv.second.IsMap()) return InvalidArgument(where(kv.second) + ": " + field + " must be a mapping");
           for (const auto& w : kv.second) {

@@ -29,6 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/model.h"
 #include "core/status.h"
 
 namespace hf::framework {
@@ -52,11 +53,20 @@ struct SchedulerConfig {
   // stopped. 0: adaptive (FeasibleNodesToFind); 100: every node, always.
   // Integer in [0, 100].
   int percentage_of_nodes_to_score = 0;
+  // Vendors whose GPUs are never shared between tasks: a request for part of
+  // a GPU (gpu_milli < 1000) does not fit them (docs/ACCELERATORS.md,
+  // "Sharing"). Vendor names (IsVendorName), at most kMaxExclusiveVendors.
+  std::vector<std::string> exclusive_gpu_vendors = {kVendorHuawei, kVendorHabana};
+  static constexpr size_t kMaxExclusiveVendors = 16;
 
-  // Each value must be in (0, 1]; the message names the field.
+  // Each threshold must be in (0, 1]; the message names the field.
   Status Validate() const;
   nlohmann::json ToJson() const;
 };
+
+// Each entry a vendor name (IsVendorName), at most
+// SchedulerConfig::kMaxExclusiveVendors; the message names `field`.
+Status ValidateVendorList(const std::vector<std::string>& vendors, const std::string& field);
 
 struct Policy {
   // Per plugin, only the keys the source named (enabled, weight, mode, or

@@ -35,7 +35,7 @@ std::optional<Reservation> PlanReservation(const ClusterState& c, const Task& ta
                                            const Requests& member, int32_t need, int64_t now_ms,
                                            const EndOf& end_of) {
   if (need <= 0) return std::nullopt;
-  const ClusterState::ModelMask allowed = c.MaskOf(member.gpu_models);
+  const ClusterState::ModelMask allowed = c.AllowedModels(member);
   // Per node, its room as its tasks end (only the moments it can host more).
   std::vector<std::vector<Snapshot>> steps(c.node_count());
   struct Event {

@@ -112,7 +112,7 @@ Gate Admit(const QueueTree& tree, const Ledger& ledger, const ClusterState& clus
                                   : (ClusterState::ModelMask{1} << cluster.model_count()) - 1;
   ClusterState::ModelMask models = g.gpu ? known : ClusterState::kAnyModel;
   for (const Task* t : tasks) {
-    if (t->requests.gpu > 0) models &= cluster.MaskOf(t->requests.gpu_models);
+    if (t->requests.gpu > 0) models &= cluster.AllowedModels(t->requests);
   }
   if (models == 0) {
     // No node has a model it takes: the framework says so, not the queue.

@@ -161,6 +161,7 @@ framework::SchedulerConfig SchedulerConfigPatch::ApplyTo(framework::SchedulerCon
   if (gpu_load_threshold) base.gpu_load_threshold = *gpu_load_threshold;
   if (memory_threshold) base.memory_threshold = *memory_threshold;
   if (percentage_of_nodes_to_score) base.percentage_of_nodes_to_score = *percentage_of_nodes_to_score;
+  if (exclusive_gpu_vendors) base.exclusive_gpu_vendors = *exclusive_gpu_vendors;
   return base;
 }
 
@@ -172,6 +173,7 @@ json SchedulerConfigToJson(const framework::SchedulerConfig& c,
           {"gpu_load_threshold", c.gpu_load_threshold},
           {"memory_threshold", c.memory_threshold},
           {"percentage_of_nodes_to_score", c.percentage_of_nodes_to_score},
+          {"exclusive_gpu_vendors", c.exclusive_gpu_vendors},
           {"score_weights", std::move(weights)}};
 }
 
@@ -179,7 +181,7 @@ Result<SchedulerConfigPatch> ParseSchedulerConfigPatch(const json& j) {
   HF_RETURN_IF_ERROR(RequireObject(j, "scheduler config update"));
   HF_RETURN_IF_ERROR(CheckKeys(
       j, "", {"load_threshold", "gpu_load_threshold", "memory_threshold",
-              "percentage_of_nodes_to_score", "score_weights"}));
+              "percentage_of_nodes_to_score", "exclusive_gpu_vendors", "score_weights"}));
   SchedulerConfigPatch patch;
   for (const auto& [key, v] : j.items()) {
     if (key == "load_threshold") {
@@ -192,6 +194,12 @@ Result<SchedulerConfigPatch> ParseSchedulerConfigPatch(const json& j) {
       int pct = 0;
       HF_RETURN_IF_ERROR(ReadInt<int>(v, key, 0, 100, pct));
       patch.percentage_of_nodes_to_score = pct;
+    } else if (key == "exclusive_gpu_vendors") {
+      std::vector<std::string> vendors;
+      HF_RETURN_IF_ERROR(ReadStringList(v, key, false, framework::SchedulerConfig::kMaxExclusiveVendors,
+                                        vendors));
+      HF_RETURN_IF_ERROR(framework::ValidateVendorList(vendors, key));
+      patch.exclusive_gpu_vendors = std::move(vendors);
     } else if (key == "score_weights") {
       HF_RETURN_IF_ERROR(RequireObject(v, key));
       std::map<std::string, double> weights;

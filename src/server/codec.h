@@ -69,7 +69,7 @@ Result<std::vector<Task>> ParseTaskBatch(const nlohmann::json& j);
 // The Appendix A node inventory:
 //   {"name", "labels": {string: string}, "cpu_milli", "memory_mib",
 //    "gpus": [{"index", "uuid", "model", "vendor", "memory_mib", "numa",
-//              "pcie_switch", "nvlink_domain"}],
+//              "pcie_switch", "fabric_domain"}],
 //    "rdma": [{"name", "numa", "pcie_switch"}],
 //    "topology": {"zone", "switch", "rack"}}
 // `name` is required; locality ids are int32 >= -1 (-1 = unknown). `usage_file`
@@ -101,6 +101,7 @@ struct SchedulerConfigPatch {
   std::optional<double> gpu_load_threshold;
   std::optional<double> memory_threshold;
   std::optional<int> percentage_of_nodes_to_score;
+  std::optional<std::vector<std::string>> exclusive_gpu_vendors;
   // Plugin name -> weight. Whether each plugin exists is the caller's check
   // (404), since the codec does not know the registry.
   std::optional<std::map<std::string, double>> score_weights;

@@ -332,6 +332,7 @@ TEST(CodecTaskTest, AppendixExampleParses) {
   back["group_placement"] = "pack";
   back["secret_env"] = json::object();
   back["queue"] = "default";
+  back["requests"]["gpu_vendors"] = json::array();
   EXPECT_EQ(TaskToJson(*t), back);
 }
 
@@ -420,8 +421,8 @@ TEST(CodecNameTest, Rule) {
 
 constexpr char kAppendixNode[] = R"({"name": "gpu-a1", "labels": {"pool": "training"},
   "cpu_milli": 96000, "memory_mib": 786432,
-  "gpus": [{"index": 0, "model": "A100-80G", "vendor": "nvidia", "memory_mib": 81920, "numa": 0, "pcie_switch": 0, "nvlink_domain": 0},
-           {"index": 1, "model": "A100-80G", "vendor": "nvidia", "memory_mib": 81920, "numa": 0, "pcie_switch": 0, "nvlink_domain": 0}],
+  "gpus": [{"index": 0, "model": "A100-80G", "vendor": "nvidia", "memory_mib": 81920, "numa": 0, "pcie_switch": 0, "fabric_domain": 0},
+           {"index": 1, "model": "A100-80G", "vendor": "nvidia", "memory_mib": 81920, "numa": 0, "pcie_switch": 0, "fabric_domain": 0}],
   "rdma": [{"name": "mlx5_0", "numa": 0, "pcie_switch": 0}],
   "topology": {"zone": "z1", "switch": "s1", "rack": "r1"}})";
 
@@ -538,7 +539,8 @@ TEST(CodecPluginTest, PatchKeepsAbsentFieldsEmpty) {
 TEST(CodecSchedulerConfigTest, DefaultsShape) {
   json j = SchedulerConfigToJson(framework::SchedulerConfig{}, {{"binpack", 1.0}, {"rdma", 0.5}});
   EXPECT_EQ(j, json::parse(R"({"load_threshold":0.8,"gpu_load_threshold":0.9,
-      "memory_threshold":0.85,"percentage_of_nodes_to_score":0,"score_weights":{"binpack":1,"rdma":0.5}})"));
+      "memory_threshold":0.85,"percentage_of_nodes_to_score":0,
+      "exclusive_gpu_vendors":["huawei","habana"],"score_weights":{"binpack":1,"rdma":0.5}})"));
 }
 
 TEST(CodecSchedulerConfigTest, PercentageOfNodesToScoreIsAnIntegerInRange) {

@@ -55,6 +55,15 @@ Result<framework::SchedulerConfig> SchedulerConfigFromJson(const json& j) {
     }
     c.percentage_of_nodes_to_score = int(std::clamp<int64_t>(it->get<int64_t>(), -1, 101));
   }
+  // Absent in a config stored before it existed: the default stays.
+  if (auto it = j.find("exclusive_gpu_vendors"); it != j.end()) {
+    if (!it->is_array() || !std::all_of(it->begin(), it->end(), [](const json& e) {
+          return e.is_string();
+        })) {
+      return Internal("stored scheduler.exclusive_gpu_vendors is not a list of names");
+    }
+    c.exclusive_gpu_vendors = it->get<std::vector<std::string>>();
+  }
   Status s = c.Validate();
   if (!s.ok()) return s;
   return c;

@@ -160,7 +160,7 @@ TEST(OpenbReaderTest, MapsNodeGpus) {
     EXPECT_EQ(spec.gpus[size_t(i)].memory_mib, 0);
     EXPECT_EQ(spec.gpus[size_t(i)].numa, -1);
     EXPECT_EQ(spec.gpus[size_t(i)].pcie_switch, -1);
-    EXPECT_EQ(spec.gpus[size_t(i)].nvlink_domain, -1);
+    EXPECT_EQ(spec.gpus[size_t(i)].fabric_domain, -1);
   }
 }
 

@@ -319,10 +319,10 @@ nodes:
     cpu_milli: 64000
     memory_mib: 262144
     gpus:
-      - {model: A100, nvlink_domain: 0}
-      - {model: A100, nvlink_domain: 1}
-      - {model: A100, nvlink_domain: 0}
-      - {model: A100, nvlink_domain: 1}
+      - {model: A100, fabric_domain: 0}
+      - {model: A100, fabric_domain: 1}
+      - {model: A100, fabric_domain: 0}
+      - {model: A100, fabric_domain: 1}
     rdma: [{name: mlx5_0, pcie_switch: 0}]
 tasks:
   - {name: train, group: g, priority: 5, rdma_required: true, requests: {gpu: 2}}

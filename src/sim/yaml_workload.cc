@@ -132,7 +132,7 @@ class Reader {
       if (k == "memory_mib") return IntAs(v, f, 0, g.memory_mib);
       if (k == "numa") return IntAs(v, f, -1, g.numa);
       if (k == "pcie_switch") return IntAs(v, f, -1, g.pcie_switch);
-      if (k == "nvlink_domain") return IntAs(v, f, -1, g.nvlink_domain);
+      if (k == "fabric_domain" || k == "nvlink_domain") return IntAs(v, f, -1, g.fabric_domain);
       known = false;
       return Status::Ok();
     });
@@ -260,6 +260,7 @@ class Reader {
           if (k == "gpu_milli") return IntAs(v, f, 1, r.gpu_milli);
           if (k == "gpu_memory_mib") return IntAs(v, f, 0, r.gpu_memory_mib);
           if (k == "gpu_models") return StringList(v, f, r.gpu_models);
+          if (k == "gpu_vendors") return StringList(v, f, r.gpu_vendors);
           known = false;
           return Status::Ok();
         }));

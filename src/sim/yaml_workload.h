@@ -12,7 +12,7 @@
 //       memory_mib: 786432
 //       gpus:
 //         - {index: 0, model: A100-80G, vendor: nvidia, memory_mib: 81920,
-//            numa: 0, pcie_switch: 0, nvlink_domain: 0, uuid: GPU-...}
+//            numa: 0, pcie_switch: 0, fabric_domain: 0, uuid: GPU-...}
 //       rdma: [{name: mlx5_0, numa: 0, pcie_switch: 0}]
 //       topology: {zone: z1, switch: s1, rack: r1}
 //       usage: {cpu_load: 0.3, memory_used: 0.4,

@@ -24,8 +24,8 @@ nodes:
     cpu_milli: 96000
     memory_mib: 786432
     gpus:
-      - {index: 0, model: A100-80G, vendor: nvidia, memory_mib: 81920, numa: 0, pcie_switch: 0, nvlink_domain: 0, uuid: GPU-1}
-      - {index: 3, model: A100-80G, memory_mib: 81920, numa: 1, pcie_switch: 2, nvlink_domain: 1}
+      - {index: 0, model: A100-80G, vendor: nvidia, memory_mib: 81920, numa: 0, pcie_switch: 0, fabric_domain: 0, uuid: GPU-1}
+      - {index: 3, model: A100-80G, memory_mib: 81920, numa: 1, pcie_switch: 2, fabric_domain: 1}
     rdma:
       - {name: mlx5_0, numa: 0, pcie_switch: 0}
     topology: {zone: z1, switch: s1, rack: r1}
@@ -66,7 +66,7 @@ TEST(YamlWorkloadTest, ParsesEveryField) {
   EXPECT_EQ(a1.gpus[1].memory_mib, 81920);
   EXPECT_EQ(a1.gpus[1].numa, 1);
   EXPECT_EQ(a1.gpus[1].pcie_switch, 2);
-  EXPECT_EQ(a1.gpus[1].nvlink_domain, 1);
+  EXPECT_EQ(a1.gpus[1].fabric_domain, 1);
   ASSERT_EQ(a1.rdma.size(), 1u);
   EXPECT_EQ(a1.rdma[0].name, "mlx5_0");
   EXPECT_EQ(a1.topology.zone, "z1");

@@ -102,7 +102,7 @@ NodeSpec GpuNode(const std::string& name, int gpus, int64_t gpu_memory_mib) {
                       .memory_mib = gpu_memory_mib,
                       .numa = i / 4,
                       .pcie_switch = i / 2,
-                      .nvlink_domain = 0});
+                      .fabric_domain = 0});
   }
   n.rdma.push_back({.name = "mlx5_0", .numa = 0, .pcie_switch = 0});
   n.topology = {.zone = "z1", .switch_name = "s1", .rack = "r1"};
@@ -1016,7 +1016,7 @@ TEST(StoreSpecJsonTest, UsesAppendixAFieldNames) {
     EXPECT_TRUE(n.contains(k)) << k;
   }
   EXPECT_EQ(n["topology"]["switch"], "s1");
-  EXPECT_EQ(n["gpus"][0]["nvlink_domain"], 0);
+  EXPECT_EQ(n["gpus"][0]["fabric_domain"], 0);
   EXPECT_EQ(n["rdma"][0]["name"], "mlx5_0");
 
   json submitted = json::parse(R"({"name": "llama-ft-0", "group": "llama-ft", "priority": 100,
@@ -1033,6 +1033,7 @@ TEST(StoreSpecJsonTest, UsesAppendixAFieldNames) {
   submitted["group_placement"] = "pack";
   submitted["secret_env"] = json::object();
   submitted["queue"] = "default";
+  submitted["requests"]["gpu_vendors"] = json::array();
   EXPECT_EQ(TaskToJson(*t), submitted);
 }
 

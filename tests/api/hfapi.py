@@ -525,7 +525,7 @@ def node_inventory(name, gpus=8, model="A100-80G", gpu_memory_mib=81920, cpu_mil
         "cpu_milli": cpu_milli,
         "memory_mib": memory_mib,
         "gpus": [{"index": i, "model": model, "vendor": "nvidia", "memory_mib": gpu_memory_mib,
-                  "numa": i // 4, "pcie_switch": i // 2, "nvlink_domain": 0}
+                  "numa": i // 4, "pcie_switch": i // 2, "fabric_domain": 0}
                  for i in range(gpus)],
         "rdma": [{"name": "mlx5_0", "numa": 0, "pcie_switch": 0}] if rdma else [],
     }

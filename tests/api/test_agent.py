@@ -28,8 +28,8 @@ labels: {pool: agent-e2e}
 cpu_milli: 8000
 memory_mib: 16384
 gpus:
-  - {index: 0, uuid: GPU-e2e-0, model: A100-80G, memory_mib: 81920, numa: 0, pcie_switch: 0, nvlink_domain: 0}
-  - {index: 1, uuid: GPU-e2e-1, model: A100-80G, memory_mib: 81920, numa: 0, pcie_switch: 0, nvlink_domain: 0}
+  - {index: 0, uuid: GPU-e2e-0, model: A100-80G, memory_mib: 81920, numa: 0, pcie_switch: 0, fabric_domain: 0}
+  - {index: 1, uuid: GPU-e2e-1, model: A100-80G, memory_mib: 81920, numa: 0, pcie_switch: 0, fabric_domain: 0}
 rdma:
   - {name: mlx5_7, numa: 0, pcie_switch: 0}
 topology: {zone: z1, switch: s1, rack: r1}

@@ -360,7 +360,7 @@ def field_cases():
         (["gpus", 0, "memory_mib"], [-1, "80G", None]),
         (["gpus", 0, "numa"], [-2, "0", 0.5]),
         (["gpus", 0, "pcie_switch"], [-2, "a"]),
-        (["gpus", 0, "nvlink_domain"], [1.5, -7]),
+        (["gpus", 0, "fabric_domain"], [1.5, -7]),
         (["rdma"], [{}, "mlx5_0", [1]]),
         (["rdma", 0, "name"], ["", 5, None]),
         (["rdma", 0, "numa"], ["0", -2]),

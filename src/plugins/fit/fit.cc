@@ -6,7 +6,7 @@
 
 namespace hf::plugins {
 
-Fit::Fit(const framework::PluginDeps& deps) {
+Fit::Fit(const framework::PluginDeps& deps) : reasons_(deps.reasons) {
   not_ready_ = deps.reasons->Intern("node not ready", false);
   draining_ = deps.reasons->Intern("node draining", false);
   cpu_ = deps.reasons->Intern("insufficient CPU", true);
@@ -14,12 +14,42 @@ Fit::Fit(const framework::PluginDeps& deps) {
   gpu_ = deps.reasons->Intern("insufficient GPU", true);
   // Same words for the operator, but no eviction can add GPUs to a node.
   too_few_gpus_ = deps.reasons->Intern("insufficient GPU", false);
-  model_ = deps.reasons->Intern("GPU model mismatch", false);
   gpu_memory_ = deps.reasons->Intern("insufficient GPU memory", true);
+  not_shared_ = deps.reasons->Intern("GPU not shared (exclusive_gpu_vendors)", false);
+}
+
+framework::ReasonId Fit::ModelMismatch(const ClusterState& cluster,
+                                       ClusterState::ModelMask node_models) {
+  if (model_reasons_version_ != cluster.nodes_version()) {
+    model_reasons_.clear();
+    model_reasons_version_ = cluster.nodes_version();
+  }
+  auto [it, fresh] = model_reasons_.try_emplace(node_models, 0);
+  if (fresh) {
+    std::string text = "GPU model mismatch (";
+    bool first = true;
+    for (size_t m = 0; m < cluster.model_count(); ++m) {
+      if (!(node_models & (ClusterState::ModelMask{1} << m))) continue;
+      text += (first ? "" : ", ") + cluster.model_label(m);
+      first = false;
+    }
+    it->second = reasons_->Intern(text + ")", false);
+  }
+  return it->second;
+}
+
+framework::ReasonId Fit::Mismatch(const Task& task, const ClusterState& cluster,
+                                  ClusterState::ModelMask node_models) {
+  // A model the task takes, but not as a share: its vendor's GPUs are whole.
+  if (task.requests.gpu_milli < kWholeGpuMilli &&
+      (node_models & cluster.AcceptedModels(task.requests)) != 0) {
+    return not_shared_;
+  }
+  return ModelMismatch(cluster, node_models);
 }
 
 framework::ReasonId Fit::Why(const Task& task, const ClusterState& cluster, NodeId n,
-                             ClusterState::ModelMask allowed) const {
+                             ClusterState::ModelMask allowed) {
   const Requests& r = task.requests;
   const ClusterState::Arrays a = cluster.arrays();
   if (a.condition[n] != NodeCondition::kReady) {
@@ -32,7 +62,7 @@ framework::ReasonId Fit::Why(const Task& task, const ClusterState& cluster, Node
     const bool share_fast = r.gpu == 1 && r.gpu_memory_mib == 0;
     if ((whole_fast || share_fast) && (mask & (mask - 1)) == 0) {
       // One GPU model on this node: the summaries are exact.
-      if (!(mask & allowed)) return model_;
+      if (!(mask & allowed)) return Mismatch(task, cluster, mask);
       if (whole_fast ? a.free_whole_gpus[n] < r.gpu : a.max_free_milli[n] < r.gpu_milli) return gpu_;
       return a.free_cpu[n] < r.cpu_milli ? cpu_ : a.free_memory[n] < r.memory_mib ? memory_ : kPass;
     }
@@ -40,7 +70,7 @@ framework::ReasonId Fit::Why(const Task& task, const ClusterState& cluster, Node
                            cluster.gpu_model_bits(n)};
     switch (CheckGpuFit(free, r, allowed)) {
       case FitFailure::kNone: break;
-      case FitFailure::kGpuModelMismatch: return model_;
+      case FitFailure::kGpuModelMismatch: return Mismatch(task, cluster, a.model_mask[n]);
       case FitFailure::kInsufficientGpuMemory: return gpu_memory_;
       default: return gpu_;
     }
@@ -53,7 +83,7 @@ framework::ReasonId Fit::Why(const Task& task, const ClusterState& cluster, Node
 void Fit::Filter(const Task& task, const ClusterState& cluster, std::vector<NodeId>& nodes,
                  framework::Rejections& rejections) {
   const Requests& r = task.requests;
-  const ClusterState::ModelMask allowed = cluster.MaskOf(r.gpu_models);
+  const ClusterState::ModelMask allowed = cluster.AllowedModels(r);
   const ClusterState::Arrays a = cluster.arrays();
 
   // 1. A superset of the nodes that fit, from the indexes, one word (64
@@ -144,7 +174,7 @@ void Fit::Filter(const Task& task, const ClusterState& cluster, std::vector<Node
 bool Fit::PassesWithout(const Task& task, const ClusterState& cluster,
                         const NodeWithout& without) {
   return cluster.schedulable(without.node) &&
-         without.free.Check(task.requests, cluster.MaskOf(task.requests.gpu_models)) ==
+         without.free.Check(task.requests, cluster.AllowedModels(task.requests)) ==
              FitFailure::kNone;
 }
 

@@ -65,7 +65,7 @@ TEST_F(FitFilterTest, Table) {
        {{2, "insufficient GPU"}, {3, "node not ready"}, {4, "node draining"}}},
       {"shared 700 fits A100 GPU 6 (700 free)",
        MakeTask(3, 0, 0, 1, 700), {"A100"}, {0},
-       {{1, "GPU model mismatch"}, {2, "insufficient GPU"}, {3, "node not ready"}, {4, "node draining"}}},
+       {{1, "GPU model mismatch (nvidia T4)"}, {2, "insufficient GPU"}, {3, "node not ready"}, {4, "node draining"}}},
       {"CPU task larger than the cpu node",
        MakeTask(4, 8000, 1024), {}, {0, 1},
        {{2, "insufficient CPU"}, {3, "node not ready"}, {4, "node draining"}}},

@@ -27,7 +27,7 @@ NodeSpec RdmaNode(const std::string& name) {
     g.memory_mib = 81920;
     g.numa = i / 4;
     g.pcie_switch = i / 2;
-    g.nvlink_domain = i / 4;
+    g.fabric_domain = i / 4;
     s.gpus.push_back(g);
   }
   s.rdma = {{"mlx5_0", 0, 0}, {"mlx5_1", 1, 3}};

@@ -381,7 +381,7 @@ Status Topology::Bind(const Task& task, const ClusterState& cluster, Allocation&
   const NodeId n = alloc.node;
   const GpuFreeView free{cluster.gpu_free_milli(n), cluster.gpu_free_memory(n),
                          cluster.gpu_model_bits(n)};
-  const ClusterState::ModelMask allowed = cluster.MaskOf(r.gpu_models);
+  const ClusterState::ModelMask allowed = cluster.AllowedModels(r);
   const std::vector<GpuDevice>& gpus = cluster.spec(n).gpus;
   std::vector<size_t> eligible;
   for (size_t slot = 0; slot < gpus.size(); ++slot) {
@@ -391,7 +391,7 @@ Status Topology::Bind(const Task& task, const ClusterState& cluster, Allocation&
   // Too few: leave the choice empty and let the framework report the failure.
   if (eligible.size() < want) return Status::Ok();
   std::vector<size_t> chosen;
-  for (auto domain_of : {&GpuDevice::nvlink_domain, &GpuDevice::pcie_switch, &GpuDevice::numa}) {
+  for (auto domain_of : {&GpuDevice::fabric_domain, &GpuDevice::pcie_switch, &GpuDevice::numa}) {
     chosen = PickInOneDomain(eligible, gpus, domain_of, want);
     if (!chosen.empty()) break;
   }

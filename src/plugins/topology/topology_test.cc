@@ -191,7 +191,7 @@ NodeSpec Node(const std::string& name, TopologyPosition pos, int32_t gpus = 8) {
     g.memory_mib = 81920;
     g.numa = i / 4;
     g.pcie_switch = i / 2;
-    g.nvlink_domain = i / 4;
+    g.fabric_domain = i / 4;
     s.gpus.push_back(g);
   }
   return s;
@@ -518,14 +518,14 @@ NodeSpec GpuNode(Layout layout) {
       case Layout::kNvlink:
         break;
       case Layout::kPcie:
-        g.nvlink_domain = -1;
+        g.fabric_domain = -1;
         g.pcie_switch = i / 4;
         break;
       case Layout::kNuma:
-        g.nvlink_domain = g.pcie_switch = -1;
+        g.fabric_domain = g.pcie_switch = -1;
         break;
       case Layout::kNone:
-        g.nvlink_domain = g.pcie_switch = g.numa = -1;
+        g.fabric_domain = g.pcie_switch = g.numa = -1;
         break;
       case Layout::kMixed:
         if (i >= 4) g.model = "H100";
