@@ -128,6 +128,48 @@ TEST(ClusterStateTest, ModelRestrictionIsEnforcedAtBind) {
   EXPECT_EQ(c.Bind(t, Alloc(n, {{0, 1000, 0}})).code(), StatusCode::kInvalidArgument);
 }
 
+TEST(ClusterStateTest, ModelBitsAreVendorAndModelPairs) {
+  ClusterState c;
+  NodeSpec nv = GpuNode("nv", 2, "X1");
+  NodeSpec amd = GpuNode("amd", 2, "X1");  // the same model name, another vendor
+  for (GpuDevice& g : amd.gpus) g.vendor = "amd";
+  NodeSpec npu = GpuNode("npu", 2, "Ascend910B");
+  for (GpuDevice& g : npu.gpus) g.vendor = "huawei";
+  for (const NodeSpec& s : {nv, amd, npu}) ASSERT_TRUE(c.AddNode(s).ok());
+  ASSERT_EQ(c.model_count(), 3u);
+  EXPECT_EQ(c.model_label(0), "nvidia X1");
+  EXPECT_EQ(c.model_label(1), "amd X1");
+  EXPECT_EQ(c.MaskOf({"X1"}), 0b011u);  // a model name matches every vendor's
+  EXPECT_EQ(c.VendorMask({"amd"}), 0b010u);
+  EXPECT_EQ(c.VendorMask({"amd", "huawei"}), 0b110u);
+  EXPECT_EQ(c.VendorMask({"habana"}), 0u);
+  Requests r;
+  r.gpu = 1;
+  r.gpu_models = {"X1"};
+  r.gpu_vendors = {"amd"};
+  EXPECT_EQ(c.AllowedModels(r), 0b010u);
+  // Exclusive vendors: only shares lose them, and a model interned later
+  // follows the policy set before.
+  c.SetExclusiveVendors({"huawei", "habana"});
+  Requests share;
+  share.gpu = 1;
+  share.gpu_milli = 500;
+  EXPECT_EQ(c.AllowedModels(share) & 0b111u, 0b011u);
+  EXPECT_EQ(c.AcceptedModels(share) & 0b111u, 0b111u);
+  NodeSpec hpu = GpuNode("hpu", 2, "HL-225");
+  for (GpuDevice& g : hpu.gpus) g.vendor = "habana";
+  ASSERT_TRUE(c.AddNode(hpu).ok());
+  EXPECT_EQ(c.AllowedModels(share) & 0b1111u, 0b0011u);
+  // Bind checks the task's own constraints, not the sharing policy: a share
+  // placed before the policy changed is taken back as it was.
+  Task t = MakeTask(1, 1, 500);
+  t.requests.gpu_milli = 500;
+  EXPECT_TRUE(c.Bind(t, Alloc(2, {{0, 500, 0}})).ok());
+  Task wrong = MakeTask(2, 1, 1000);
+  wrong.requests.gpu_vendors = {"nvidia"};
+  EXPECT_EQ(c.Bind(wrong, Alloc(1, {{0, 1000, 0}})).code(), StatusCode::kInvalidArgument);
+}
+
 TEST(ClusterStateTest, ReleaseReturnsEverythingAndUpdatesIndexes) {
   ClusterState c;
   NodeId n = *c.AddNode(GpuNode("a", 4));

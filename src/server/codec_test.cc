@@ -80,6 +80,19 @@ std::vector<BadRow> BadRows() {
       {"unterminated object", Parser::kTask, "{", "malformed JSON at byte 2"},
       {"trailing garbage", Parser::kTask, R"({"name":"a"} x)", "malformed JSON at byte 14"},
       {"two documents", Parser::kTask, R"({"name":"a"}{})", "malformed JSON at byte 13"},
+      // Vendors.
+      {"gpu_vendors not a list", Parser::kTask, t + R"("requests":{"gpu":1,"gpu_vendors":"amd"}})",
+       "requests.gpu_vendors"},
+      {"gpu_vendors upper case", Parser::kTask, t + R"("requests":{"gpu":1,"gpu_vendors":["AMD"]}})",
+       "requests.gpu_vendors[0]"},
+      {"gpu_vendors empty name", Parser::kTask, t + R"("requests":{"gpu":1,"gpu_vendors":["amd",""]}})",
+       "requests.gpu_vendors[1]"},
+      {"device vendor with a space", Parser::kNode,
+       R"({"name":"n","gpus":[{"index":0,"model":"X","vendor":"big corp"}]})", "vendor"},
+      {"exclusive vendors not a list", Parser::kConfigPatch, R"({"exclusive_gpu_vendors":"huawei"})",
+       "exclusive_gpu_vendors"},
+      {"exclusive vendor bad name", Parser::kConfigPatch, R"({"exclusive_gpu_vendors":["huawei","Ha"]})",
+       "exclusive_gpu_vendors[1]"},
       {"trailing comma", Parser::kTask, R"({"name":"a",})", "malformed JSON at byte"},
       {"NaN literal", Parser::kTask, R"({"name":"a","priority":NaN})", "malformed JSON at byte"},
       {"Infinity literal", Parser::kTask, R"({"name":"a","priority":Infinity})",
@@ -555,6 +568,26 @@ TEST(CodecSchedulerConfigTest, PercentageOfNodesToScoreIsAnIntegerInRange) {
     ASSERT_FALSE(q.ok()) << bad;
     EXPECT_NE(q.status().message().find("percentage_of_nodes_to_score"), std::string::npos) << bad;
   }
+}
+
+TEST(CodecSchedulerConfigTest, ExclusiveVendorsPatch) {
+  Result<SchedulerConfigPatch> p = ParseSchedulerConfigPatch(json::parse(R"({"exclusive_gpu_vendors": []})"));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_TRUE(p->ApplyTo({}).exclusive_gpu_vendors.empty());
+  EXPECT_EQ(framework::SchedulerConfig{}.exclusive_gpu_vendors, (std::vector<std::string>{"huawei", "habana"}));
+  Result<SchedulerConfigPatch> none = ParseSchedulerConfigPatch(json::parse(R"({"load_threshold": 0.5})"));
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->ApplyTo({}).exclusive_gpu_vendors.size(), 2u);  // absent: unchanged
+}
+
+TEST(CodecNodeTest, FabricDomainAndItsEarlierName) {
+  Result<NodeSpec> a = ParseNodeSpec(json::parse(
+      R"({"name":"n","gpus":[{"index":0,"model":"X","nvlink_domain":3},{"index":1,"model":"Y","vendor":"amd","fabric_domain":2,"nvlink_domain":9}]})"));
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->gpus[0].fabric_domain, 3);
+  EXPECT_EQ(a->gpus[0].vendor, "nvidia");  // the default
+  EXPECT_EQ(a->gpus[1].fabric_domain, 2);  // fabric_domain wins
+  EXPECT_EQ(a->gpus[1].vendor, "amd");
 }
 
 TEST(CodecSchedulerConfigTest, PartialPatchFromTheVision) {

@@ -119,6 +119,55 @@ TEST_F(FitFilterTest, OnlyReasonsEvictionCanClearAreResolvable) {
   }
 }
 
+// Vendors: an NVIDIA, an AMD and an Ascend node, the Ascend GPUs exclusive
+// by the default policy.
+TEST(FitVendorTest, VendorsFilterNameThemselvesAndKeepExclusiveGpusWhole) {
+  ClusterState c;
+  NodeSpec nv = Node("nv", 64000, 262144, 4, "A100");
+  NodeSpec amd = Node("amd", 64000, 262144, 4, "MI300X");
+  NodeSpec npu = Node("npu", 64000, 262144, 4, "Ascend910B");
+  for (GpuDevice& g : amd.gpus) g.vendor = "amd";
+  for (GpuDevice& g : npu.gpus) g.vendor = "huawei";
+  for (const NodeSpec& s : {nv, amd, npu}) ASSERT_TRUE(c.AddNode(s).ok());
+  c.SetExclusiveVendors({"huawei", "habana"});
+  framework::ReasonTable reasons;
+  Fit fit({&reasons, nullptr});
+  auto run = [&](Task t) {
+    std::vector<NodeId> nodes = {0, 1, 2};
+    framework::Rejections rej;
+    rej.Reset(c.node_count(), reasons.size());
+    fit.Filter(t, c, nodes, rej);
+    std::vector<std::pair<NodeId, std::string>> got;
+    for (NodeId n : rej.rejected()) got.emplace_back(n, reasons.text(rej.reason(n)));
+    return std::make_pair(nodes, got);
+  };
+  Task want_amd = MakeTask(1, 1000, 1024, 2);
+  want_amd.requests.gpu_vendors = {"amd"};
+  auto [pass, why] = run(want_amd);
+  EXPECT_EQ(pass, (std::vector<NodeId>{1}));
+  EXPECT_EQ(why, (std::vector<std::pair<NodeId, std::string>>{
+                     {0, "GPU model mismatch (nvidia A100)"}, {2, "GPU model mismatch (huawei Ascend910B)"}}));
+  // Two vendors accepted; a model narrows within them.
+  Task two = MakeTask(2, 1000, 1024, 1);
+  two.requests.gpu_vendors = {"amd", "huawei"};
+  EXPECT_EQ(run(two).first, (std::vector<NodeId>{1, 2}));
+  two.requests.gpu_models = {"Ascend910B"};
+  EXPECT_EQ(run(two).first, (std::vector<NodeId>{2}));
+  // A vendor no node has.
+  Task gaudi = MakeTask(3, 0, 0, 1);
+  gaudi.requests.gpu_vendors = {"habana"};
+  EXPECT_TRUE(run(gaudi).first.empty());
+  // A share: never on the exclusive vendor's GPUs, and the reason says why.
+  Task share = MakeTask(4, 0, 0, 1, 500);
+  auto [shared_pass, shared_why] = run(share);
+  EXPECT_EQ(shared_pass, (std::vector<NodeId>{0, 1}));
+  ASSERT_EQ(shared_why.size(), 1u);
+  EXPECT_EQ(shared_why[0].second, "GPU not shared (exclusive_gpu_vendors)");
+  // The policy changed: Ascend GPUs may be shared.
+  c.SetExclusiveVendors({});
+  EXPECT_EQ(run(share).first, (std::vector<NodeId>{0, 1, 2}));
+}
+
 }  // namespace
 }  // namespace hf::plugins
 
