@@ -334,23 +334,34 @@ namespace {
 std::vector<size_t> PickInOneDomain(const std::vector<size_t>& eligible,
                                     const std::vector<GpuDevice>& gpus,
                                     int32_t GpuDevice::*domain_of, size_t want) {
-  std::map<int32_t, size_t> count;
+  // A domain is one vendor's: a node with NVIDIA and AMD GPUs numbers each
+  // vendor's fabric from 0, and no task spans two vendors' devices.
+  using Key = std::pair<std::string, int32_t>;
+  std::map<Key, std::pair<size_t, size_t>> count;  // key -> (eligible GPUs, its lowest slot)
   for (size_t slot : eligible) {
-    if (gpus[slot].*domain_of >= 0) ++count[gpus[slot].*domain_of];
+    if (domain_of == nullptr || gpus[slot].*domain_of >= 0) {
+      auto [it, fresh] = count.try_emplace(
+          Key{gpus[slot].vendor, domain_of == nullptr ? 0 : gpus[slot].*domain_of}, 0, slot);
+      ++it->second.first;
+    }
   }
-  int32_t best = -1;
-  size_t best_count = 0;
-  for (const auto& [domain, c] : count) {
-    if (c >= want && (best < 0 || c < best_count)) {
-      best = domain;
-      best_count = c;
+  // The fewest that hold them all; between equals, the lowest GPUs.
+  const Key* best = nullptr;
+  std::pair<size_t, size_t> best_rank;
+  for (const auto& [key, c] : count) {
+    if (c.first >= want && (best == nullptr || c < best_rank)) {
+      best = &key;
+      best_rank = c;
     }
   }
   std::vector<size_t> chosen;
-  if (best < 0) return chosen;
+  if (best == nullptr) return chosen;
   for (size_t slot : eligible) {
     if (chosen.size() == want) break;
-    if (gpus[slot].*domain_of == best) chosen.push_back(slot);
+    if (gpus[slot].vendor == best->first &&
+        (domain_of == nullptr || gpus[slot].*domain_of == best->second)) {
+      chosen.push_back(slot);
+    }
   }
   return chosen;
 }
@@ -391,7 +402,11 @@ Status Topology::Bind(const Task& task, const ClusterState& cluster, Allocation&
   // Too few: leave the choice empty and let the framework report the failure.
   if (eligible.size() < want) return Status::Ok();
   std::vector<size_t> chosen;
-  for (auto domain_of : {&GpuDevice::fabric_domain, &GpuDevice::pcie_switch, &GpuDevice::numa}) {
+  // The closest domain that holds them all: fabric, PCIe switch, NUMA node,
+  // then one vendor's devices anywhere on the node (nullptr).
+  for (int32_t GpuDevice::*domain_of :
+       {&GpuDevice::fabric_domain, &GpuDevice::pcie_switch, &GpuDevice::numa,
+        static_cast<int32_t GpuDevice::*>(nullptr)}) {
     chosen = PickInOneDomain(eligible, gpus, domain_of, want);
     if (!chosen.empty()) break;
   }

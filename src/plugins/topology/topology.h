@@ -20,10 +20,13 @@
 // The score is the mean of the parts that apply; the plugin is skipped for a
 // task to which neither applies.
 //
-// Bind: a task asking for several whole GPUs gets GPUs inside one NVLink
-// domain if one can hold it, else inside one PCIe switch, else one NUMA node,
-// else the lowest free ones; among domains that can hold it, the one with the
-// fewest free GPUs (so larger free domains stay whole for larger tasks).
+// Bind: a task asking for several whole GPUs gets GPUs inside one fabric
+// domain (NVLink/NVSwitch, AMD xGMI, Ascend HCCS: GpuDevice::fabric_domain)
+// if one can hold it, else inside one PCIe switch, else one NUMA node, else
+// one vendor's devices anywhere on the node, else the lowest free ones; a
+// domain is one vendor's (a node with two vendors numbers each one's from
+// 0). Among domains that can hold it, the one with the fewest free GPUs (so
+// larger free domains stay whole for larger tasks).
 #ifndef HF_PLUGINS_TOPOLOGY_TOPOLOGY_H_
 #define HF_PLUGINS_TOPOLOGY_TOPOLOGY_H_
 

@@ -508,6 +508,7 @@ enum class Layout {
   kNuma,    // NUMA node i/4 only
   kNone,    // no locality at all
   kMixed,   // kNvlink, with GPUs 4-7 of another model
+  kVendors,  // GPUs 0-3 NVIDIA, 4-7 AMD, each vendor's fabric numbered 0
 };
 
 NodeSpec GpuNode(Layout layout) {
@@ -529,6 +530,14 @@ NodeSpec GpuNode(Layout layout) {
         break;
       case Layout::kMixed:
         if (i >= 4) g.model = "H100";
+        break;
+      case Layout::kVendors:
+        g.fabric_domain = 0;
+        g.pcie_switch = g.numa = -1;
+        if (i >= 4) {
+          g.vendor = "amd";
+          g.model = "MI300X";
+        }
         break;
     }
   }
@@ -575,6 +584,11 @@ TEST(TopologyBindTest, ChoosesGpusInOneDomain) {
       {"no NVLink, no switch: one NUMA node", Layout::kNuma, {2}, 4, 1000, {}, {4, 5, 6, 7}},
       {"no locality: lowest free", Layout::kNone, {1}, 4, 1000, {}, {0, 2, 3, 4}},
       {"only allowed models count", Layout::kMixed, {}, 2, 1000, {"H100"}, {4, 5}},
+      {"two vendors' fabrics numbered alike are two domains", Layout::kVendors, {0}, 4, 1000, {},
+       {4, 5, 6, 7}},
+      {"two vendors, 3 free each: the lower, one vendor", Layout::kVendors, {0, 4}, 3, 1000, {},
+       {1, 2, 3}},
+      {"no vendor holds them all: lowest free", Layout::kVendors, {}, 5, 1000, {}, {0, 1, 2, 3, 4}},
       {"one GPU: left to the default choice", Layout::kNvlink, {0}, 1, 1000, {}, {}},
       {"shared GPUs: left to binpack/spread", Layout::kNvlink, {}, 2, 500, {}, {}},
       {"too few free GPUs: left empty", Layout::kNvlink, {0, 1, 2, 3, 4, 5}, 4, 1000, {}, {}},
