@@ -133,6 +133,7 @@ Agent::Agent(AgentOptions options)
       base_env_(ProcessEnv()),
       node_devices_{.gpus = opt_.inventory.spec.gpus,
                     .bind_ids = opt_.inventory.discovered.bind_ids,
+                    .vendor_index = opt_.inventory.discovered.vendor_index,
                     .advertise_address = opt_.advertise_address} {}
 
 void Agent::RequestStop() {

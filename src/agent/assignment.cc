@@ -131,7 +131,7 @@ std::map<std::string, std::string> BuildTaskEnv(const std::map<std::string, std:
     grants.push_back(g.index);
     if (g.milli > 0) share = std::min(share, g.milli);
   }
-  std::map<std::string, std::string> binding = accel::BindingEnv(node.gpus, node.bind_ids, grants);
+  std::map<std::string, std::string> binding = accel::BindingEnv(node.gpus, node.bind_ids, node.vendor_index, grants);
   if (binding.empty()) binding[std::string(accel::NvidiaVendor().BindingVariable())] = "";
   for (const std::string& var : accel::VariablesToClear(binding)) env.erase(var);
   for (auto& [k, v] : binding) env[k] = std::move(v);

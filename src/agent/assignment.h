@@ -57,6 +57,8 @@ struct NodeDevices {
   // devices; accel::Discovered::bind_ids). Declared devices have none and
   // bind by their rank among their vendor's (accel::BindingEnv).
   std::map<int32_t, std::string> bind_ids;
+  // Node index -> (vendor, the vendor's own number) of discovered devices.
+  std::map<int32_t, std::pair<std::string, int32_t>> vendor_index;
   std::string advertise_address;  // the agent's --advertise-address, "" when unset
 };
 

@@ -6,8 +6,9 @@ stale binding variables of every vendor.
 
 - Binding: one task per vendor runs on its vendor's node and prints its
   environment; each log shows its vendor's variable (CUDA_VISIBLE_DEVICES,
-  ROCR_VISIBLE_DEVICES, ASCEND_RT_VISIBLE_DEVICES, HABANA_VISIBLE_MODULES)
-  with exactly its devices, and no other vendor's variable.
+  ROCR_VISIBLE_DEVICES, ASCEND_RT_VISIBLE_DEVICES; HABANA_VISIBLE_MODULES
+  with HABANA_VISIBLE_DEVICES) with exactly its devices, and no other
+  vendor's variable.
 - Scheduling: tasks asking gpu_vendors [amd] land only on the AMD node; one
   that cannot fit there stays pending with a reason naming the vendor it
   wants and what the other nodes have. A share of an Ascend GPU is refused
@@ -27,12 +28,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hfapi import (API, Checks, Server, _LIVE, expect, expect_error, fail, main_guard,  # noqa: E402
                    wait_until)
 
-# name -> (vendor, model, GPUs, GPU memory, the variable its tasks get)
+# name -> (vendor, model, GPUs, GPU memory, the variables its tasks get)
 NODES = {
-    "v-nvidia": ("nvidia", "A100-80G", 2, 81920, "CUDA_VISIBLE_DEVICES"),
-    "v-amd": ("amd", "MI300X", 2, 196608, "ROCR_VISIBLE_DEVICES"),
-    "v-ascend": ("huawei", "Ascend910B", 4, 65536, "ASCEND_RT_VISIBLE_DEVICES"),
-    "v-gaudi": ("habana", "HL-225", 2, 98304, "HABANA_VISIBLE_MODULES"),
+    "v-nvidia": ("nvidia", "A100-80G", 2, 81920, ("CUDA_VISIBLE_DEVICES",)),
+    "v-amd": ("amd", "MI300X", 2, 196608, ("ROCR_VISIBLE_DEVICES",)),
+    "v-ascend": ("huawei", "Ascend910B", 4, 65536, ("ASCEND_RT_VISIBLE_DEVICES",)),
+    "v-gaudi": ("habana", "HL-225", 2, 98304, ("HABANA_VISIBLE_MODULES", "HABANA_VISIBLE_DEVICES")),
 }
 VARIABLES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
              "GPU_DEVICE_ORDINAL", "ASCEND_RT_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES",
@@ -96,7 +97,7 @@ def main(binary, tmp):
             return len(seen) == len(ids)
         wait_until(printed, 30, "the four tasks running with their environment printed")
         for name, (t, text) in sorted(seen.items()):
-            vendor, _, _, _, var = NODES[name]
+            vendor, _, _, _, variables = NODES[name]
             if t["node"] != name:
                 fail("task %s runs on %s, want %s" % (t["name"], t["node"], name))
             got = {}
@@ -107,10 +108,10 @@ def main(binary, tmp):
             # Declared devices bind by their rank among the node's devices
             # of the vendor: here, their index.
             want = ",".join(str(g["index"]) for g in t["allocation"]["gpus"])
-            if len(t["allocation"]["gpus"]) != 2 or got != {var: want}:
-                fail("task on %s (%s): binding variables %s, want exactly {%s: %s}"
-                     % (name, vendor, got, var, want))
-            print("  %-9s %s=%s" % (name, var, want))
+            if len(t["allocation"]["gpus"]) != 2 or got != {v: want for v in variables}:
+                fail("task on %s (%s): binding variables %s, want exactly %s=%s"
+                     % (name, vendor, got, "/".join(variables), want))
+            print("  %-9s %s" % (name, " ".join("%s=%s" % (v, want) for v in variables)))
         for tid in ids.values():
             expect(srv.call("POST", API + "/tasks/%d/cancel" % tid, {}), (200, 409))
         wait_until(lambda: all(expect(srv.get(API + "/tasks/%d" % i), 200)["state"] == "cancelled"

@@ -110,33 +110,39 @@ std::vector<GpuUsage> MeasureAll(const Discovered& d, const Runner& run) {
   return out;
 }
 
-std::map<std::string, std::string> BindingEnv(const std::vector<GpuDevice>& node_gpus,
-                                              const std::map<int32_t, std::string>& bind_ids,
-                                              const std::vector<int32_t>& grants) {
-  // The bind id of each node index: the discovered one, else its rank among
-  // its vendor's devices in index order.
+std::map<std::string, std::string> Vendor::Bind(const std::vector<Bound>& devices) const {
+  std::string ids;
+  for (const Bound& d : devices) ids += (ids.empty() ? "" : ",") + d.bind_id;
+  return {{std::string(BindingVariable()), ids}};
+}
+
+std::map<std::string, std::string> BindingEnv(
+    const std::vector<GpuDevice>& node_gpus, const std::map<int32_t, std::string>& bind_ids,
+    const std::map<int32_t, std::pair<std::string, int32_t>>& vendor_index,
+    const std::vector<int32_t>& grants) {
+  // How each node index binds: the discovered ids, else its rank among its
+  // vendor's devices in index order.
   std::vector<const GpuDevice*> sorted;
   for (const GpuDevice& g : node_gpus) sorted.push_back(&g);
   std::sort(sorted.begin(), sorted.end(),
             [](const GpuDevice* a, const GpuDevice* b) { return a->index < b->index; });
   std::map<std::string, int32_t> rank;
-  std::map<int32_t, std::pair<std::string, std::string>> id_of;  // index -> (vendor, id)
+  std::map<int32_t, std::pair<std::string, Bound>> bound;  // index -> (vendor, how)
   for (const GpuDevice* g : sorted) {
     const int32_t r = rank[g->vendor]++;
-    auto it = bind_ids.find(g->index);
-    id_of[g->index] = {g->vendor, it != bind_ids.end() ? it->second : std::to_string(r)};
+    Bound b{.bind_id = std::to_string(r), .vendor_index = r};
+    if (auto it = bind_ids.find(g->index); it != bind_ids.end()) b.bind_id = it->second;
+    if (auto it = vendor_index.find(g->index); it != vendor_index.end()) b.vendor_index = it->second.second;
+    bound[g->index] = {g->vendor, std::move(b)};
+  }
+  std::map<std::string, std::vector<Bound>> of_vendor;
+  for (const auto& [vendor, count] : rank) of_vendor[vendor];
+  for (int32_t index : grants) {
+    if (auto it = bound.find(index); it != bound.end()) of_vendor[it->second.first].push_back(it->second.second);
   }
   std::map<std::string, std::string> env;
-  for (const auto& [vendor, count] : rank) {
-    if (const Vendor* v = FindVendor(vendor)) env[std::string(v->BindingVariable())] = "";
-  }
-  for (int32_t index : grants) {
-    auto it = id_of.find(index);
-    if (it == id_of.end()) continue;
-    const Vendor* v = FindVendor(it->second.first);
-    if (v == nullptr) continue;
-    std::string& value = env[std::string(v->BindingVariable())];
-    value += (value.empty() ? "" : ",") + it->second.second;
+  for (const auto& [vendor, devices] : of_vendor) {
+    if (const Vendor* v = FindVendor(vendor)) env.merge(v->Bind(devices));
   }
   return env;
 }
@@ -145,7 +151,7 @@ std::vector<std::string> VariablesToClear(const std::map<std::string, std::strin
   std::vector<std::string> out;
   for (const Vendor* v : AllVendors()) {
     std::vector<std::string_view> names = v->ConflictingVariables();
-    names.push_back(v->BindingVariable());
+    for (std::string_view b : v->BindingVariables()) names.push_back(b);
     for (std::string_view n : names) {
       const std::string name(n);
       if (!binding.contains(name) && std::find(out.begin(), out.end(), name) == out.end()) {

@@ -48,6 +48,13 @@ struct Found {
   std::string bus_id;  // its PCI address ("0000:07:00.0"), for hwloc; "" when unknown
 };
 
+// A device a task is bound to: the id its vendor's binding variable takes
+// (Found::bind_id) and the vendor's own number for it.
+struct Bound {
+  std::string bind_id;
+  int32_t vendor_index = 0;
+};
+
 class Vendor {
  public:
   virtual ~Vendor() = default;
@@ -57,6 +64,12 @@ class Vendor {
   virtual std::vector<std::string> Tools() const = 0;
   // The variable that hands a task its devices (CUDA_VISIBLE_DEVICES, ...).
   virtual std::string_view BindingVariable() const = 0;
+  // Every variable Bind sets: BindingVariable() unless a vendor sets more.
+  virtual std::vector<std::string_view> BindingVariables() const { return {BindingVariable()}; }
+  // The binding environment of a task given its `devices` of this vendor,
+  // in grant order (none: the variables empty, which hides every device).
+  // Default: BindingVariable() = the bind ids, comma-separated.
+  virtual std::map<std::string, std::string> Bind(const std::vector<Bound>& devices) const;
   // Variables of the same runtime that would override or remap the binding
   // if inherited from the agent's environment (HIP honours
   // CUDA_VISIBLE_DEVICES, say): removed from every task's environment on a
@@ -110,16 +123,17 @@ Discovered DiscoverAll(const Runner& run,
 std::vector<GpuUsage> MeasureAll(const Discovered& d, const Runner& run);
 
 // The binding environment of a task on a node with `node_gpus`, given its
-// `grants` (node indices): for each vendor with devices on the node, its
-// binding variable set to the bind ids of the task's devices of that
-// vendor, in grant order ("" for a vendor none of whose devices it got,
-// which hides them all). `bind_ids`: node index -> id (Discovered::
-// bind_ids); an index without one binds as its rank among the node's
-// devices of its vendor, in index order (declared inventories). Vendors the
-// agent does not know get no variable.
-std::map<std::string, std::string> BindingEnv(const std::vector<GpuDevice>& node_gpus,
-                                              const std::map<int32_t, std::string>& bind_ids,
-                                              const std::vector<int32_t>& grants);
+// `grants` (node indices): for each vendor with devices on the node, what
+// its Bind sets for the task's devices of that vendor, in grant order (the
+// variables empty for a vendor none of whose devices it got, which hides
+// them all). `bind_ids` and `vendor_index`: node index -> the binding id and
+// the vendor's own number (Discovered's); an index without them binds as its
+// rank among the node's devices of its vendor, in index order (declared
+// inventories). Vendors the agent does not know get no variable.
+std::map<std::string, std::string> BindingEnv(
+    const std::vector<GpuDevice>& node_gpus, const std::map<int32_t, std::string>& bind_ids,
+    const std::map<int32_t, std::pair<std::string, int32_t>>& vendor_index,
+    const std::vector<int32_t>& grants);
 
 // Every variable of every known vendor (binding and conflicting ones) that a
 // task's environment must not inherit: those BindingEnv does not set.

@@ -127,6 +127,15 @@ Result<std::vector<GpuUsage>> HlSmiQueryUsage(std::string_view csv) {
   return out;
 }
 
+std::map<std::string, std::string> GaudiVendor::Bind(const std::vector<Bound>& devices) const {
+  std::string modules, indices;
+  for (const Bound& d : devices) {
+    modules += (modules.empty() ? "" : ",") + d.bind_id;
+    indices += (indices.empty() ? "" : ",") + std::to_string(d.vendor_index);
+  }
+  return {{"HABANA_VISIBLE_MODULES", modules}, {"HABANA_VISIBLE_DEVICES", indices}};
+}
+
 Result<std::vector<Found>> GaudiVendor::Discover(const std::string& tool, const Runner& run) const {
   if (const std::optional<std::string> csv =
           run(tool + " -Q index,name,bus_id,uuid,module_id,memory.total -f csv,nounits")) {

@@ -2,13 +2,15 @@
 // query mode (`hl-smi -Q index,name,bus_id,uuid,module_id,memory.total -f
 // csv,nounits`, which mirrors nvidia-smi's), or its table when the query
 // fails, and bound with HABANA_VISIBLE_MODULES: the module ids, which is
-// what the Gaudi software stack reads in a process (HABANA_VISIBLE_DEVICES
-// is the container runtime's, by index, and means nothing to a process on
-// the host). Module ids differ from indices; a device whose module id
-// hl-smi did not give binds by its index, with a warning.
+// what the Gaudi software stack reads in a process. HABANA_VISIBLE_DEVICES,
+// set beside it to the same devices' indices, is the habana container
+// runtime's (by index): a task that starts a container hands it on. Module
+// ids differ from indices; a device whose module id hl-smi did not give
+// binds by its index, with a warning.
 #ifndef HF_AGENT_ACCELERATORS_GAUDI_GAUDI_H_
 #define HF_AGENT_ACCELERATORS_GAUDI_GAUDI_H_
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,9 +24,12 @@ class GaudiVendor final : public Vendor {
   std::string_view Name() const override { return kVendorHabana; }
   std::vector<std::string> Tools() const override { return {"hl-smi"}; }
   std::string_view BindingVariable() const override { return "HABANA_VISIBLE_MODULES"; }
-  std::vector<std::string_view> ConflictingVariables() const override {
-    return {"HABANA_VISIBLE_DEVICES"};
+  std::vector<std::string_view> BindingVariables() const override {
+    return {"HABANA_VISIBLE_MODULES", "HABANA_VISIBLE_DEVICES"};
   }
+  // HABANA_VISIBLE_MODULES: the module ids; HABANA_VISIBLE_DEVICES: the
+  // indices.
+  std::map<std::string, std::string> Bind(const std::vector<Bound>& devices) const override;
   Result<std::vector<Found>> Discover(const std::string& tool, const Runner& run) const override;
   Result<std::vector<GpuUsage>> Measure(const std::string& tool, const Runner& run) const override;
 };
