@@ -223,7 +223,7 @@ def run_checks(binary, url, tmp):
     expect_in("requests.gpu", err, "bad manifest names the field")
 
     out, _ = c.run(["get", "nodes"] + auth, 0)
-    if not re.search(r"^gpu-a1\s+Ready\s+2/2 \(1 shared\)\s+A100-80G\s+4/64\s+16Gi/512Gi\s+r1$", out, re.M):
+    if not re.search(r"^gpu-a1\s+Ready\s+2/2 \(1 shared\)\s+nvidia\s+A100-80G\s+4/64\s+16Gi/512Gi\s+r1$", out, re.M):
         fail("nodes table:\n" + out)
     out, _ = c.run(["get", "tasks"] + auth, 0)
     if not re.search(r"^%s\s+train-a\s+scheduled\s+5\s+gpu-a1\s+1\s" % train_id, out, re.M):

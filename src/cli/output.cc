@@ -314,26 +314,29 @@ std::string QueuesTable(const json& queues) {
 
 std::string NodesTable(const json& nodes) {
   std::vector<std::vector<std::string>> rows = {
-      {"NAME", "CONDITION", "GPUS", "MODEL", "CPU", "MEM", "RACK"}};
+      {"NAME", "CONDITION", "GPUS", "VENDOR", "MODEL", "CPU", "MEM", "RACK"}};
   for (const json& n : ListOrEmpty(nodes)) {
     const json* alloc = Get(n, "allocated");
     static const json kNoAlloc = json::object();
     const json& a = alloc ? *alloc : kNoAlloc;
     const json* gpus = Get(n, "gpus");
-    std::vector<std::string> models;
+    // The distinct vendors and models of its GPUs, in GPU order.
+    std::string vendor_text, model_text;
+    const auto add = [](std::string& list, const std::string& v) {
+      if (v == kNone) return;
+      const std::string padded = "," + list + ",";
+      if (padded.find("," + v + ",") == std::string::npos) list += (list.empty() ? "" : ",") + v;
+    };
     if (gpus != nullptr) {
       for (const json& g : ListOrEmpty(*gpus)) {
-        std::string m = Text(g, "model");
-        if (m != kNone && std::find(models.begin(), models.end(), m) == models.end()) {
-          models.push_back(m);
-        }
+        add(vendor_text, Text(g, "vendor"));
+        add(model_text, Text(g, "model"));
       }
     }
-    std::string model_text;
-    for (const std::string& m : models) model_text += (model_text.empty() ? "" : ",") + m;
     const json* topology = Get(n, "topology");
     rows.push_back({Text(n, "name"), Text(n, "condition"),
                     NodeGpus(n),
+                    vendor_text.empty() ? kNone : vendor_text,
                     model_text.empty() ? kNone : model_text,
                     Cores(IntField(a, "cpu_milli").value_or(0)) + "/" +
                         Cores(IntField(n, "cpu_milli").value_or(0)),

@@ -77,15 +77,19 @@ TEST(OutputTest, TasksTable) {
 TEST(OutputTest, NodesTable) {
   const json nodes = json::parse(R"([
     {"name": "gpu-a1", "condition": "Ready", "cpu_milli": 64000, "memory_mib": 524288,
-     "gpus": [{"index": 0, "model": "A100-80G", "allocated_milli": 1000},
-              {"index": 1, "model": "A100-80G", "allocated_milli": 500}],
+     "gpus": [{"index": 0, "vendor": "nvidia", "model": "A100-80G", "allocated_milli": 1000},
+              {"index": 1, "vendor": "nvidia", "model": "A100-80G", "allocated_milli": 500}],
      "topology": {"zone": "z", "switch": "s", "rack": "r1"},
      "allocated": {"cpu_milli": 4000, "memory_mib": 16384, "gpu_milli": 1500}},
+    {"name": "npu-1", "condition": "Ready", "cpu_milli": 8000, "memory_mib": 1024,
+     "gpus": [{"index": 0, "vendor": "huawei", "model": "Ascend910B"},
+              {"index": 1, "vendor": "huawei", "model": "Ascend910B"}]},
     {"name": "cpu-1", "condition": "Draining", "cpu_milli": 8000, "memory_mib": 1024}])");
   EXPECT_EQ(NodesTable(nodes),
-            "NAME     CONDITION   GPUS             MODEL      CPU    MEM          RACK\n"
-            "gpu-a1   Ready       2/2 (1 shared)   A100-80G   4/64   16Gi/512Gi   r1\n"
-            "cpu-1    Draining    0/0              <none>     0/8    0Mi/1Gi      <none>\n");
+            "NAME     CONDITION   GPUS             VENDOR   MODEL        CPU    MEM          RACK\n"
+            "gpu-a1   Ready       2/2 (1 shared)   nvidia   A100-80G     4/64   16Gi/512Gi   r1\n"
+            "npu-1    Ready       0/2              huawei   Ascend910B   0/8    0Mi/1Gi      <none>\n"
+            "cpu-1    Draining    0/0              <none>   <none>       0/8    0Mi/1Gi      <none>\n");
 }
 
 // Three whole GPUs and a memory-only replica's share of 1 on a 4-GPU node
