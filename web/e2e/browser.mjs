@@ -167,6 +167,23 @@ export async function layoutProblems(page, { needTitle = true } = {}) {
         problems.push(`text spills out of its box: <${e.tagName.toLowerCase()} ${String(id).slice(0, 60)}> "${text.slice(0, 40)}" (${e.scrollWidth}x${e.scrollHeight} in ${e.clientWidth}x${e.clientHeight})`);
       }
     }
+    // The side nav (the <aside> holding the nav links) runs down to the
+    // bottom of the document, however long the page, and its links stay in
+    // view when the page is scrolled to the bottom.
+    const side = document.querySelector('[data-testid="nav-overview"]')?.closest('aside');
+    if (side && getComputedStyle(side).display !== 'none' && side.getBoundingClientRect().width) {
+      const x0 = window.scrollX;
+      const y0 = window.scrollY;
+      window.scrollTo(0, 0);
+      const bottom = side.getBoundingClientRect().bottom + window.scrollY;
+      if (bottom < se.scrollHeight - 1) {
+        problems.push(`the side nav ends at ${Math.round(bottom)} px, ${Math.round(se.scrollHeight - bottom)} px above the bottom of the page (${se.scrollHeight} px)`);
+      }
+      window.scrollTo(0, se.scrollHeight);
+      const link = document.querySelector('[data-testid="nav-overview"]').getBoundingClientRect();
+      if (link.top < 0 || link.bottom > window.innerHeight) problems.push('the nav links scroll out of view at the bottom of the page');
+      window.scrollTo(x0, y0);
+    }
     // At desktop width nothing should hide behind a sideways scroll inside
     // the page either (a table whose last columns are cut off by its card).
     if (window.innerWidth >= 1000) {
@@ -184,4 +201,126 @@ export async function layoutProblems(page, { needTitle = true } = {}) {
     }
     return problems;
   }, needTitle);
+}
+
+/**
+ * The open preview drawer sits below the shell's header: its title box does
+ * not intersect the header's box, and the header is not covered (the point at
+ * the centre of the language toggle belongs to the header). Returns problems.
+ */
+export async function drawerHeaderProblems(page) {
+  return page.evaluate(() => {
+    const problems = [];
+    const toggle = document.querySelector('[data-testid="lang-toggle"]');
+    const header = toggle && toggle.closest('header');
+    const panel = document.querySelector('[data-testid="preview-panel"]');
+    const title = panel && panel.closest('.el-drawer') && panel.closest('.el-drawer').querySelector('.el-drawer__header');
+    if (!header) return ['no page header (the <header> holding lang-toggle)'];
+    if (!title) return ['no title in the preview drawer (.el-drawer__header)'];
+    const a = title.getBoundingClientRect();
+    const b = header.getBoundingClientRect();
+    const w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+    const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+    const box = (r) => `${Math.round(r.left)},${Math.round(r.top)} ${Math.round(r.width)}x${Math.round(r.height)}`;
+    if (w > 0 && h > 0) problems.push(`the preview drawer's title (${box(a)}) overlaps the page header (${box(b)})`);
+    const t = toggle.getBoundingClientRect();
+    const hit = document.elementFromPoint(t.left + t.width / 2, t.top + t.height / 2);
+    if (!hit || !header.contains(hit)) {
+      problems.push(`the page header is covered while the preview drawer is open (at lang-toggle: <${hit ? hit.tagName.toLowerCase() + ' ' + String(hit.className).slice(0, 40) : 'nothing'}>)`);
+    }
+    return problems;
+  });
+}
+
+/**
+ * Every text the GPU memory chart draws (its SVG <text>: axis names and
+ * labels, legend) lies inside the chart's box, the GiB axis name among them.
+ * Returns problems.
+ */
+export async function chartTextProblems(page) {
+  return page.evaluate(() => {
+    const problems = [];
+    const host = document.querySelector('[data-testid="inference-gpu-chart"] [_echarts_instance_]');
+    if (!host) return ['no chart in inference-gpu-chart'];
+    const box = host.getBoundingClientRect();
+    if (!box.width || !box.height) return problems; // no GPUs: no chart
+    const texts = [...host.querySelectorAll('svg text')].filter((e) => e.textContent.trim());
+    if (!texts.some((e) => e.textContent.trim() === 'GiB')) {
+      problems.push(`the chart draws no "GiB" axis name as SVG text (${texts.length} texts)`);
+    }
+    for (const e of texts) {
+      const cs = getComputedStyle(e);
+      if (cs.display === 'none' || cs.visibility === 'hidden' || Number(e.getAttribute('opacity') ?? 1) === 0) continue;
+      const r = e.getBoundingClientRect();
+      if (r.left < box.left - 0.5 || r.right > box.right + 0.5 || r.top < box.top - 0.5 || r.bottom > box.bottom + 0.5) {
+        problems.push(`chart text "${e.textContent.trim().slice(0, 30)}" at ${Math.round(r.left - box.left)},${Math.round(r.top - box.top)} ` +
+          `${Math.round(r.width)}x${Math.round(r.height)} is cut off by the chart's ${Math.round(box.width)}x${Math.round(box.height)} box`);
+      }
+    }
+    return problems;
+  });
+}
+
+/**
+ * Text that must stay on one line, inside the element `root` (a CSS
+ * selector): each element matched by `selector` that has text, and the
+ * innermost element whose whole text is each of `texts` (each must be found).
+ * Lines are counted from the text's own boxes: fragments whose vertical
+ * centres differ by more than half a line are on separate lines. Returns
+ * problems.
+ */
+export async function wrapProblems(page, root, { selector = null, texts = [] } = {}) {
+  return page.evaluate(({ root, selector, texts }) => {
+    const problems = [];
+    const top = document.querySelector(root);
+    if (!top) return [`no ${root}`];
+    const norm = (x) => x.trim().replace(/\s+/g, ' ');
+    // The boxes of an element's text, grouped into lines.
+    const textLines = (el) => {
+      const found = [];
+      const walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+      for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+        if (!n.textContent.trim()) continue;
+        const range = document.createRange();
+        range.selectNodeContents(n);
+        for (const r of range.getClientRects()) {
+          if (!r.width || !r.height) continue;
+          const c = r.top + r.height / 2;
+          const line = found.find((l) => Math.abs(l.c - c) < Math.min(l.h, r.height) / 2);
+          if (line) {
+            line.left = Math.min(line.left, r.left);
+            line.right = Math.max(line.right, r.right);
+          } else {
+            found.push({ c, h: r.height, left: r.left, right: r.right });
+          }
+        }
+      }
+      return found;
+    };
+    const els = selector ? [...top.querySelectorAll(selector)].filter((e) => norm(e.textContent) && e.getClientRects().length) : [];
+    for (const text of texts) {
+      const hits = [...top.querySelectorAll('*')].filter((e) => norm(e.textContent) === text &&
+        ![...e.children].some((c) => norm(c.textContent) === text));
+      if (!hits.length) problems.push(`"${text}" is not shown in ${root}`);
+      els.push(...hits);
+    }
+    for (const e of els) {
+      const lines = textLines(e);
+      const text = norm(e.textContent).slice(0, 60);
+      if (lines.length > 1) problems.push(`"${text}" wraps onto ${lines.length} lines`);
+      // Kept on one line by being cut off is no better: the text must lie
+      // inside every box between it and the root that clips or scrolls.
+      const left = Math.min(...lines.map((l) => l.left));
+      const right = Math.max(...lines.map((l) => l.right));
+      for (let a = e; a; a = a.parentElement) {
+        const ar = a.getBoundingClientRect();
+        if ((getComputedStyle(a).overflowX !== 'visible' || a === top) && (left < ar.left - 0.5 || right > ar.right + 0.5)) {
+          problems.push(`"${text}" is cut off by <${a.tagName.toLowerCase()} ${String(a.className).slice(0, 40)}>`);
+          break;
+        }
+        if (a === top) break;
+      }
+    }
+    return problems;
+  }, { root, selector, texts });
 }

@@ -9,8 +9,8 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { API, waitUntil } from './harness.mjs';
 import {
-  assert, CheckFailure, fail, inputOf, isDisabled, layoutProblems, login, mutating, newPage, notes, open,
-  recordRequests, switchState, tid, titleText, typeInto,
+  assert, chartTextProblems, CheckFailure, drawerHeaderProblems, fail, inputOf, isDisabled, layoutProblems, login, mutating,
+  newPage, notes, open, recordRequests, switchState, tid, titleText, typeInto,
 } from './browser.mjs';
 
 const STATUS_ZH = ['已启用', '未启用', '错误', '配置中'];
@@ -130,8 +130,27 @@ export async function checkExclusive(t) {
     assert(apiAnswer.status === 409, `the API itself answered ${apiAnswer.status} to enabling spread`);
     const apiMsg = apiAnswer.body && apiAnswer.body.error && apiAnswer.body.error.message;
     assert(apiMsg && text.includes(apiMsg), `plugin-error does not hold the API's message "${apiMsg}": "${text}"`);
-    assert(/cannot both|both be enabled|disable one|mutually exclusive/i.test(text.replace(apiMsg, '')),
+    const explanation = text.replace(apiMsg, '').trim();
+    assert(/cannot both|both be enabled|disable one|mutually exclusive/i.test(explanation),
       `plugin-error does not explain beyond the API's message (want e.g. "binpack and spread cannot both be enabled: disable one first"): "${text}"`);
+    // Said once, in place: one plugin-error beside the switch, no toast, and
+    // neither the API's message nor the explanation anywhere else on the page.
+    await sleep(1000);
+    const toasts = await page.locator('.el-message:visible, .el-notification:visible').allInnerTexts();
+    assert(!toasts.length, `the refusal is also shown as a toast: ${toasts.map((x) => `"${x.trim()}"`).join(', ')}`);
+    const shown = await tid(page, 'plugin-error').locator('visible=true').count();
+    assert(shown === 1, `${shown} plugin-error messages are shown, want one`);
+    const body = await page.evaluate(() => document.body.innerText);
+    const times = (s) => body.split(s).length - 1;
+    assert(times(apiMsg) === 1, `the API's message is shown ${times(apiMsg)} times on the page, want once`);
+    assert(times(explanation) === 1, `the explanation is shown ${times(explanation)} times on the page, want once`);
+    const card = await tid(page, 'plugin-row-spread').first().boundingBox();
+    const sw = await tid(page, 'plugin-toggle-spread').first().boundingBox();
+    const eb = await err.boundingBox();
+    const inside = eb.x >= card.x && eb.x + eb.width <= card.x + card.width && eb.y >= card.y && eb.y + eb.height <= card.y + card.height;
+    assert(inside, 'plugin-error is not inside the spread card');
+    const below = eb.y - (sw.y + sw.height);
+    assert(below >= 0 && below <= 32, `plugin-error is ${Math.round(below)} px below the spread switch, not next to it`);
     await waitUntil(async () => (await switchState(page, 'plugin-toggle-spread')) === false, 3000,
       'plugin-toggle-spread to return to off');
     assert((await statusText(page, 'spread')) === 'inactive', `plugin-status-spread reads "${await statusText(page, 'spread')}"`);
@@ -271,6 +290,7 @@ export async function checkPreview(t) {
         if (r.request().method() === 'POST' && r.url().endsWith('/scheduler/preview')) answers.push(r.json().catch(() => null));
       });
       await runPreview(page);
+      for (const p of await drawerHeaderProblems(page)) problems.push(p);
       assert(answers.length >= 1, 'preview-run got no answer to POST /api/v1/scheduler/preview');
       const pageView = await answers[answers.length - 1];
       assert(pageView && Array.isArray(pageView.tasks), 'the page\'s preview answer is not a preview');
@@ -594,6 +614,45 @@ export async function checkQueues(t) {
   });
 }
 
+// What a browser downloads: the login page's scripts and styles within a
+// budget (Element Plus and ECharts carry only what the UI uses), and no
+// script of any page over the per-file budget.
+const FIRST_LOAD_BUDGET_KB = 900;
+const FILE_BUDGET_KB = 600;
+
+export async function checkBundle(t) {
+  const problems = [];
+  await withPage(t, {}, async (page) => {
+    const assets = new Map();
+    page.on('response', (r) => {
+      const u = new URL(r.url());
+      if (u.pathname.startsWith('/assets/') && /\.(js|css)$/.test(u.pathname)) {
+        assets.set(u.pathname, r.body().then((b) => b.length).catch(() => 0));
+      }
+    });
+    await page.goto(`${t.base}/login`);
+    await tid(page, 'login-token').first().waitFor({ state: 'visible' });
+    await page.waitForLoadState('load');
+    const sizes = async () => Promise.all([...assets].map(async ([p, n]) => [p, await n]));
+    const first = await sizes();
+    const firstKb = first.reduce((a, [, n]) => a + n, 0) / 1000;
+    if (firstKb > FIRST_LOAD_BUDGET_KB) {
+      problems.push(`the login page loads ${firstKb.toFixed(0)} kB of scripts and styles, over the ${FIRST_LOAD_BUDGET_KB} kB budget: ` +
+        first.sort((a, b) => b[1] - a[1]).map(([p, n]) => `${path.basename(p)} ${(n / 1000).toFixed(0)} kB`).join(', '));
+    }
+    await login(page, t.base, t.adminToken);
+    for (const route of ['/overview', '/plugins', '/config', '/inference', '/nodes', '/tasks', '/jobs', '/queues']) {
+      await open(page, t.base, route); // a page shows once its scripts have loaded
+    }
+    for (const [p, n] of await sizes()) {
+      if (p.endsWith('.js') && n / 1000 > FILE_BUDGET_KB) {
+        problems.push(`${path.basename(p)} is ${(n / 1000).toFixed(0)} kB, over the ${FILE_BUDGET_KB} kB budget for one script`);
+      }
+    }
+  });
+  if (problems.length) fail(problems.join('\n    '));
+}
+
 // 8. Screenshots of every page in both languages, each checked for layout.
 export async function checkScreenshots(t) {
   mkdirSync(t.out, { recursive: true });
@@ -621,11 +680,16 @@ export async function checkScreenshots(t) {
             await open(page, t.base, '/plugins');
             await runPreview(page, { workload: 'cluster' });
             await tid(page, 'preview-row').first().waitFor({ state: 'visible' });
+            for (const p of await drawerHeaderProblems(page)) problems.push(`${file}: ${p}`);
           } else {
             await open(page, t.base, route ?? `/tasks/${t.taskIds['llama-pretrain-0']}`);
             if (ready) await page.locator(ready).first().waitFor({ state: 'visible' });
           }
           titles[name] = await titleText(page);
+          if (name === 'inference') {
+            await sleep(500);
+            for (const p of await chartTextProblems(page)) problems.push(`${file}: ${p}`);
+          }
           await shoot(page, file, {});
         } catch (e) {
           problems.push(`${file}: ${e.message.split('\n')[0]}`);

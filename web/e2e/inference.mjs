@@ -10,7 +10,8 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { API, waitUntil } from './harness.mjs';
 import {
-  assert, fail, inputOf, isDisabled, layoutProblems, login, mutating, newPage, open, recordRequests, switchState, tid, typeInto,
+  assert, chartTextProblems, fail, inputOf, isDisabled, layoutProblems, login, mutating, newPage, open, recordRequests, switchState,
+  tid, typeInto, wrapProblems,
 } from './browser.mjs';
 
 const MODEL = 'e2e-echo';
@@ -136,6 +137,8 @@ export async function checkInference(t) {
       `endpoint-requests-${ENDPOINT} to count the request`);
 
     // Screenshots with content, both languages.
+    const { routes } = await t.api.get(`${API}/inference/endpoints/${ENDPOINT}`);
+    assert(Array.isArray(routes) && routes.length, `the API gives no routes for ${ENDPOINT}`);
     for (const lang of ['en', 'zh']) {
       if (lang === 'zh') {
         await tid(page, 'lang-toggle').first().click();
@@ -145,6 +148,10 @@ export async function checkInference(t) {
       await tid(page, `model-replicas-${MODEL}`).first().waitFor({ state: 'visible' });
       await sleep(500);
       for (const p of await layoutProblems(page, {})) problems.push(`${lang} inference with a model: ${p}`);
+      // Routes and column headers stay on one line; the chart's texts inside its box.
+      const oneLine = await wrapProblems(page, '[data-testid="inference-endpoints"]', { selector: 'th', texts: routes });
+      for (const p of oneLine) problems.push(`${lang} endpoints: ${p}`);
+      for (const p of await chartTextProblems(page)) problems.push(`${lang} GPU memory chart: ${p}`);
       await page.screenshot({ path: path.join(t.out, `${lang}-30-inference-live.png`), fullPage: true });
       await tid(page, `model-row-${MODEL}`).first().locator('xpath=ancestor::tr[1]').locator('.el-table__expand-icon').first().click();
     }

@@ -24,7 +24,7 @@ import { cleanupAll, makeTempDir, onCleanup, startServer } from './harness.mjs';
 import { seedCluster } from './seed.mjs';
 import { CheckFailure, notes } from './browser.mjs';
 import {
-  checkChinese, checkConfig, checkExclusive, checkJobs, checkLogin, checkPreview, checkQueues, checkScreenshots,
+  checkBundle, checkChinese, checkConfig, checkExclusive, checkJobs, checkLogin, checkPreview, checkQueues, checkScreenshots,
   checkTaskWaiting, checkToggle, checkViewer,
 } from './checks.mjs';
 import { checkInference } from './inference.mjs';
@@ -45,6 +45,7 @@ const CHECKS = [
   ['queues', checkQueues],
   ['inference', checkInference],
   ['screenshots', checkScreenshots],
+  ['bundle-size', checkBundle],
 ];
 const CHECK_TIMEOUT_MS = 120000;
 

@@ -1,5 +1,5 @@
 import { onBeforeUnmount } from 'vue';
-import { ElMessage } from 'element-plus';
+import { ElMessage } from './element-plus.js';
 import { onEvent } from './events.js';
 import { throttle } from './lib/throttle.js';
 import { i18n } from './i18n/index.js';

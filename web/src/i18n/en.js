@@ -103,12 +103,11 @@ export default {
     didDisable: 'disabled',
     weightIs: 'weight set to {v}',
     modeIs: 'mode set to {v}',
-    saveFailed: 'Could not change {name}',
     reloaded: '{name} reloaded',
     reloadFailed: 'Could not reload {name}',
     thresholds: 'Thresholds (scheduler config)',
     editThresholds: 'Change them in the scheduler config',
-    conflictHelp: '{a} and {b} cannot both be enabled: disable one first.',
+    conflictHelp: '{a} and {b} cannot both be enabled: their scores pull placements in opposite directions.',
     modes: {
       disabled: 'disabled',
       scheduled: 'scheduled',

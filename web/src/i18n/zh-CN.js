@@ -103,12 +103,11 @@ export default {
     didDisable: '已停用',
     weightIs: '权重已设为 {v}',
     modeIs: '模式已设为 {v}',
-    saveFailed: '无法修改 {name}',
     reloaded: '{name} 已重新加载',
     reloadFailed: '无法重新加载 {name}',
     thresholds: '阈值（调度器配置）',
     editThresholds: '在调度器配置中修改',
-    conflictHelp: '{a} 与 {b} 不能同时启用：请先停用其中一个。',
+    conflictHelp: '{a} 与 {b} 不能同时启用：两者的打分把任务往相反的方向放置。',
     modes: {
       disabled: '禁用抢占',
       scheduled: '仅抢占已调度任务',

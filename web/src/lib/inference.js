@@ -294,9 +294,10 @@ export function gpuMemoryRows(gpus) {
   });
 }
 
-// The chart's height in px: one readable row per GPU (horizontal bars).
+// The chart's height in px: one readable row per GPU (horizontal bars), plus
+// 80 px for the legend above and the tick labels and unit below.
 export function gpuChartHeight(n) {
-  return Math.max(160, 60 + n * 26);
+  return Math.max(180, 80 + n * 26);
 }
 
 // The curl example shown with a new key.

@@ -142,8 +142,8 @@ describe('summaries and chart rows', () => {
     expect(rows[1]).toMatchObject({ allocated: 15360, outside: 0, free: 0, used: null });
   });
   it('gives each GPU a row of height', () => {
-    expect(gpuChartHeight(1)).toBe(160);
-    expect(gpuChartHeight(24)).toBe(60 + 24 * 26);
+    expect(gpuChartHeight(1)).toBe(180);
+    expect(gpuChartHeight(24)).toBe(80 + 24 * 26);
   });
   it('writes a curl example with the key', () => {
     const c = curlExample('http://h:1', 'chat', 'hfk_x');
