@@ -59,20 +59,27 @@ void LogOnce(const std::string& key, const std::string& message) {
 
 }  // namespace
 
+bool Vendor::Present(const std::function<bool(const std::string& tool)>& on_path) const {
+  const std::vector<std::string> tools = Tools();
+  return std::any_of(tools.begin(), tools.end(), on_path);
+}
+
 Discovered DiscoverAll(const Runner& run,
-                       const std::function<bool(const std::string& tool)>& on_path) {
+                       const std::function<bool(const std::string& tool)>& on_path,
+                       const std::vector<const Vendor*>& vendors) {
   Discovered d;
-  for (const Vendor* v : AllVendors()) {
+  for (const Vendor* v : vendors) {
+    if (!v->Present(on_path)) continue;  // not installed: silently absent
     const std::vector<std::string> tools = v->Tools();
-    const auto tool = std::find_if(tools.begin(), tools.end(), on_path);
-    if (tool == tools.end()) continue;  // not installed: silently absent
+    const auto on = std::find_if(tools.begin(), tools.end(), on_path);
+    const std::string tool = on == tools.end() ? "" : *on;
     const std::string name(v->Name());
-    Result<std::vector<Found>> found = v->Discover(*tool, run);
+    Result<std::vector<Found>> found = v->Discover(tool, run);
     if (!found.ok()) {
       LogOnce("discover " + name, "ignoring " + name + " devices: " + found.status().message());
       continue;
     }
-    d.tools[name] = *tool;
+    d.tools[name] = tool;
     for (Found& f : *found) {
       const int32_t node_index = int32_t(d.gpus.size());
       d.vendor_index[node_index] = {name, f.device.index};
@@ -86,12 +93,14 @@ Discovered DiscoverAll(const Runner& run,
   return d;
 }
 
-std::vector<GpuUsage> MeasureAll(const Discovered& d, const Runner& run) {
+std::vector<GpuUsage> MeasureAll(const Discovered& d, const Runner& run,
+                                 const std::vector<const Vendor*>& vendors) {
   std::vector<GpuUsage> out;
   for (const auto& [name, tool] : d.tools) {
-    const Vendor* v = FindVendor(name);
-    if (v == nullptr) continue;
-    Result<std::vector<GpuUsage>> usage = v->Measure(tool, run);
+    const auto v = std::find_if(vendors.begin(), vendors.end(),
+                                [&](const Vendor* x) { return x->Name() == name; });
+    if (v == vendors.end()) continue;
+    Result<std::vector<GpuUsage>> usage = (*v)->Measure(tool, run);
     if (!usage.ok()) {
       LogOnce("measure " + name, "no usage of " + name + " devices: " + usage.status().message());
       continue;

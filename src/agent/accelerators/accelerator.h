@@ -60,8 +60,11 @@ class Vendor {
   virtual ~Vendor() = default;
   // GpuDevice::vendor of its devices: kVendorNvidia, kVendorAmd, ...
   virtual std::string_view Name() const = 0;
-  // The tools it runs, first found on PATH wins; none: the vendor is absent.
+  // The tools it runs, first found on PATH wins.
   virtual std::vector<std::string> Tools() const = 0;
+  // Whether its devices can be read here: one of Tools() on PATH, by
+  // default. NVIDIA's also with NVML's library alone.
+  virtual bool Present(const std::function<bool(const std::string& tool)>& on_path) const;
   // The variable that hands a task its devices (CUDA_VISIBLE_DEVICES, ...).
   virtual std::string_view BindingVariable() const = 0;
   // Every variable Bind sets: BindingVariable() unless a vendor sets more.
@@ -75,8 +78,8 @@ class Vendor {
   // CUDA_VISIBLE_DEVICES, say): removed from every task's environment on a
   // node with this vendor's devices.
   virtual std::vector<std::string_view> ConflictingVariables() const { return {}; }
-  // The devices, with `tool` (one of Tools(), found on PATH) run through
-  // `run`. Errors: Unavailable when the tool fails, InvalidArgument (naming
+  // The devices, with `tool` (one of Tools(), found on PATH; "" when the
+  // vendor is Present without one) run through `run`. Errors: Unavailable when the tool fails, InvalidArgument (naming
   // the tool and line) when its output is not what the parser knows.
   virtual Result<std::vector<Found>> Discover(const std::string& tool, const Runner& run) const = 0;
   // Utilisation and memory in use per device, by the vendor's own number
@@ -114,13 +117,16 @@ struct Discovered {
   std::vector<std::string> bus_ids;
 };
 
-// Runs every vendor whose tool `on_path` finds. A vendor whose tool fails
-// is logged (once per process and vendor) and left out.
+// Runs every vendor of `vendors` that is Present (its tool on PATH, as
+// `on_path` says). A vendor whose tool fails is logged (once per process
+// and vendor) and left out.
 Discovered DiscoverAll(const Runner& run,
-                       const std::function<bool(const std::string& tool)>& on_path);
+                       const std::function<bool(const std::string& tool)>& on_path,
+                       const std::vector<const Vendor*>& vendors = AllVendors());
 
 // Measured usage of the node's discovered devices, by node index.
-std::vector<GpuUsage> MeasureAll(const Discovered& d, const Runner& run);
+std::vector<GpuUsage> MeasureAll(const Discovered& d, const Runner& run,
+                                 const std::vector<const Vendor*>& vendors = AllVendors());
 
 // The binding environment of a task on a node with `node_gpus`, given its
 // `grants` (node indices): for each vendor with devices on the node, what

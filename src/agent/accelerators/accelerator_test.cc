@@ -2,12 +2,27 @@
 
 #include <gtest/gtest.h>
 
+#include "agent/accelerators/amd/amd.h"
+#include "agent/accelerators/ascend/ascend.h"
+#include "agent/accelerators/gaudi/gaudi.h"
+#include "agent/accelerators/nvidia/nvidia.h"
 #include "agent/accelerators/testing/fixture.h"
 
 namespace hf::agent::accel {
 namespace {
 
 using testing::Fixture;
+
+// The vendors, with NVIDIA's NVML never found: the tests run the tools'
+// text through their runners, whatever the machine has.
+const std::vector<const Vendor*>& Vendors() {
+  static const NvidiaVendor nvidia("/nonexistent/libnvidia-ml.so.1");
+  static const AmdVendor amd;
+  static const AscendVendor ascend;
+  static const GaudiVendor gaudi;
+  static const std::vector<const Vendor*> all = {&nvidia, &amd, &ascend, &gaudi};
+  return all;
+}
 
 TEST(DiscoverAllTest, AbsentToolsAreSkippedAndFailuresLeaveTheOthers) {
   const std::string nvidia = "index, uuid, name, memory.total [MiB]\n"
@@ -24,7 +39,7 @@ TEST(DiscoverAllTest, AbsentToolsAreSkippedAndFailuresLeaveTheOthers) {
   };
   // rocm-smi is not installed: never run. npu-smi prints what no parser
   // reads: left out. NVIDIA and Gaudi devices are numbered for the node.
-  const Discovered d = DiscoverAll(run, [](const std::string& tool) { return tool != "rocm-smi"; });
+  const Discovered d = DiscoverAll(run, [](const std::string& tool) { return tool != "rocm-smi"; }, Vendors());
   for (const std::string& cmd : ran) EXPECT_EQ(cmd.find("rocm-smi"), std::string::npos) << cmd;
   ASSERT_EQ(d.gpus.size(), 10u);
   EXPECT_EQ(d.tools.size(), 2u);
@@ -47,7 +62,7 @@ TEST(DiscoverAllTest, AbsentToolsAreSkippedAndFailuresLeaveTheOthers) {
     if (cmd.rfind("hl-smi", 0) == 0) return std::string("index, utilization.aip [%], memory.used [MiB]\n4, 80, 2048\n");
     return std::nullopt;
   };
-  const std::vector<GpuUsage> u = MeasureAll(d, usage);
+  const std::vector<GpuUsage> u = MeasureAll(d, usage, Vendors());
   ASSERT_EQ(u.size(), 3u);
   EXPECT_EQ(u[2].index, 6);
   EXPECT_DOUBLE_EQ(u[2].utilization, 0.8);
@@ -56,7 +71,7 @@ TEST(DiscoverAllTest, AbsentToolsAreSkippedAndFailuresLeaveTheOthers) {
 
 TEST(DiscoverAllTest, NoToolNoDevice) {
   const Discovered d = DiscoverAll([](const std::string&) { return std::nullopt; },
-                                   [](const std::string&) { return false; });
+                                   [](const std::string&) { return false; }, Vendors());
   EXPECT_TRUE(d.gpus.empty());
   EXPECT_TRUE(d.tools.empty());
 }

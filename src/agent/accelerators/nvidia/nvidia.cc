@@ -303,13 +303,46 @@ Result<std::vector<GpuUsage>> ParseNvidiaSmiUsage(std::string_view csv) {
   return out;
 }
 
+bool NvidiaVendor::Present(const std::function<bool(const std::string& tool)>& on_path) const {
+  return on_path("nvidia-smi") || GetNvml() != nullptr;
+}
+
+const Nvml* NvidiaVendor::GetNvml() const {
+  std::call_once(nvml_once_, [this] {
+    Result<std::unique_ptr<Nvml>> nvml = Nvml::Load(nvml_library_);
+    if (nvml.ok()) {
+      nvml_ = std::move(nvml).value();
+    } else {
+      spdlog::warn("agent: NVML not used: {}", nvml.status().message());
+    }
+  });
+  return nvml_.get();
+}
+
 Result<std::vector<Found>> NvidiaVendor::Discover(const std::string& tool, const Runner& run) const {
-  const std::optional<std::string> out =
-      run(tool + " --query-gpu=index,uuid,name,memory.total --format=csv,nounits");
-  if (!out) return Unavailable(tool + " --query-gpu failed");
-  HF_ASSIGN_OR_RETURN(std::vector<GpuDevice> gpus, ParseNvidiaSmiInventory(*out));
+  std::vector<Found> found;
+  if (const Nvml* nvml = GetNvml()) {
+    HF_ASSIGN_OR_RETURN(found, nvml->Devices());
+  } else {
+    const std::optional<std::string> out =
+        run(tool + " --query-gpu=index,uuid,name,memory.total --format=csv,nounits");
+    if (!out) return Unavailable(tool + " --query-gpu failed");
+    HF_ASSIGN_OR_RETURN(std::vector<GpuDevice> gpus, ParseNvidiaSmiInventory(*out));
+    std::vector<std::string> bus_ids(gpus.size());
+    if (const std::optional<std::string> ids =
+            run(tool + " --query-gpu=index,pci.bus_id --format=csv,noheader")) {
+      bus_ids = ParseNvidiaSmiBusIds(*ids, gpus);
+    }
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      found.push_back(Found{.device = gpus[i], .bind_id = std::to_string(gpus[i].index),
+                            .bus_id = bus_ids[i]});
+    }
+  }
   // Locality is a bonus: without it the GPUs are still usable, so a failure
-  // is logged and the ids stay unknown.
+  // is logged and the ids stay unknown. NVML alone (no nvidia-smi): none.
+  if (tool.empty()) return found;
+  std::vector<GpuDevice> gpus;
+  for (const Found& f : found) gpus.push_back(f.device);
   if (const std::optional<std::string> topo = run(tool + " topo -m")) {
     if (Status s = ApplyNvidiaSmiTopology(*topo, gpus); !s.ok()) {
       spdlog::warn("agent: GPU locality unknown: {}", s.message());
@@ -317,19 +350,12 @@ Result<std::vector<Found>> NvidiaVendor::Discover(const std::string& tool, const
   } else {
     spdlog::warn("agent: GPU locality unknown: {} topo -m failed", tool);
   }
-  std::vector<std::string> bus_ids(gpus.size());
-  if (const std::optional<std::string> ids = run(tool + " --query-gpu=index,pci.bus_id --format=csv,noheader")) {
-    bus_ids = ParseNvidiaSmiBusIds(*ids, gpus);
-  }
-  std::vector<Found> found;
-  for (size_t i = 0; i < gpus.size(); ++i) {
-    Found f{.device = gpus[i], .bind_id = std::to_string(gpus[i].index), .bus_id = bus_ids[i]};
-    found.push_back(std::move(f));
-  }
+  for (size_t i = 0; i < found.size(); ++i) found[i].device = gpus[i];
   return found;
 }
 
 Result<std::vector<GpuUsage>> NvidiaVendor::Measure(const std::string& tool, const Runner& run) const {
+  if (const Nvml* nvml = GetNvml()) return nvml->Usage();
   const std::optional<std::string> out =
       run(tool + " --query-gpu=index,utilization.gpu,memory.used --format=csv,nounits");
   if (!out) return Unavailable(tool + " --query-gpu failed");

@@ -1,22 +1,32 @@
-// NVIDIA GPUs (docs/ACCELERATORS.md): discovered with nvidia-smi (devices,
-// then `nvidia-smi topo -m` for NVLink domains, PCIe switches and NUMA
-// nodes), bound with CUDA_VISIBLE_DEVICES (the nvidia-smi index), and NCCL
-// given the task's RDMA NIC in NCCL_IB_HCA.
+// NVIDIA GPUs (docs/ACCELERATORS.md): discovered and measured through NVML
+// when libnvidia-ml.so.1 is installed (nvml.h), else with nvidia-smi; NVLink
+// domains, PCIe switches and NUMA nodes from `nvidia-smi topo -m`. Bound
+// with CUDA_VISIBLE_DEVICES (the index, NVML's and nvidia-smi's alike), and
+// NCCL given the task's RDMA NIC in NCCL_IB_HCA.
 #ifndef HF_AGENT_ACCELERATORS_NVIDIA_NVIDIA_H_
 #define HF_AGENT_ACCELERATORS_NVIDIA_NVIDIA_H_
 
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "agent/accelerators/accelerator.h"
+#include "agent/accelerators/nvidia/nvml.h"
 
 namespace hf::agent::accel {
 
 class NvidiaVendor final : public Vendor {
  public:
+  // `nvml_library`: NVML's library name, or a path (tests).
+  explicit NvidiaVendor(std::string nvml_library = Nvml::kLibrary)
+      : nvml_library_(std::move(nvml_library)) {}
   std::string_view Name() const override { return kVendorNvidia; }
   std::vector<std::string> Tools() const override { return {"nvidia-smi"}; }
+  bool Present(const std::function<bool(const std::string& tool)>& on_path) const override;
   std::string_view BindingVariable() const override { return "CUDA_VISIBLE_DEVICES"; }
   // Locality (topo -m) is a bonus: when it fails the devices are kept, with
   // unknown locality, and the failure is logged. Found::bus_id is filled
@@ -26,6 +36,13 @@ class NvidiaVendor final : public Vendor {
   // NCCL_IB_HCA: the task's RDMA NIC.
   std::map<std::string, std::string> CollectiveEnv(const std::string& rdma_device,
                                                    const std::string& address) const override;
+
+ private:
+  // NVML, loaded on first use (nullptr when absent or broken, logged once).
+  const Nvml* GetNvml() const;
+  const std::string nvml_library_;
+  mutable std::once_flag nvml_once_;
+  mutable std::unique_ptr<Nvml> nvml_;  // set once, under nvml_once_
 };
 
 // The output of `nvidia-smi --query-gpu=index,uuid,name,memory.total
