@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs HeteroFlow: builds, then starts the control-plane server on :3333 with
 # its SQLite store under ./data and the policy of examples/demo/server.yaml,
-# plus four local agents whose declared inventories (examples/demo/agents/)
+# plus five local agents whose declared inventories (examples/demo/agents/)
 # make the demo cluster: two 8-GPU A100 nodes with RDMA, a 4-GPU T4 node, a
-# CPU-only node. Tasks run as real processes under DATA_DIR/agents/<node>/.
+# 4-NPU Huawei Ascend node, a CPU-only node. Tasks run as real processes under DATA_DIR/agents/<node>/.
 # It submits the demo tasks, then a high-priority task that preempts a
 # running low-priority one, deploys a chat model (examples/demo/model.json;
 # its replicas run the small OpenAI-compatible stand-in model server of
@@ -131,7 +131,7 @@ if [ -s "$data/agent-${nodes[0]}.token" ]; then
     echo $! >> "$pids"
   done
   for _ in $(seq 100); do
-    [ "$(api "$base/api/v1/nodes" | grep -o '"condition":"Ready"' | wc -l)" -ge 4 ] && break
+    [ "$(api "$base/api/v1/nodes" | grep -o '"condition":"Ready"' | wc -l)" -ge ${#nodes[@]} ] && break
     sleep 0.1
   done
 else

@@ -56,11 +56,13 @@ def main(binary, tmp):
         _LIVE.append(type("AgentProc", (), {"proc": p})())  # the harness kills it at exit
 
     def nodes_and_policy():
-        wait_until(lambda: len(expect(srv.get(API + "/nodes"), 200)["nodes"]) == 4, 15,
-                   "the four agents registered")
+        wait_until(lambda: len(expect(srv.get(API + "/nodes"), 200)["nodes"]) == 5, 15,
+                   "the five agents registered")
         nodes = {n["name"]: n for n in expect(srv.get(API + "/nodes"), 200)["nodes"]}
-        if sorted(nodes) != ["a100-1", "a100-2", "cpu-1", "t4-1"]:
+        if sorted(nodes) != ["a100-1", "a100-2", "ascend-1", "cpu-1", "t4-1"]:
             fail("declared nodes: %s" % sorted(nodes))
+        if {(g["vendor"], g["model"]) for g in nodes["ascend-1"]["gpus"]} != {("huawei", "Ascend910B")}:
+            fail("ascend-1 inventory: %s" % nodes["ascend-1"]["gpus"])
         if len(nodes["a100-1"]["gpus"]) != 8 or len(nodes["a100-1"]["rdma"]) != 2:
             fail("a100-1 inventory: %s" % json.dumps(nodes["a100-1"])[:300])
         if nodes["a100-1"]["topology"]["rack"] != "rack-a" or nodes["cpu-1"]["gpus"]:
@@ -114,6 +116,21 @@ def main(binary, tmp):
             fail("inference replicas not on the T4 node: %s" % [t["node"] for t in q])
         if q[0]["allocation"]["gpus"][0]["index"] != q[1]["allocation"]["gpus"][0]["index"]:
             fail("binpack did not pack the two half-GPU replicas onto one T4")
+        # The Ascend task: its NPUs in ASCEND_RT_VISIBLE_DEVICES, no CUDA variable.
+        npu = ts["ascend-embed"]
+        if npu["node"] != "ascend-1":
+            fail("ascend-embed: %s on %s" % (npu["state"], npu["node"]))
+        want = "on NPUs %s, CUDA_VISIBLE_DEVICES unset" % ",".join(
+            str(g["index"]) for g in npu["allocation"]["gpus"])
+        out = os.path.join(work, "ascend-1", "tasks", str(npu["id"]), "output.log")
+
+        def npu_said():
+            try:
+                with open(out) as f:
+                    return want in f.read()
+            except OSError:
+                return False
+        wait_until(npu_said, 10, "ascend-embed's output says %r" % want)
         h = ts["render-h100"]
         if h["state"] != "pending" or "GPU model mismatch" not in h["pending_reason"]:
             fail("render-h100: %s %r" % (h["state"], h["pending_reason"]))

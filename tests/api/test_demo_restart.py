@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hfapi import ADMIN_TOKEN, Checks, fail, main_guard, task_processes, wait_until  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DEMO_TASKS = 9 + 1   # examples/demo/tasks.json and urgent-task.json
+DEMO_TASKS = 10 + 1   # examples/demo/tasks.json and urgent-task.json
 LIVE = ("pending", "scheduled", "running")
 
 

@@ -1,13 +1,13 @@
 // The cluster the browser checks look at: the demo of ./scripts/run.sh
 // (examples/demo) on real agents — two 8-GPU A100 nodes with RDMA, a 4-GPU T4
-// node, a CPU-only node — running the demo's tasks, one of which preempts a
+// node, a 4-NPU Ascend node, a CPU-only node — running the demo's tasks, one of which preempts a
 // sweep trial, plus tasks that stay pending with a reason (the live preview
 // runs the pending queue).
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { API, startAgents, waitUntil } from './harness.mjs';
 
-const DEMO_NODES = ['a100-1', 'a100-2', 't4-1', 'cpu-1'];
+const DEMO_NODES = ['a100-1', 'a100-2', 't4-1', 'ascend-1', 'cpu-1'];
 
 // Pending for good: a GPU model the cluster lacks, and more GPUs than any node has.
 const EXTRA_PENDING = [
