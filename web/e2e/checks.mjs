@@ -483,6 +483,7 @@ const PAGES = [
   ['config', '/config', '[data-testid="config-save"]'],
   ['inference', '/inference', '[data-testid="inference-gpu-chart"]'],
   ['nodes', '/nodes', '[data-testid="node-row-a100-1"]'],
+  ['nodes-vendor', '/nodes?vendor=huawei', '[data-testid="node-row-ascend-1"]'],
   ['tasks', '/tasks', '[data-testid^="task-row-"]'],
   ['jobs', '/jobs', '[data-testid^="job-row-"]'],
   ['queues', '/queues?queue=product', '[data-testid^="queue-waiting-row-"]'],
@@ -685,6 +686,11 @@ export async function checkScreenshots(t) {
             await open(page, t.base, route ?? `/tasks/${t.taskIds['llama-pretrain-0']}`);
             if (ready) await page.locator(ready).first().waitFor({ state: 'visible' });
           }
+          if (name === 'nodes-vendor') {
+            // The filtered list with the Ascend node's devices opened.
+            await tid(page, 'node-expand-ascend-1').first().click();
+            await tid(page, 'gpu-vendor-ascend-1-0').first().waitFor({ state: 'visible' });
+          }
           titles[name] = await titleText(page);
           if (name === 'inference') {
             await sleep(500);
@@ -698,7 +704,7 @@ export async function checkScreenshots(t) {
         }
       }
       if (lang === 'zh') {
-        const want = { overview: '概览', plugins: '插件管理', config: '调度器配置', inference: '推理控制面板', nodes: '节点', tasks: '任务', jobs: '作业', queues: '队列' };
+        const want = { overview: '概览', plugins: '插件管理', config: '调度器配置', inference: '推理控制面板', nodes: '节点', 'nodes-vendor': '节点', tasks: '任务', jobs: '作业', queues: '队列' };
         for (const [k, v] of Object.entries(want)) {
           if (titles[k] !== undefined && titles[k] !== v) problems.push(`zh ${k}: page-title "${titles[k]}", want "${v}" (locale zh-CN)`);
         }

@@ -8,7 +8,7 @@
 //                        the directory npm was started in)
 //
 // It starts a real `heteroflow server` on a free port with a temporary data
-// dir and the demo policy (examples/demo/server.yaml), the demo's four real
+// dir and the demo policy (examples/demo/server.yaml), the demo's real
 // agents and tasks, makes a viewer token, and runs the checks one after
 // another so that one failure does not hide the others. Each prints
 // "ok   NAME" or "FAIL: NAME: why"; the exit code is 1 when any failed, 2 on a
@@ -28,6 +28,7 @@ import {
   checkTaskWaiting, checkToggle, checkViewer,
 } from './checks.mjs';
 import { checkInference } from './inference.mjs';
+import { checkVendors } from './vendors.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, '..', '..');
@@ -44,6 +45,7 @@ const CHECKS = [
   ['jobs', checkJobs],
   ['queues', checkQueues],
   ['inference', checkInference],
+  ['vendors', checkVendors],
   ['screenshots', checkScreenshots],
   ['bundle-size', checkBundle],
 ];
@@ -141,7 +143,7 @@ async function main() {
     throw new Error(`GET / does not serve the UI from ${opts['ui-dir']}: ${index.status} ${html.slice(0, 200)}`);
   }
   const seeded = await seedCluster({ binary: opts.binary, repo, server, workDir });
-  console.log(`cluster: 4 agents, ${Object.keys(seeded.taskIds).length} tasks, ${seeded.pending.length} pending (${seeded.pending.map((x) => x.name).join(', ')})`);
+  console.log(`cluster: ${seeded.agents.children.length} agents, ${Object.keys(seeded.taskIds).length} tasks, ${seeded.pending.length} pending (${seeded.pending.map((x) => x.name).join(', ')})`);
 
   const browser = await chromium.launch({ executablePath: opts.chromium, headless: true });
   onCleanup(() => browser.close());

@@ -324,6 +324,7 @@ export default {
       done: 'Done',
     },
   },
+  vendors: { nvidia: 'NVIDIA', amd: 'AMD', huawei: 'Huawei Ascend', habana: 'Intel Gaudi' },
   nodes: {
     sub: '{n} node(s): devices, allocation and condition',
     filter: 'Filter by name, label, rack',
@@ -340,6 +341,10 @@ export default {
     details: 'Details',
     devices: 'GPU devices',
     model: 'Model',
+    vendor: 'Vendor',
+    allVendors: 'All vendors',
+    fabric: 'Fabric',
+    fabricHint: 'Fabric domain: devices joined by NVLink (NVIDIA), xGMI (AMD) or HCCS (Huawei Ascend)',
     allocated: 'allocated',
     allocMem: 'Memory allocated',
     util: 'utilisation',

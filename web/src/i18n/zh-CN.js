@@ -324,6 +324,7 @@ export default {
       done: '完成',
     },
   },
+  vendors: { nvidia: 'NVIDIA', amd: 'AMD', huawei: '华为昇腾', habana: '英特尔 Gaudi' },
   nodes: {
     sub: '共 {n} 个节点：设备、分配与状态',
     filter: '按名称、标签、机架筛选',
@@ -340,6 +341,10 @@ export default {
     details: '详情',
     devices: 'GPU 设备',
     model: '型号',
+    vendor: '厂商',
+    allVendors: '全部厂商',
+    fabric: '互联域',
+    fabricHint: '互联域：由 NVLink（NVIDIA）、xGMI（AMD）或 HCCS（华为昇腾）互联的设备',
     allocated: '已分配',
     allocMem: '已分配显存',
     util: '利用率',

@@ -117,11 +117,14 @@ export function describeEvent(type, data) {
   return parts.join(' ');
 }
 
-// A task's request in one line: "2× GPU · A100-80G · 8 CPU · 64 GiB · RDMA".
-export function requestSummary(task, fmtMiB = (v) => `${v} MiB`) {
+// A task's request in one line: "2× GPU · NVIDIA · A100-80G · 8 CPU · 64 GiB
+// · RDMA", the vendors it asks (gpu_vendors) named by `vendorName`, the
+// models it asks (gpu_models) as given; alternatives joined by "|".
+export function requestSummary(task, fmtMiB = (v) => `${v} MiB`, vendorName = (v) => v) {
   const r = (task && task.requests) || {};
   const parts = [];
   if (r.gpu) parts.push(`${r.gpu}× GPU${r.gpu_milli && r.gpu_milli < 1000 ? ` (${r.gpu_milli}m)` : ''}`);
+  if (r.gpu_vendors && r.gpu_vendors.length) parts.push(r.gpu_vendors.map(vendorName).join('|'));
   if (r.gpu_models && r.gpu_models.length) parts.push(r.gpu_models.join('|'));
   if (r.gpu_memory_mib) parts.push(`${fmtMiB(r.gpu_memory_mib)} GPU mem`);
   if (r.cpu_milli) parts.push(`${r.cpu_milli / 1000} CPU`);

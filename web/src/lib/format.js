@@ -50,6 +50,13 @@ export function formatMilli(milli, digits = 2) {
   return trim(Number(milli) / 1000, digits);
 }
 
+// A locality id of a device (NUMA node, PCIe switch, fabric domain): the
+// id, or an em dash where the API gives -1 (unknown, or in none).
+export function formatLocality(id) {
+  if (missing(id) || Number(id) < 0) return DASH;
+  return String(id);
+}
+
 // Seconds as a short duration: "45s", "3m 5s", "2h 4m", "3d 1h".
 export function formatDuration(seconds) {
   if (missing(seconds)) return DASH;

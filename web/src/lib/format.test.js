@@ -1,6 +1,6 @@
 import { describe, it, expect } from 'vitest';
 import {
-  formatAge, formatBytes, formatDeltaPoints, formatDuration, formatFragmentation, formatMiB,
+  formatAge, formatBytes, formatDeltaPoints, formatDuration, formatFragmentation, formatLocality, formatMiB,
   formatMilli, formatPercent, formatUtilisation, fragmentationOf, ratio,
 } from './format.js';
 
@@ -36,6 +36,13 @@ describe('percentages and ratios', () => {
   it('formats milli-units', () => {
     expect(formatMilli(2500)).toBe('2.5');
     expect(formatMilli(1000)).toBe('1');
+  });
+  it('formats locality ids, a dash for none', () => {
+    expect(formatLocality(0)).toBe('0');
+    expect(formatLocality(3)).toBe('3');
+    expect(formatLocality(-1)).toBe('—');
+    expect(formatLocality(null)).toBe('—');
+    expect(formatLocality(undefined)).toBe('—');
   });
 });
 

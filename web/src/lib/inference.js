@@ -57,6 +57,7 @@ export function emptyModelForm() {
     gpu: 1,
     gpu_milli: 0, // kept from an edited model's explicit compute share; not shown
     gpu_models: [],
+    gpu_vendors: [], // kept from an edited model's requests; not shown
     cpu_milli: 1000,
     memory_mib: 2048,
     priority: 0,
@@ -117,6 +118,7 @@ export function formFromModel(m) {
   f.gpu = r.gpu ?? 0;
   f.gpu_milli = r.gpu_milli || 0;
   f.gpu_models = [...(r.gpu_models || [])];
+  f.gpu_vendors = [...(r.gpu_vendors || [])];
   f.cpu_milli = r.cpu_milli ?? 0;
   f.memory_mib = r.memory_mib ?? 0;
   f.priority = m.priority ?? 0;
@@ -202,6 +204,7 @@ export function modelBody(f) {
     memory_mib: num(f.memory_mib),
     gpu_models: [...(f.gpu_models || [])].map((s) => String(s).trim()).filter(Boolean),
   };
+  if ((f.gpu_vendors || []).length) requests.gpu_vendors = [...f.gpu_vendors];
   if (f.gpu_mode === 'shared') {
     requests.gpu_memory_mib = num(f.gpu_memory_mib);
     if (num(f.gpu_milli) > 1) requests.gpu_milli = num(f.gpu_milli);

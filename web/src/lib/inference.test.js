@@ -103,6 +103,11 @@ describe('modelBody', () => {
     const b = modelBody(formFromModel({ ...VIEW, requests: { ...VIEW.requests, gpu_milli: 250 } }));
     expect(b.requests.gpu_milli).toBe(250);
   });
+  it('keeps the vendors an edited model asks for', () => {
+    const b = modelBody(formFromModel({ ...VIEW, requests: { ...VIEW.requests, gpu_vendors: ['nvidia'] } }));
+    expect(b.requests.gpu_vendors).toEqual(['nvidia']);
+    expect(modelBody(formFromModel({ ...VIEW, requests: { ...VIEW.requests, gpu_vendors: [] } })).requests.gpu_vendors).toBeUndefined();
+  });
   it('prefills a whole-GPU model and one without autoscaling', () => {
     const f = formFromModel({ ...VIEW, autoscaling: undefined, requests: { gpu: 2, gpu_milli: 2000, gpu_memory_mib: 0, gpu_models: [], cpu_milli: 1, memory_mib: 1 } });
     expect(f.gpu_mode).toBe('whole');

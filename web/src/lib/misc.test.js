@@ -91,6 +91,13 @@ describe('requestSummary', () => {
     expect(requestSummary({ requests: { gpu: 1, gpu_milli: 500, gpu_memory_mib: 7168 } })).toBe('1× GPU (500m) · 7168 MiB GPU mem');
     expect(requestSummary({})).toBe('—');
   });
+  it('names the vendors a task asks for, before its models', () => {
+    const task = { requests: { gpu: 2, gpu_vendors: ['huawei', 'acme'], gpu_models: ['Ascend910B'], cpu_milli: 8000 } };
+    expect(requestSummary(task)).toBe('2× GPU · huawei|acme · Ascend910B · 8 CPU');
+    const names = { huawei: 'Huawei Ascend' };
+    expect(requestSummary(task, undefined, (v) => names[v] || v)).toBe('2× GPU · Huawei Ascend|acme · Ascend910B · 8 CPU');
+    expect(requestSummary({ requests: { gpu: 1, gpu_vendors: [], gpu_models: [] } })).toBe('1× GPU');
+  });
 });
 
 import { measuredGpus, nodeGpus } from './cluster.js';
