@@ -216,6 +216,7 @@ void Framework::RebuildPointLists() {
   device_binders_.clear();
   attachment_binders_.clear();
   domain_sources_.clear();
+  observers_.clear();
   for (auto& slot : slots_) {
     if (!slot->settings.enabled) continue;
     Plugin* p = slot->plugin.get();
@@ -227,6 +228,7 @@ void Framework::RebuildPointLists() {
     if (auto* f = dynamic_cast<FilterPlugin*>(p)) filters_.push_back(f);
     if (auto* f = dynamic_cast<PostFilterPlugin*>(p)) post_filters_.push_back(f);
     if (auto* d = dynamic_cast<DomainSource*>(p)) domain_sources_.push_back(d);
+    if (auto* o = dynamic_cast<ArrivalObserver*>(p)) observers_.push_back(o);
     if (auto* s = dynamic_cast<ScorePlugin*>(p)) {
       scorers_.push_back({s, dynamic_cast<PreScorePlugin*>(p), slot->settings.weight, slot->factory->name});
     }
@@ -722,6 +724,7 @@ Decision Framework::Schedule(const Task& task, ClusterState& cluster, const Sche
 Decision Framework::Schedule(const Task& task, ClusterState& cluster, CycleState& st,
                              const ScheduleOptions& options) {
   ApplyExclusiveVendors(cluster);
+  for (ArrivalObserver* o : observers_) o->Observe(task);
   Decision d;
   const size_t n = cluster.node_count();
   // Runs fn, timing it when the caller asked for timings.

@@ -305,6 +305,7 @@ class Framework {
   std::vector<Scorer> scorers_;
   std::vector<BindPlugin*> device_binders_, attachment_binders_;
   std::vector<DomainSource*> domain_sources_;
+  std::vector<ArrivalObserver*> observers_;
 
   CycleState own_state_;  // the second Schedule's
 };

@@ -266,6 +266,16 @@ struct NodeDomains {
   std::vector<uint32_t> rack, sw;
 };
 
+// A plugin that learns from the tasks that arrive (the fragment plugin's
+// workload). Not an extension point of its own: any enabled, healthy plugin
+// that implements it is told of each task once per decision, before its
+// filters run, whether or not the task is then placed (a pending task is
+// told again at each try; the plugin tells them apart by key).
+class ArrivalObserver : public virtual Plugin {
+ public:
+  virtual void Observe(const Task& task) = 0;
+};
+
 // A plugin that knows the network (the topology plugin). Not an extension
 // point of its own: any enabled, healthy plugin that implements it is asked.
 class DomainSource : public virtual Plugin {

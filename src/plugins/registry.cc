@@ -3,12 +3,13 @@
 //   Filter: rdma, load_threshold, fit — cheap unresolvable checks first, and
 //     resource fit last, so a node rejected for resources passed every other
 //     filter (preemption relies on that).
-//   Bind (devices): topology, binpack, spread; then the framework's default
+//   Bind (devices): topology, binpack, spread, fragment; then the framework's default
 //     GPU choice; then (attachments) rdma, which sees the chosen GPUs.
 #include "framework/registry.h"
 
 #include "plugins/binpack/binpack.h"
 #include "plugins/fit/fit.h"
+#include "plugins/fragment/fragment.h"
 #include "plugins/preempt/preempt.h"
 #include "plugins/rdma/rdma.h"
 #include "plugins/spread/spread.h"
@@ -36,6 +37,7 @@ framework::Registry Build() {
   for (auto e : {Entry<Rdma>(false, On()), Entry<LoadThreshold>(true, On()),
                  Entry<Fit>(true, On()), Entry<Topology>(false, On()),
                  Entry<Binpack>(false, On()), Entry<Spread>(false, Off()),
+                 Entry<Fragment>(false, Off()),
                  Entry<Preempt>(false, On(1, "scheduled"))}) {
     HF_CHECK(r.Register(std::move(e)).ok());
   }

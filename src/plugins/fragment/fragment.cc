@@ -1,0 +1,439 @@
+#include "plugins/fragment/fragment.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+#include "core/fit.h"
+#include "core/json_fields.h"
+
+namespace hf::plugins {
+
+using nlohmann::json;
+
+namespace {
+
+Status ReadShape(const json& j, const std::string& path, Fragment::Shape& s) {
+  using namespace json_fields;  // NOLINT: the field readers
+  HF_RETURN_IF_ERROR(RequireObject(j, path));
+  HF_RETURN_IF_ERROR(CheckKeys(j, path, {"gpu", "gpu_milli", "cpu_milli", "memory_mib", "gpu_models",
+                                         "gpu_vendors", "weight"}));
+  for (const auto& [key, v] : j.items()) {
+    const std::string f = Field(path, key);
+    if (key == "gpu") {
+      HF_RETURN_IF_ERROR(ReadInt(v, f, 1, 1024, s.gpus));
+    } else if (key == "gpu_milli") {
+      HF_RETURN_IF_ERROR(ReadInt(v, f, 1, kWholeGpuMilli, s.milli));
+    } else if (key == "cpu_milli") {
+      HF_RETURN_IF_ERROR(ReadQuantity(v, f, s.cpu_milli));
+    } else if (key == "memory_mib") {
+      HF_RETURN_IF_ERROR(ReadQuantity(v, f, s.memory_mib));
+    } else if (key == "gpu_models") {
+      HF_RETURN_IF_ERROR(ReadStringList(v, f, false, kMaxGpuModels, s.gpu_models));
+    } else if (key == "gpu_vendors") {
+      HF_RETURN_IF_ERROR(ReadStringList(v, f, false, kMaxGpuVendors, s.gpu_vendors));
+    } else if (key == "weight") {
+      if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0) {
+        return InvalidArgument(f + " must be a number > 0");
+      }
+      s.weight = v.get<double>();
+    }
+  }
+  if (s.weight <= 0) return InvalidArgument(Field(path, "weight") + " is required");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Fragment::Configure(const framework::PluginArgs& args) {
+  std::vector<Shape> shapes;
+  double half_life = 2000;
+  if (const auto it = args.config.find("workload"); it != args.config.end()) {
+    if (!it->is_array() || it->size() > kMaxShapes) {
+      return InvalidArgument("plugins.fragment.workload must be a list of at most " +
+                             std::to_string(kMaxShapes) + " task shapes");
+    }
+    for (size_t i = 0; i < it->size(); ++i) {
+      Shape s;
+      HF_RETURN_IF_ERROR(ReadShape((*it)[i], "plugins.fragment.workload[" + std::to_string(i) + "]", s));
+      shapes.push_back(std::move(s));
+    }
+  }
+  double resolution = kDefaultResolution;
+  if (const auto it = args.config.find("resolution"); it != args.config.end()) {
+    if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 1e-3 ||
+        it->get<double>() > 1000) {
+      return InvalidArgument("plugins.fragment.resolution must be a number of milli-GPUs in [0.001, 1000]");
+    }
+    resolution = it->get<double>();
+  }
+  if (const auto it = args.config.find("half_life"); it != args.config.end()) {
+    if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 1 ||
+        it->get<double>() > 1e9) {
+      return InvalidArgument("plugins.fragment.half_life must be a number of arrivals in [1, 1e9]");
+    }
+    half_life = it->get<double>();
+  }
+  configured_ = std::move(shapes);
+  half_life_ = half_life;
+  resolution_ = resolution;
+  prepared_refresh_ = ~uint64_t{0};
+  return Status::Ok();
+}
+
+void Fragment::Observe(const Task& task) {
+  if (!configured_.empty() || task.requests.gpu == 0) return;
+  if (!seen_.insert(task.key).second) return;  // a retry of a pending task
+  if (seen_.size() > 1'000'000) seen_.clear();  // bounded; a rare double count is harmless
+  const Requests& r = task.requests;
+  Shape s{.gpus = r.gpu, .milli = r.gpu_milli, .cpu_milli = r.cpu_milli, .memory_mib = r.memory_mib,
+          .gpu_models = r.gpu_models, .gpu_vendors = r.gpu_vendors};
+  // Exponential decay: each arrival weighs 2^(1/half_life) times the one
+  // before; the weights are rescaled before they overflow.
+  learned_[s.key()] += gain_;
+  gain_ *= std::exp2(1.0 / half_life_);
+  if (gain_ > 1e100) {
+    for (auto& [key, w] : learned_) w /= gain_;
+    gain_ = 1;
+  }
+  ++arrivals_;
+}
+
+std::vector<Fragment::Shape> Fragment::Workload() const {
+  if (!configured_.empty()) return configured_;
+  std::vector<Shape> out;
+  for (const auto& [key, w] : learned_) {
+    Shape s;
+    std::tie(s.gpus, s.milli, s.cpu_milli, s.memory_mib, s.gpu_models, s.gpu_vendors) = key;
+    s.weight = w;
+    out.push_back(std::move(s));
+  }
+  std::sort(out.begin(), out.end(), [](const Shape& a, const Shape& b) { return a.weight > b.weight; });
+  if (out.size() > kMaxShapes) out.resize(kMaxShapes);
+  return out;
+}
+
+void Fragment::Prepare(const ClusterState& cluster) const {
+  // The learned workload is refreshed as the arrivals double (1, 2, 4, ...)
+  // up to kRefresh, then every kRefresh, not at each one: a refresh empties
+  // the memo.
+  const uint64_t refresh = !configured_.empty()   ? 0
+                           : arrivals_ < kRefresh ? uint64_t(std::bit_width(arrivals_))
+                                                  : kRefresh + arrivals_ / kRefresh;
+  if (prepared_version_ == cluster.nodes_version() && prepared_refresh_ == refresh) return;
+  active_ = Workload();
+  prepared_version_ = cluster.nodes_version();
+  prepared_refresh_ = refresh;
+  shapes_.clear();
+  cpu_steps_.clear();
+  memory_steps_.clear();
+  memo_.clear();
+  deltas_.clear();
+  double total = 0;
+  for (const Shape& s : active_) total += s.weight;
+  for (const Shape& s : active_) {
+    Requests r;
+    r.gpu = s.gpus;
+    r.gpu_milli = s.milli;
+    r.gpu_models = s.gpu_models;
+    r.gpu_vendors = s.gpu_vendors;
+    shapes_.push_back({s.gpus, s.milli, s.cpu_milli, s.memory_mib, cluster.AllowedModels(r),
+                       total > 0 ? s.weight / total : 0});
+    cpu_steps_.push_back(s.cpu_milli);
+    memory_steps_.push_back(s.memory_mib);
+  }
+  // Shapes that differ only in CPU and memory share their GPU part's count
+  // of usable GPUs: grouped, it is worked out once per group.
+  std::stable_sort(shapes_.begin(), shapes_.end(), [](const Resolved& x, const Resolved& y) {
+    return std::tie(x.gpus, x.milli, x.models) < std::tie(y.gpus, y.milli, y.models);
+  });
+  groups_.clear();
+  for (size_t i = 0; i < shapes_.size(); ++i) {
+    if (i == 0 || std::tie(shapes_[i].gpus, shapes_[i].milli, shapes_[i].models) !=
+                      std::tie(shapes_[i - 1].gpus, shapes_[i - 1].milli, shapes_[i - 1].models)) {
+      groups_.push_back(i);
+    }
+  }
+  groups_.push_back(shapes_.size());
+  for (auto* steps : {&cpu_steps_, &memory_steps_}) {
+    std::sort(steps->begin(), steps->end());
+    steps->erase(std::unique(steps->begin(), steps->end()), steps->end());
+  }
+}
+
+namespace {
+
+constexpr uint16_t kMilliMask = 0x3ff;
+
+// The model bit index of a packed GPU entry, as a mask.
+ClusterState::ModelMask BitOf(uint16_t packed) { return ClusterState::ModelMask{1} << (packed >> 10); }
+
+void SortGpus(Fragment::Sig& sig) {
+  // Insertion sort: a node has a handful of GPUs.
+  for (uint32_t i = 1; i < sig.count; ++i) {
+    const uint16_t v = sig.gpus[i];
+    uint32_t j = i;
+    for (; j > 0 && sig.gpus[j - 1] > v; --j) sig.gpus[j] = sig.gpus[j - 1];
+    sig.gpus[j] = v;
+  }
+}
+
+}  // namespace
+
+size_t Fragment::SigHash::operator()(const Sig& s) const {
+  uint64_t h = (uint64_t(s.cpu_rank) << 40) ^ (uint64_t(s.memory_rank) << 20) ^ s.count;
+  for (uint32_t i = 0; i < s.count; i += 4) {
+    uint64_t w = 0;
+    for (uint32_t k = i; k < std::min<uint32_t>(i + 4, s.count); ++k) w = (w << 16) | s.gpus[k];
+    h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
+    h ^= h >> 29;
+  }
+  return size_t(h);
+}
+
+size_t Fragment::DeltaHash::operator()(const DeltaKey& k) const {
+  uint64_t h = SigHash()(k.before);
+  for (uint64_t v : {uint64_t(k.gpus) << 32 | uint32_t(k.milli), uint64_t(k.cpu_milli),
+                     uint64_t(k.memory_mib), uint64_t(k.allowed)}) {
+    h = (h ^ v) * 0x9e3779b97f4a7c15ULL;
+    h ^= h >> 29;
+  }
+  return size_t(h);
+}
+
+Fragment::Sig Fragment::SigOf(int64_t free_cpu, int64_t free_memory) const {
+  Sig sig;
+  sig.cpu_rank = uint32_t(std::upper_bound(cpu_steps_.begin(), cpu_steps_.end(), free_cpu) -
+                          cpu_steps_.begin());
+  sig.memory_rank = uint32_t(std::upper_bound(memory_steps_.begin(), memory_steps_.end(), free_memory) -
+                             memory_steps_.begin());
+  return sig;
+}
+
+double Fragment::ExpectedUncached(const Sig& sig) const {
+  int64_t free_total = 0;
+  for (uint32_t i = 0; i < sig.count; ++i) free_total += sig.gpus[i] & kMilliMask;
+  // The largest CPU and memory thresholds the node passes (ranks count them).
+  const int64_t cpu = sig.cpu_rank > 0 ? cpu_steps_[sig.cpu_rank - 1] : -1;
+  const int64_t memory = sig.memory_rank > 0 ? memory_steps_[sig.memory_rank - 1] : -1;
+  double f = 0;
+  for (size_t g = 0; g + 1 < groups_.size(); ++g) {
+    const Resolved& part = shapes_[groups_[g]];
+    int32_t room = 0;
+    int64_t unusable = 0;
+    for (uint32_t i = 0; i < sig.count; ++i) {
+      const int32_t milli = sig.gpus[i] & kMilliMask;
+      if ((BitOf(sig.gpus[i]) & part.models) != 0 && milli >= part.milli) {
+        ++room;
+      } else {
+        unusable += milli;
+      }
+    }
+    for (size_t s = groups_[g]; s < groups_[g + 1]; ++s) {
+      const Resolved& m = shapes_[s];
+      const bool fits = room >= m.gpus && cpu >= m.cpu_milli && memory >= m.memory_mib;
+      f += m.weight * double(fits ? unusable : free_total);
+    }
+  }
+  return f;
+}
+
+double Fragment::ExpectedOf(const Sig& sig) const {
+  if (auto it = memo_.find(sig); it != memo_.end()) return it->second;
+  const double f = ExpectedUncached(sig);
+  if (memo_.size() > 1'000'000) memo_.clear();  // bounded
+  memo_.emplace(sig, f);
+  return f;
+}
+
+double Fragment::ExpectedUncached(const NodeState& s) const {
+  int64_t free_total = 0;
+  for (const auto& [bit, milli] : s.gpus) free_total += milli;
+  double f = 0;
+  for (const Resolved& m : shapes_) {
+    int32_t room = 0;
+    int64_t unusable = 0;
+    for (const auto& [bit, milli] : s.gpus) {
+      if ((bit & m.models) != 0 && milli >= m.milli) {
+        ++room;
+      } else {
+        unusable += milli;
+      }
+    }
+    const bool fits = room >= m.gpus && s.free_cpu >= m.cpu_milli && s.free_memory >= m.memory_mib;
+    f += m.weight * double(fits ? unusable : free_total);
+  }
+  return f;
+}
+
+double Fragment::Expected(const ClusterState& cluster, const NodeState& s) const {
+  Prepare(cluster);
+  if (shapes_.empty()) return 0;
+  if (s.gpus.size() > kMaxSigGpus) return ExpectedUncached(s);
+  Sig sig = SigOf(s.free_cpu, s.free_memory);
+  for (const auto& [bit, milli] : s.gpus) {
+    sig.gpus[sig.count++] = uint16_t((std::countr_zero(bit) << 10) | std::clamp(milli, 0, 1000));
+  }
+  SortGpus(sig);
+  return ExpectedOf(sig);
+}
+
+std::optional<Fragment::Choice> Fragment::Best(const Task& task, const ClusterState& cluster,
+                                               NodeId n) const {
+  const Requests& r = task.requests;
+  const ClusterState::Arrays a = cluster.arrays();
+  const std::span<const int32_t> free = cluster.gpu_free_milli(n);
+  const std::span<const ClusterState::ModelMask> bits = cluster.gpu_model_bits(n);
+  const ClusterState::ModelMask allowed = cluster.AllowedModels(r);
+  const GpuFreeView view{free, cluster.gpu_free_memory(n), bits};
+  if (free.size() > kMaxSigGpus) {
+    // A node of many GPUs: unpacked, each state computed.
+    NodeState s;
+    s.free_cpu = a.free_cpu[n];
+    s.free_memory = a.free_memory[n];
+    for (size_t i = 0; i < free.size(); ++i) s.gpus.emplace_back(bits[i], free[i]);
+    const double before = Expected(cluster, s);
+    NodeState after = s;
+    after.free_cpu -= r.cpu_milli;
+    after.free_memory -= r.memory_mib;
+    int left = r.gpu;
+    for (size_t i = 0; i < free.size() && left > 0; ++i) {
+      if (!GpuSlotFits(view, i, r, allowed)) continue;
+      after.gpus[i].second -= r.gpu_milli;
+      --left;
+    }
+    if (left > 0) return std::nullopt;
+    return Choice{Expected(cluster, after) - before, -1};
+  }
+  Prepare(cluster);
+  if (shapes_.empty()) return Choice{0, -1};
+  // The node before, and after the task's CPU and memory.
+  Sig before = SigOf(a.free_cpu[n], a.free_memory[n]);
+  std::array<uint16_t, kMaxSigGpus> packed{};
+  for (size_t i = 0; i < free.size(); ++i) {
+    packed[i] = uint16_t((std::countr_zero(bits[i]) << 10) | std::clamp(free[i], 0, 1000));
+  }
+  before.count = uint32_t(free.size());
+  std::copy(packed.begin(), packed.end(), before.gpus.begin());
+  SortGpus(before);
+  // GPU memory is not in the state: such a request is worked out each time.
+  const bool memo = r.gpu_memory_mib == 0;
+  const DeltaKey key{before, r.gpu, r.gpu_milli, r.cpu_milli, r.memory_mib, allowed};
+  std::pair<double, uint16_t> result;
+  if (auto it = memo ? deltas_.find(key) : deltas_.end(); it != deltas_.end()) {
+    result = it->second;
+  } else {
+    result = Place(r, allowed, view, packed, before, SigOf(a.free_cpu[n] - r.cpu_milli,
+                                                           a.free_memory[n] - r.memory_mib));
+    if (memo) {
+      if (deltas_.size() > 1'000'000) deltas_.clear();  // bounded
+      deltas_.emplace(key, result);
+    }
+  }
+  if (result.second == kNoFit) return std::nullopt;
+  Choice c{result.first, -1};
+  if (result.second != kNoGpu) {
+    // The GPU of that (model, free milli) the task fits on.
+    for (size_t i = 0; i < free.size() && c.slot < 0; ++i) {
+      if (packed[i] == result.second && GpuSlotFits(view, i, r, allowed)) c.slot = int(i);
+    }
+  }
+  return c;
+}
+
+std::pair<double, uint16_t> Fragment::Place(const Requests& r, ClusterState::ModelMask allowed,
+                                             const GpuFreeView& view,
+                                             std::array<uint16_t, kMaxSigGpus> packed,
+                                             const Sig& before, Sig after) const {
+  const size_t count = before.count;
+  const double f_before = ExpectedOf(before);
+  after.count = uint32_t(count);
+  if (r.gpu == 0) {
+    std::copy(packed.begin(), packed.end(), after.gpus.begin());
+    SortGpus(after);
+    return {ExpectedOf(after) - f_before, kNoGpu};
+  }
+  const auto take = [&](size_t i) { packed[i] = uint16_t(packed[i] - uint16_t(r.gpu_milli)); };
+  if (r.gpu_milli >= kWholeGpuMilli || r.gpu > 1) {
+    // Whole GPUs (or several shares): the first ones that fit; for whole
+    // GPUs any free one leaves the same state.
+    int left = r.gpu;
+    for (size_t i = 0; i < count && left > 0; ++i) {
+      if (!GpuSlotFits(view, i, r, allowed)) continue;
+      take(i);
+      --left;
+    }
+    if (left > 0) return {0, kNoFit};
+    std::copy(packed.begin(), packed.end(), after.gpus.begin());
+    SortGpus(after);
+    return {ExpectedOf(after) - f_before, kNoGpu};
+  }
+  // One share: each GPU it fits on, the one that fragments least (the
+  // fullest of equals, as best fit). GPUs alike (same model, same free) give
+  // the same state: each is tried once.
+  std::optional<std::pair<double, uint16_t>> best;
+  std::array<uint16_t, kMaxSigGpus> tried{};
+  size_t tries = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (!GpuSlotFits(view, i, r, allowed)) continue;
+    const uint16_t was = packed[i];
+    if (std::find(tried.begin(), tried.begin() + ptrdiff_t(tries), was) != tried.begin() + ptrdiff_t(tries)) {
+      continue;
+    }
+    tried[tries++] = was;
+    take(i);
+    std::copy(packed.begin(), packed.end(), after.gpus.begin());
+    packed[i] = was;
+    SortGpus(after);
+    const double delta = ExpectedOf(after) - f_before;
+    if (!best || delta < best->first ||
+        (delta == best->first && (was & kMilliMask) < (best->second & kMilliMask))) {
+      best = std::make_pair(delta, was);
+    }
+  }
+  return best ? *best : std::make_pair(0.0, kNoFit);
+}
+
+void Fragment::Score(const Task& task, const ClusterState& cluster, std::span<const NodeId> nodes,
+                     std::span<double> scores, framework::CycleState&) const {
+  const ClusterState::Arrays a = cluster.arrays();
+  if (task.requests.gpu == 0) {
+    // A task without GPUs: where its CPU and memory strand the least GPU
+    // capacity, on the node with the least free GPU capacity (then the
+    // fullest GPUs). Weighing it by the increase of F sends it away from
+    // nodes short of CPU, onto nodes whose free GPUs then lose their CPU
+    // (docs/PLUGINS.md).
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const NodeId n = nodes[i];
+      scores[i] = -double(cluster.total_gpu_milli(n) - a.used_gpu_milli[n]) + 0.5 * a.util_gpu[n];
+    }
+    return;
+  }
+  // Raw score: minus the increase of F in steps of `resolution` milli, so
+  // that more is better; within a step, the node with fuller GPUs (as
+  // binpack-gpu would). A node the task does not fit after all (a GPU memory
+  // corner Filter let through) gets the worst.
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const std::optional<Choice> c = Best(task, cluster, nodes[i]);
+    scores[i] = c ? -std::round(c->delta / resolution_) + 0.5 * a.util_gpu[nodes[i]] : -1e18;
+  }
+}
+
+void Fragment::NormalizeScores(std::span<double> scores) const {
+  if (scores.empty()) return;
+  const auto [lo, hi] = std::minmax_element(scores.begin(), scores.end());
+  const double min = *lo, span = *hi - *lo;
+  for (double& s : scores) s = span > 0 ? 100.0 * (s - min) / span : 100.0;
+}
+
+Status Fragment::Bind(const Task& task, const ClusterState& cluster, Allocation& alloc,
+                      framework::CycleState&) const {
+  const Requests& r = task.requests;
+  if (r.gpu != 1 || r.gpu_milli >= kWholeGpuMilli || !alloc.gpus.empty()) return Status::Ok();
+  const std::optional<Choice> c = Best(task, cluster, alloc.node);
+  if (!c || c->slot < 0) return Status::Ok();  // left to the default choice
+  alloc.gpus.push_back({cluster.spec(alloc.node).gpus[size_t(c->slot)].index, r.gpu_milli, r.gpu_memory_mib});
+  return Status::Ok();
+}
+
+}  // namespace hf::plugins

@@ -1,0 +1,168 @@
+#include "plugins/fragment/fragment.h"
+
+#include <gtest/gtest.h>
+
+#include "core/testing/nodes.h"
+#include "framework/args.h"
+
+namespace hf::plugins {
+namespace {
+
+using hf::testing::AllocFor;
+using hf::testing::MakeTask;
+using hf::testing::Node;
+using nlohmann::json;
+
+// A configured workload of two shapes, equally likely:
+//   half: 1 GPU x 500 milli, 1 core, 1 GiB;
+//   pair: 2 whole GPUs, 2 cores, 2 GiB.
+json TwoShapes() {
+  return json::parse(R"({"workload": [
+    {"gpu": 1, "gpu_milli": 500, "cpu_milli": 1000, "memory_mib": 1024, "weight": 1},
+    {"gpu": 2, "gpu_milli": 1000, "cpu_milli": 2000, "memory_mib": 2048, "weight": 1}]})");
+}
+
+Fragment Configured(const json& config) {
+  Fragment f({nullptr, nullptr});
+  framework::PluginArgs args;
+  args.config = config;
+  EXPECT_TRUE(f.Configure(args).ok());
+  return f;
+}
+
+TEST(FragmentTest, ExpectedFragmentationByHand) {
+  ClusterState c;
+  ASSERT_TRUE(c.AddNode(Node("a", 8000, 65536, 2, "A100")).ok());
+  const ClusterState::ModelMask a100 = c.MaskOf({"A100"});
+  const Fragment f = Configured(TwoShapes());
+  struct Row {
+    const char* name;
+    std::vector<int32_t> free;  // per GPU
+    int64_t cpu, memory;
+    double want;
+  } rows[] = {
+      // half fits (GPU 0), GPU 1's 300 unusable for it; pair does not fit:
+      // all 1300 free. 0.5 x 300 + 0.5 x 1300.
+      {"one whole, one 300 left", {1000, 300}, 8000, 65536, 800},
+      // Both fit, nothing unusable.
+      {"empty node", {1000, 1000}, 8000, 65536, 0},
+      // half fits on both (no GPU below 500); pair needs whole GPUs: none
+      // fits, all 1200 free unusable.
+      {"two 600s", {600, 600}, 8000, 65536, 600},
+      // Half a core left: neither fits, every free milli counts for both.
+      {"CPU gone", {1000, 1000}, 500, 65536, 2000},
+      // 1.5 GiB left: half fits (nothing unusable); pair does not: 2000.
+      {"memory short for pair", {1000, 1000}, 8000, 1536, 1000},
+      {"full node", {0, 0}, 8000, 65536, 0},
+  };
+  for (const Row& r : rows) {
+    Fragment::NodeState s;
+    s.free_cpu = r.cpu;
+    s.free_memory = r.memory;
+    for (int32_t m : r.free) s.gpus.emplace_back(a100, m);
+    EXPECT_DOUBLE_EQ(f.Expected(c, s), r.want) << r.name;
+  }
+}
+
+TEST(FragmentTest, ModelsAndVendorsOfAShape) {
+  ClusterState c;
+  ASSERT_TRUE(c.AddNode(Node("a", 8000, 65536, 1, "A100")).ok());
+  ASSERT_TRUE(c.AddNode(Node("t", 8000, 65536, 1, "T4")).ok());
+  const Fragment f = Configured(json::parse(R"({"workload": [
+    {"gpu": 1, "gpu_milli": 500, "gpu_models": ["T4"], "weight": 3},
+    {"gpu": 1, "gpu_milli": 200, "weight": 1}]})"));
+  Fragment::NodeState a100{{{c.MaskOf({"A100"}), 400}}, 8000, 65536};
+  Fragment::NodeState t4{{{c.MaskOf({"T4"}), 400}}, 8000, 65536};
+  // On the A100 the T4 shape finds no GPU of its model: all 400 count, x 3/4;
+  // the 200 shape fits: nothing.
+  EXPECT_DOUBLE_EQ(f.Expected(c, a100), 300);
+  // On the T4: 400 < 500, the T4 shape cannot use it either.
+  EXPECT_DOUBLE_EQ(f.Expected(c, t4), 300);
+  t4.gpus[0].second = 500;
+  EXPECT_DOUBLE_EQ(f.Expected(c, t4), 0);
+}
+
+TEST(FragmentTest, PlacesWhereFragmentationGrowsLeastAndBindsThatGpu) {
+  // Node 0: GPUs with 1000 and 500 free; node 1: two whole GPUs. A 500-milli
+  // task: on node 0's half GPU it fills it (F unchanged: 0.5 x 0 for half,
+  // pair still cannot fit); on a whole GPU anywhere it leaves 500 that pair
+  // cannot use.
+  ClusterState c;
+  ASSERT_TRUE(c.AddNode(Node("n0", 8000, 65536, 2, "A100")).ok());
+  ASSERT_TRUE(c.AddNode(Node("n1", 8000, 65536, 2, "A100")).ok());
+  Task filler = MakeTask(100, 0, 0, 1, 500);
+  ASSERT_TRUE(c.Bind(filler, AllocFor(filler, 0, {{1, 500, 0}})).ok());
+  Fragment f = Configured(TwoShapes());
+  Task t = MakeTask(1, 1000, 1024, 1, 500);
+  std::vector<NodeId> nodes = {0, 1};
+  std::vector<double> scores(2);
+  framework::CycleState state;
+  f.Score(t, c, nodes, scores, state);
+  f.NormalizeScores(scores);
+  EXPECT_GT(scores[0], scores[1]);
+  Allocation alloc;
+  alloc.node = 0;
+  ASSERT_TRUE(f.Bind(t, c, alloc, state).ok());
+  ASSERT_EQ(alloc.gpus.size(), 1u);
+  EXPECT_EQ(alloc.gpus[0].index, 1);  // the half-used GPU, not the whole one
+  // A whole-GPU pair: node 1 keeps... only node 1 can take it; node 0 is
+  // left to Filter. Scores are finite for both.
+  Task pair = MakeTask(2, 2000, 2048, 2);
+  f.Score(pair, c, nodes, scores, state);
+  EXPECT_LT(scores[0], scores[1]);  // does not fit node 0: the worst
+}
+
+TEST(FragmentTest, TasksWithoutGpusGoWhereLeastGpuCapacityIsFree) {
+  ClusterState c;
+  ASSERT_TRUE(c.AddNode(Node("busy", 8000, 65536, 2, "A100")).ok());
+  ASSERT_TRUE(c.AddNode(Node("idle", 8000, 65536, 2, "A100")).ok());
+  Task gpu = MakeTask(100, 0, 0, 2);
+  ASSERT_TRUE(c.Bind(gpu, AllocFor(gpu, 0, {{0, 1000, 0}, {1, 1000, 0}})).ok());
+  Fragment f = Configured(TwoShapes());
+  std::vector<NodeId> nodes = {0, 1};
+  std::vector<double> scores(2);
+  framework::CycleState state;
+  f.Score(MakeTask(1, 4000, 1024), c, nodes, scores, state);
+  EXPECT_GT(scores[0], scores[1]);  // its CPU strands no GPU on the busy node
+}
+
+TEST(FragmentTest, LearnsTheWorkloadOnceATaskWithDecay) {
+  Fragment f({nullptr, nullptr});
+  framework::PluginArgs args;
+  args.config = json::parse(R"({"half_life": 1})");
+  ASSERT_TRUE(f.Configure(args).ok());
+  Task a = MakeTask(1, 1000, 1024, 1, 500);
+  Task b = MakeTask(2, 2000, 2048, 2);
+  f.Observe(a);
+  f.Observe(a);  // a retry of the same task: counted once
+  f.Observe(b);
+  f.Observe(MakeTask(3, 1000, 0));  // no GPU: not a GPU shape
+  std::vector<Fragment::Shape> w = f.Workload();
+  ASSERT_EQ(w.size(), 2u);
+  // Half-life of one arrival: b, the later one, weighs twice a.
+  EXPECT_EQ(w[0].gpus, 2);
+  EXPECT_DOUBLE_EQ(w[0].weight, 2 * w[1].weight);
+}
+
+TEST(FragmentTest, ConfigIsCheckedNamingTheField) {
+  Fragment f({nullptr, nullptr});
+  for (const auto& [config, field] : std::vector<std::pair<const char*, const char*>>{
+           {R"({"workload": {}})", "plugins.fragment.workload"},
+           {R"({"workload": [{"gpu": 1}]})", "plugins.fragment.workload[0].weight"},
+           {R"({"workload": [{"gpu": 0, "weight": 1}]})", "plugins.fragment.workload[0].gpu"},
+           {R"({"workload": [{"gpu": 1, "gpu_milli": 1001, "weight": 1}]})",
+            "plugins.fragment.workload[0].gpu_milli"},
+           {R"({"workload": [{"gpu": 1, "weight": -1}]})", "plugins.fragment.workload[0].weight"},
+           {R"({"workload": [{"gpu": 1, "weight": 1, "bogus": 1}]})", "bogus"},
+           {R"({"half_life": 0})", "plugins.fragment.half_life"},
+           {R"({"resolution": "fine"})", "plugins.fragment.resolution"}}) {
+    framework::PluginArgs args;
+    args.config = json::parse(config);
+    const Status s = f.Configure(args);
+    EXPECT_FALSE(s.ok()) << config;
+    EXPECT_NE(s.message().find(field), std::string::npos) << config << ": " << s.message();
+  }
+}
+
+}  // namespace
+}  // namespace hf::plugins
