@@ -1,7 +1,8 @@
 // Scheduling-core benchmark: decisions per second and decision latency on
 // clusters of 1k, 5k and 10k nodes built from the Alibaba openb node shapes,
-// with binpack, preempt (running), rdma, topology and the always-on filters
-// enabled. Run on purpose (bench/run.sh), not by ctest.
+// with binpack (or, with --score fragment, the fragment plugin instead),
+// preempt (running), rdma, topology and the always-on filters enabled. Run on
+// purpose (bench/run.sh), not by ctest.
 //
 // Cluster: the openb GPU node list repeated until the size is reached; 8-GPU
 // nodes get two RDMA NICs (one per PCIe switch); every node gets a position
@@ -38,6 +39,9 @@
 #include "sim/openb_reader.h"
 
 namespace {
+
+// --score: the scoring plugin, binpack (default) or fragment (with binpack off).
+std::string g_score = "binpack";
 
 struct Figures {
   size_t nodes = 0, decisions = 0, placed = 0, preemptions = 0;
@@ -88,7 +92,7 @@ Figures RunOne(const hf::sim::Workload& openb, size_t node_count, double fill, u
     hf::NodeSpec spec = openb.nodes[i % openb.nodes.size()].spec;
     spec.name = "node-" + std::to_string(i);
     for (size_t g = 0; g < spec.gpus.size(); ++g) {
-      spec.gpus[g].numa = spec.gpus[g].pcie_switch = spec.gpus[g].nvlink_domain = int32_t(g / 4);
+      spec.gpus[g].numa = spec.gpus[g].pcie_switch = spec.gpus[g].fabric_domain = int32_t(g / 4);
     }
     if (spec.gpus.size() == 8) spec.rdma = {{"mlx5_0", 0, 0}, {"mlx5_1", 1, 1}};
     spec.topology = {"zone-" + std::to_string(i / 2048), "switch-" + std::to_string(i / 256),
@@ -99,7 +103,8 @@ Figures RunOne(const hf::sim::Workload& openb, size_t node_count, double fill, u
   }
 
   hf::framework::Policy policy;
-  policy.plugins["binpack"] = {{"enabled", true}};
+  policy.plugins["binpack"] = {{"enabled", g_score == "binpack"}};
+  if (g_score == "fragment") policy.plugins["fragment"] = {{"enabled", true}};
   policy.plugins["preempt"] = {{"enabled", true}, {"mode", "running"}, {"min_runtime_seconds", 0}};
   policy.plugins["rdma"] = {{"enabled", true}};
   policy.plugins["topology"] = {{"enabled", true}};
@@ -300,10 +305,12 @@ int main(int argc, char** argv) {
     else if (flag == "--queues") queue_count = std::atoi(argv[i + 1]);
     else if (flag == "--percentage") percentage_of_nodes_to_score = std::atoi(argv[i + 1]);
     else if (flag == "--pending") pending = size_t(std::strtoull(argv[i + 1], nullptr, 10));
+    else if (flag == "--score") g_score = argv[i + 1];
     else {
       std::fprintf(stderr,
                    "usage: hf_bench [--trace-dir DIR] [--fill X] [--seed N] [--nodes N] [--gang N]\n"
-                   "                [--queues N [--pending P]] [--percentage 0-100]\n");
+                   "                [--queues N [--pending P]] [--percentage 0-100]\n"
+                   "                [--score binpack|fragment]\n");
       return 2;
     }
   }
@@ -313,9 +320,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "hf_bench: %s\n", openb.status().message().c_str());
     return 2;
   }
-  std::printf("scheduling core: binpack + preempt(running) + rdma + topology + fit + load_threshold,\n"
+  std::printf("scheduling core: %s + preempt(running) + rdma + topology + fit + load_threshold,\n"
               "percentage_of_nodes_to_score %d (%s); GPU demand up to %.0f%% of capacity\n\n",
-              percentage_of_nodes_to_score,
+              g_score.c_str(), percentage_of_nodes_to_score,
               percentage_of_nodes_to_score == 0     ? "adaptive: every node up to 5,000 nodes, then 5%"
               : percentage_of_nodes_to_score >= 100 ? "every node examined for every task"
                                                     : "sampled",

@@ -114,14 +114,31 @@ std::vector<Fragment::Shape> Fragment::Workload() const {
 }
 
 void Fragment::Prepare(const ClusterState& cluster) const {
-  // The learned workload is refreshed as the arrivals double (1, 2, 4, ...)
-  // up to kRefresh, then every kRefresh, not at each one: a refresh empties
-  // the memo.
+  // The learned workload is looked at again as the arrivals double (1, 2,
+  // 4, ...) up to kRefresh, then every kRefresh, not at each one, and taken
+  // only when it moved: a new workload empties the memo, and a stationary
+  // one barely moves (total variation under kDrift).
   const uint64_t refresh = !configured_.empty()   ? 0
                            : arrivals_ < kRefresh ? uint64_t(std::bit_width(arrivals_))
                                                   : kRefresh + arrivals_ / kRefresh;
   if (prepared_version_ == cluster.nodes_version() && prepared_refresh_ == refresh) return;
-  active_ = Workload();
+  std::vector<Shape> next = Workload();
+  if (prepared_version_ == cluster.nodes_version() && !active_.empty()) {
+    const auto shares = [](const std::vector<Shape>& w) {
+      std::map<Shape::Key, double> out;
+      double total = 0;
+      for (const Shape& s : w) total += s.weight;
+      for (const Shape& s : w) out[s.key()] += total > 0 ? s.weight / total : 0;
+      return out;
+    };
+    std::map<Shape::Key, double> a = shares(active_), b = shares(next);
+    double moved = 0;
+    for (const auto& [key, w] : a) moved += std::abs(w - (b.contains(key) ? b.at(key) : 0));
+    for (const auto& [key, w] : b) moved += a.contains(key) ? 0 : w;
+    prepared_refresh_ = refresh;
+    if (moved / 2 < kDrift) return;
+  }
+  active_ = std::move(next);
   prepared_version_ = cluster.nodes_version();
   prepared_refresh_ = refresh;
   shapes_.clear();

@@ -29,8 +29,10 @@
 // Speed: F depends on a node's state only through its GPUs' (model, free
 // milli), sorted, and which shape thresholds its free CPU and memory pass;
 // F of a state is memoised (the states of a cluster's nodes repeat heavily),
-// and the memo is rebuilt when the learned workload is refreshed (as the
-// arrivals double up to kRefresh, then every kRefresh) or the nodes change.
+// and the memo is rebuilt when the learned workload has moved (looked at as
+// the arrivals double up to kRefresh, then every kRefresh; taken when its
+// total variation from the one in use is kDrift or more) or the nodes
+// change.
 //
 // Threading: the framework's (one thread). The learned workload and the memo
 // are mutable state of the plugin, changed only by the framework's thread.
@@ -61,6 +63,7 @@ class Fragment final : public framework::ScorePlugin,
   // Learned shapes kept (the most frequent), and arrivals between refreshes.
   static constexpr size_t kMaxShapes = 128;
   static constexpr uint64_t kRefresh = 256;
+  static constexpr double kDrift = 0.02;
 
   explicit Fragment(const framework::PluginDeps&) {}
 
