@@ -7,10 +7,12 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/accelerators/nvidia/nvidia.h"
 #include "agent/inventory.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace hf::agent;
+  using namespace hf::agent::accel;
   if (size == 0) return 0;
   const std::string_view all(reinterpret_cast<const char*>(data) + 1, size - 1);
   const size_t cut = all.size() * data[0] / 256;

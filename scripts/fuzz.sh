@@ -9,7 +9,7 @@
 #   --seconds N   how long each target runs (default 60)
 #   --build-only  build, run nothing
 #   --no-build    run what is built (ctest does: scripts/test.sh built it)
-#   TARGET        api_json http_request policy_yaml inventory_yaml nvidia_smi
+#   TARGET        api_json http_request policy_yaml inventory_yaml nvidia_smi vendor_smi
 #                 openb_csv workload_yaml manifest (default: all)
 # A crash stops the run with exit status 1 and leaves the input in
 # build/fuzz/artifacts/<target>/; once fixed, it goes into
@@ -31,7 +31,7 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-all=(api_json http_request policy_yaml inventory_yaml nvidia_smi openb_csv workload_yaml manifest)
+all=(api_json http_request policy_yaml inventory_yaml nvidia_smi vendor_smi openb_csv workload_yaml manifest)
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 for t in "${targets[@]}"; do
   [ -f "fuzz/${t}_fuzz.cc" ] || { echo "fuzz.sh: no target $t (${all[*]})" >&2; exit 2; }

@@ -159,7 +159,7 @@ if(HF_CLANGXX)
   add_test(NAME fuzz_build COMMAND ${hf_fuzz_script} --build-only)
   set_tests_properties(fuzz_build PROPERTIES TIMEOUT 1800 LABELS "fuzz" FIXTURES_SETUP fuzz_built
                                              RESOURCE_LOCK fuzz_build_dir)
-  foreach(target api_json http_request policy_yaml inventory_yaml nvidia_smi openb_csv
+  foreach(target api_json http_request policy_yaml inventory_yaml nvidia_smi vendor_smi openb_csv
                  workload_yaml manifest)
     add_test(NAME fuzz_${target} COMMAND ${hf_fuzz_script} --no-build --seconds 20 ${target})
     set_tests_properties(fuzz_${target} PROPERTIES TIMEOUT 120 LABELS "fuzz"

@@ -96,7 +96,9 @@ Discovered DiscoverAll(const Runner& run,
 std::vector<GpuUsage> MeasureAll(const Discovered& d, const Runner& run,
                                  const std::vector<const Vendor*>& vendors) {
   std::vector<GpuUsage> out;
-  for (const auto& [name, tool] : d.tools) {
+  for (const auto& entry : d.tools) {
+    const std::string& name = entry.first;
+    const std::string& tool = entry.second;
     const auto v = std::find_if(vendors.begin(), vendors.end(),
                                 [&](const Vendor* x) { return x->Name() == name; });
     if (v == vendors.end()) continue;
