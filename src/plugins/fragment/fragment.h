@@ -73,7 +73,6 @@ class Fragment final : public framework::ScorePlugin,
   std::vector<std::string> ConfigKeys() const override {
     return {"workload", "half_life", "resolution"};
   }
-  std::vector<std::string> ConflictsWith() const override { return {"spread"}; }
 
   void Observe(const Task& task) override;
   void Score(const Task& task, const ClusterState& cluster, std::span<const NodeId> nodes,

@@ -116,6 +116,7 @@ export default {
     desc: {
       binpack: 'Packs tasks onto the most used nodes to keep whole nodes and GPUs free. Mutually exclusive with spread.',
       spread: 'Spreads tasks over the least used nodes for balance and availability. Mutually exclusive with binpack.',
+      fragment: 'Places each task where it least fragments the GPUs for the work that usually arrives (learned from the arrivals), after FGD.',
       preempt: 'When no node fits, evicts lower-priority preemptible tasks (mode: disabled, scheduled or running).',
       rdma: 'Sends RDMA tasks to RDMA-capable nodes, next to their group, and binds the nearest NIC.',
       topology: 'Prefers nodes close in the network (node, rack, switch, zone) to dependencies and group members.',

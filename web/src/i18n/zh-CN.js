@@ -116,6 +116,7 @@ export default {
     desc: {
       binpack: '紧凑放置：优先分配到资源使用率最高的节点，减少碎片。与 spread 互斥。',
       spread: '分散放置：优先分配到使用率最低的节点，实现负载均衡与高可用。与 binpack 互斥。',
+      fragment: '碎片感知：按常见任务形态（从到达的任务中学习）把任务放在使 GPU 碎片增加最少的节点，源自 FGD。',
       preempt: '抢占调度：无可用节点时驱逐低优先级的可抢占任务（模式：disabled、scheduled、running）。',
       rdma: 'RDMA：将需要 RDMA 的任务调度到支持 RDMA 的节点，优先与同组任务亲和，并绑定最近的网卡。',
       topology: '拓扑感知：优先选择与依赖服务及同组实例网络距离近的节点（节点、机架、交换机、可用区）。',

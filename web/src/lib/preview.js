@@ -155,7 +155,7 @@ export function totalScore(side) {
 
 // Plugins in a fixed, meaningful order: the vision's five, the core filters,
 // then anything else by name.
-const ORDER = ['binpack', 'spread', 'preempt', 'rdma', 'topology', 'fit', 'load_threshold'];
+const ORDER = ['binpack', 'spread', 'fragment', 'preempt', 'rdma', 'topology', 'fit', 'load_threshold'];
 export function sortPlugins(plugins) {
   const rank = (n) => (ORDER.includes(n) ? ORDER.indexOf(n) : ORDER.length);
   return [...(plugins || [])].sort((a, b) => rank(a.name) - rank(b.name) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
