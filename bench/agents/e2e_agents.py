@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Submit -> running latency through real agents (standard library only).
 
-  e2e_agents.py --port PORT --token TOKEN [--count 1000] [--mode steady|burst]
+  e2e_agents.py --port PORT (--token TOKEN | --token-file FILE) [--count 1000] [--mode steady|burst]
                 [--rate 50] [--threads 4] [--batch 100] [--command 'sleep 0.1']
                 [--timeout 300]
 
@@ -166,7 +166,8 @@ def ms(vals):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("--token", required=True)
+    ap.add_argument("--token")
+    ap.add_argument("--token-file")
     ap.add_argument("--count", type=int, default=1000)
     ap.add_argument("--mode", choices=("steady", "burst"), default="steady")
     ap.add_argument("--rate", type=float, default=50.0, help="steady: submissions per second")
@@ -176,6 +177,11 @@ def main():
     ap.add_argument("--timeout", type=float, default=300.0,
                     help="seconds to wait for every task to end")
     args = ap.parse_args()
+    if args.token_file:
+        with open(args.token_file) as f:
+            args.token = f.read().strip()
+    if not args.token:
+        ap.error("--token or --token-file is required")
 
     reader = EventReader(args.port, args.token)
     reader.start()

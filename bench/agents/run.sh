@@ -30,6 +30,8 @@
 #   BATCH=100 TASK_CMD='sleep 0.1' HB_NODES=1000 POLLS=1000 HB_DURATION=60
 #   HB_INTERVAL=0 (0: what the server answers, 5 s) HB_CONNS=32
 #   MAX_CONNECTIONS=4096 SERVER_CPUS=0 LOAD_CPUS=<last CPU> PHASES="a b c"
+#   METRICS_OUT=PATH (the server's /metrics after phase a or b, in PATH.steady
+#   or PATH.burst) E2E_PYTHON=1 (phases a and b with bench/agents/e2e_agents.py)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -49,6 +51,13 @@ command -v curl >/dev/null || { echo "bench/agents/run.sh: curl is not installed
 
 HF_TOKEN="hf_bench_admin_$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 tmp="$(mktemp -d)"
+(umask 077 && echo "$HF_TOKEN" >"$tmp/admin.token")
+# The load generator of phases a and b: the native one built beside the
+# binary (bench/agents/e2e_load.cc, hf_e2e_load), else the Python one, which
+# measures the same but takes several times the CPU on the machine measured.
+load=("$(dirname "$bin")/bench/hf_e2e_load")
+[ -x "${load[0]}" ] || load=(python3 "$here/e2e_agents.py")
+[ -n "${E2E_PYTHON:-}" ] && load=(python3 "$here/e2e_agents.py")
 pid=""
 port=""
 agent_pids=()
@@ -137,8 +146,11 @@ start_agents() {
 e2e_phase() {  # e2e_phase steady|burst
   start_server "$1"
   start_agents "$1"
-  python3 "$here/e2e_agents.py" --port "$port" --token "$HF_TOKEN" --mode "$1" --count "$COUNT" \
+  "${load[@]}" --port "$port" --token-file "$tmp/admin.token" --mode "$1" --count "$COUNT" \
     --rate "$RATE" --threads "$E2E_THREADS" --batch "$BATCH" --command "$TASK_CMD" | tee "$tmp/$1.txt"
+  if [ -n "${METRICS_OUT:-}" ]; then
+    curl -fs -H "Authorization: Bearer $HF_TOKEN" "http://127.0.0.1:$port/metrics" >"$METRICS_OUT.$1" || true
+  fi
   stop_all
 }
 
