@@ -177,7 +177,6 @@ class Fragment final : public framework::ScorePlugin,
   mutable std::vector<int64_t> cpu_steps_, memory_steps_;  // shapes' thresholds, sorted
   mutable uint64_t prepared_version_ = 0;
   mutable uint64_t prepared_refresh_ = ~uint64_t{0};
-  mutable uint64_t refreshes_ = 0;
   mutable std::unordered_map<Sig, double, SigHash> memo_;
   // Per (state, shape): the increase of F and, for a share, the packed GPU
   // (model bit << 10 | free milli) it takes; kNoGpu when none or whole GPUs,
