@@ -10,7 +10,6 @@
 #include <cstring>
 
 #include "agent/accelerators/accelerator.h"
-#include "agent/accelerators/nvidia/nvidia.h"
 #include "core/model_json.h"
 
 extern char** environ;
@@ -122,6 +121,10 @@ std::map<std::string, std::string> BuildTaskEnv(const std::map<std::string, std:
                                                 std::optional<uint16_t> port,
                                                 const std::map<std::string, std::string>& launch) {
   std::map<std::string, std::string> env = base;
+  // The agent's own collective settings are not the task's: only what the
+  // task asks for, or the agent gives below, reaches it.
+  env.erase("NCCL_IB_HCA");
+  env.erase("HCCL_IF_IP");
   for (const auto& [k, v] : task.env) env[k] = v;
   for (const auto& [k, v] : task.secret_env) env[k] = v;
   for (const auto& [k, v] : launch) env[k] = v;
@@ -132,7 +135,7 @@ std::map<std::string, std::string> BuildTaskEnv(const std::map<std::string, std:
     if (g.milli > 0) share = std::min(share, g.milli);
   }
   std::map<std::string, std::string> binding = accel::BindingEnv(node.gpus, node.bind_ids, node.vendor_index, grants);
-  if (binding.empty()) binding[std::string(accel::NvidiaVendor().BindingVariable())] = "";
+  if (binding.empty()) binding[std::string(accel::FindVendor(kVendorNvidia)->BindingVariable())] = "";
   for (const std::string& var : accel::VariablesToClear(binding)) env.erase(var);
   for (auto& [k, v] : binding) env[k] = std::move(v);
   // The vendors of the task's devices, for their collective libraries.
@@ -144,10 +147,15 @@ std::map<std::string, std::string> BuildTaskEnv(const std::map<std::string, std:
       }
     }
   }
-  env.erase("NCCL_IB_HCA");
-  env.erase("HCCL_IF_IP");
+  // What the collective libraries of the task's vendors read; the task's own
+  // values where the agent has none to give.
   const std::string address = launch.empty() ? "" : node.advertise_address;
   for (auto& [k, v] : accel::CollectiveEnvFor(vendors, allocation.rdma_device, address)) env[k] = v;
+  // A task given a NIC but no device of a known vendor: NCCL's variable,
+  // as for any task with an RDMA NIC.
+  const bool known = std::any_of(vendors.begin(), vendors.end(),
+                                 [](const std::string& v) { return accel::FindVendor(v) != nullptr; });
+  if (!known && !allocation.rdma_device.empty()) env["NCCL_IB_HCA"] = allocation.rdma_device;
   env["HETEROFLOW_TASK_ID"] = std::to_string(id);
   env.erase("HETEROFLOW_GPU_MILLI");
   if (!allocation.gpus.empty() && share < kWholeGpuMilli) {

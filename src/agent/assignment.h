@@ -77,9 +77,12 @@ struct NodeDevices {
 //   HETEROFLOW_TASK_ID    the id;
 //   HETEROFLOW_GPU_MILLI  the share, only when a grant is below 1000 (the
 //                         smallest, should grants ever differ);
-//   NCCL_IB_HCA           the RDMA device, only when one was allocated, for
-//                         NCCL and RCCL (accel::CollectiveEnvFor); HCCL_IF_IP
-//                         the advertised address, for a job member on Ascend;
+//   NCCL_IB_HCA           the RDMA device, when one was allocated, for NCCL
+//                         and RCCL (accel::CollectiveEnvFor; also for a task
+//                         with no device of a known vendor); HCCL_IF_IP the
+//                         advertised address, for a job member on Ascend.
+//                         Without them, the task's own values stay (the
+//                         agent's own environment's never reach a task);
 //   PORT, HETEROFLOW_PORT the port the agent gave the task, only when
 //                         `port` is set (a service task, see NeedsPort).
 //                         Without it HETEROFLOW_PORT is removed and PORT is

@@ -126,6 +126,13 @@ TEST(TaskEnvTest, CollectiveVariablesFollowTheVendor) {
                                    {{"RANK", "0"}, {"MASTER_ADDR", "10.0.0.7"}});
   EXPECT_EQ(member.at("HCCL_IF_IP"), "10.0.0.7");
   EXPECT_EQ(EnvStrings({{"A", "1"}, {"B", ""}}), (std::vector<std::string>{"A=1", "B="}));
+  // No NIC given: the task's own NCCL_IB_HCA stays; a NIC but no device of
+  // a known vendor: NCCL's variable all the same.
+  Task own;
+  own.env = {{"NCCL_IB_HCA", "^mlx5_2"}};
+  EXPECT_EQ(BuildTaskEnv({}, 1, own, Alloc({{.index = 0, .milli = 1000}}), Node("nvidia", 1)).at("NCCL_IB_HCA"),
+            "^mlx5_2");
+  EXPECT_EQ(BuildTaskEnv({}, 1, Task{}, Alloc({}, "mlx5_3"), NodeDevices{}).at("NCCL_IB_HCA"), "mlx5_3");
 }
 
 TEST(TaskEnvTest, PortOnlyForServiceTasks) {

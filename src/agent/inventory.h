@@ -9,7 +9,7 @@
 //     memory_used_mib}]}), so that test and demo nodes can report any load;
 //   - discovered: CPUs from /proc/cpuinfo, memory from /proc/meminfo,
 //     accelerators from each vendor's tool that is installed (accelerators/:
-//     nvidia-smi, amd-smi or rocm-smi, npu-smi, hl-smi), RDMA devices from
+//     NVML or nvidia-smi, rocm-smi, npu-smi, hl-smi), RDMA devices from
 //     /sys/class/infiniband, and the PCIe switch and NUMA node of both from
 //     hwloc (pci_locality.h).
 // The parsers are pure functions over text so that they can be tested on

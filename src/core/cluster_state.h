@@ -413,7 +413,9 @@ class ClusterState {
   std::unordered_map<std::string, NodeId> by_name_;
   std::vector<std::string> model_names_;    // bit i = (model_vendors_[i], model_names_[i])
   std::vector<std::string> model_vendors_;
-  std::vector<std::string> exclusive_vendors_;
+  // The framework sets its policy's before each decision; the default is the
+  // policy's default, so that what runs first (a queue's admission) agrees.
+  std::vector<std::string> exclusive_vendors_ = DefaultExclusiveVendors();
   ModelMask exclusive_models_ = 0;  // the bits of exclusive_vendors_' models
 
   // Parallel per-node arrays.

@@ -26,6 +26,12 @@ inline constexpr char kVendorNvidia[] = "nvidia";
 inline constexpr char kVendorAmd[] = "amd";
 inline constexpr char kVendorHuawei[] = "huawei";  // Ascend NPUs
 inline constexpr char kVendorHabana[] = "habana";  // Intel Gaudi HPUs
+// The vendors whose devices are not shared by default (docs/ACCELERATORS.md,
+// "Sharing and isolation"): the scheduler's exclusive_gpu_vendors.
+inline const std::vector<std::string>& DefaultExclusiveVendors() {
+  static const std::vector<std::string> v = {kVendorHuawei, kVendorHabana};
+  return v;
+}
 
 // A vendor name: 1 to 32 of [a-z0-9-], starting with a letter or digit. A
 // declared device may name a vendor the agent does not know (it then gets no

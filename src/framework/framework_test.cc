@@ -2,12 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/testing/nodes.h"
+#include "framework/registry.h"
 
 namespace hf::framework {
 namespace {
@@ -34,6 +36,24 @@ std::unique_ptr<Framework> Make(const std::string& yaml, const Clock* clock = nu
 }
 
 PluginInfo Info(const Framework& fw, const std::string& name) { return *fw.GetPlugin(name); }
+
+TEST(PolicyTest, ExclusiveGpuVendorsFromYaml) {
+  auto p = ParsePolicyYaml("scheduler:\n  exclusive_gpu_vendors: [habana]\n", "t.yaml");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->scheduler.exclusive_gpu_vendors, (std::vector<std::string>{"habana"}));
+  EXPECT_EQ(ParsePolicyYaml("scheduler:\n  load_threshold: 0.5\n", "t.yaml")->scheduler.exclusive_gpu_vendors,
+            (std::vector<std::string>{"huawei", "habana"}));  // the default
+  for (const char* bad : {"scheduler:\n  exclusive_gpu_vendors: habana\n",
+                          "scheduler:\n  exclusive_gpu_vendors: [1]\n"}) {
+    auto q = ParsePolicyYaml(bad, "t.yaml");
+    ASSERT_FALSE(q.ok()) << bad;
+    EXPECT_NE(q.status().message().find("exclusive_gpu_vendors"), std::string::npos) << q.status().message();
+  }
+  // A name that is no vendor name is refused, naming the element.
+  auto r = ParsePolicyYaml("scheduler:\n  exclusive_gpu_vendors: [Bad]\n", "t.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("exclusive_gpu_vendors[0]"), std::string::npos) << r.status().message();
+}
 
 TEST(PolicyTest, ParsesTheVisionBlockExactly) {
   auto fw = Make(kVisionPolicy);
@@ -804,6 +824,50 @@ TEST(GangPlacementTest, AGangGoesToOneSwitchWhenNoRackHoldsIt) {
   ASSERT_TRUE(g.scheduled) << g.reason;
   const auto switches = PlacesOf(loose, g, &TopologyPosition::switch_name);
   EXPECT_NE(switches[0], switches[1]);
+}
+
+}  // namespace
+}  // namespace hf::framework
+
+namespace hf::framework {
+namespace {
+
+// A plugin that records the arrivals it is told of.
+class RecordArrivals final : public ScorePlugin, public ArrivalObserver {
+ public:
+  static std::vector<TaskKey>& seen() {
+    static std::vector<TaskKey> v;
+    return v;
+  }
+  explicit RecordArrivals(const PluginDeps&) {}
+  std::string_view Name() const override { return "record_arrivals"; }
+  uint32_t Points() const override { return kScorePoint; }
+  void Observe(const Task& task) override { seen().push_back(task.key); }
+  void Score(const Task&, const ClusterState&, std::span<const NodeId>, std::span<double> scores,
+             CycleState&) const override {
+    std::fill(scores.begin(), scores.end(), 0.0);
+  }
+};
+
+TEST(ArrivalObserverTest, EveryDecisionTellsTheObserversPlacedOrNot) {
+  Registry r;
+  for (const PluginFactory& f : hf::plugins::InTreeRegistry().entries()) ASSERT_TRUE(r.Register(f).ok());
+  ASSERT_TRUE(r.Register({"record_arrivals", false, {true, 1, "", nlohmann::json::object()},
+                          [](const PluginDeps& d) { return std::make_unique<RecordArrivals>(d); }})
+                  .ok());
+  auto fw = Framework::Create(r, Policy{}, nullptr);
+  ASSERT_TRUE(fw.ok()) << fw.status().ToString();
+  ClusterState c;
+  ASSERT_TRUE(c.AddNode(Node("n", 8000, 65536, 1, "A100")).ok());
+  RecordArrivals::seen().clear();
+  EXPECT_TRUE((*fw)->Schedule(MakeTask(1, 1000, 1024, 1), c).scheduled);
+  EXPECT_FALSE((*fw)->Schedule(MakeTask(2, 1000, 1024, 4), c).scheduled);  // never fits
+  EXPECT_FALSE((*fw)->Schedule(MakeTask(2, 1000, 1024, 4), c).scheduled);  // tried again
+  EXPECT_EQ(RecordArrivals::seen(), (std::vector<TaskKey>{1, 2, 2}));
+  // Disabled: not told.
+  ASSERT_TRUE((*fw)->UpdatePlugin("record_arrivals", PluginPatch{.enabled = false}).ok());
+  (*fw)->Schedule(MakeTask(3, 0, 0), c);
+  EXPECT_EQ(RecordArrivals::seen().size(), 3u);
 }
 
 }  // namespace

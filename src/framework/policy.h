@@ -56,7 +56,7 @@ struct SchedulerConfig {
   // Vendors whose GPUs are never shared between tasks: a request for part of
   // a GPU (gpu_milli < 1000) does not fit them (docs/ACCELERATORS.md,
   // "Sharing"). Vendor names (IsVendorName), at most kMaxExclusiveVendors.
-  std::vector<std::string> exclusive_gpu_vendors = {kVendorHuawei, kVendorHabana};
+  std::vector<std::string> exclusive_gpu_vendors = DefaultExclusiveVendors();
   static constexpr size_t kMaxExclusiveVendors = 16;
 
   // Each threshold must be in (0, 1]; the message names the field.

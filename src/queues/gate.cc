@@ -130,12 +130,18 @@ Gate Admit(const QueueTree& tree, const Ledger& ledger, const ClusterState& clus
 Task Narrowed(const ClusterState& cluster, const Task& task, const Gate& gate) {
   Task t = task;
   if (t.requests.gpu == 0) return t;
+  // The admitted (vendor, model) bits, as names of models and of their
+  // vendors (a model name two vendors share stays with the admitted one's).
   t.requests.gpu_models.clear();
+  std::vector<std::string> vendors;
   for (size_t m = 0; m < cluster.model_count(); ++m) {
     if (gate.admitted & (ClusterState::ModelMask{1} << m)) {
       t.requests.gpu_models.push_back(cluster.model_name(m));
+      const std::string& v = cluster.model_vendor(m);
+      if (!v.empty() && std::find(vendors.begin(), vendors.end(), v) == vendors.end()) vendors.push_back(v);
     }
   }
+  if (t.requests.gpu_vendors.empty()) t.requests.gpu_vendors = std::move(vendors);
   return t;
 }
 

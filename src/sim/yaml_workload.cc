@@ -132,7 +132,9 @@ class Reader {
       if (k == "memory_mib") return IntAs(v, f, 0, g.memory_mib);
       if (k == "numa") return IntAs(v, f, -1, g.numa);
       if (k == "pcie_switch") return IntAs(v, f, -1, g.pcie_switch);
-      if (k == "fabric_domain" || k == "nvlink_domain") return IntAs(v, f, -1, g.fabric_domain);
+      if (k == "fabric_domain") return IntAs(v, f, -1, g.fabric_domain);
+      // The earlier name, still read; fabric_domain wins when both are given.
+      if (k == "nvlink_domain") return n["fabric_domain"] ? Status::Ok() : IntAs(v, f, -1, g.fabric_domain);
       known = false;
       return Status::Ok();
     });

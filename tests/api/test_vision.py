@@ -134,9 +134,13 @@ def main(binary, tmp):
         if not isinstance(body, dict):
             fail("GET /scheduler/config: want an object, got %r" % (body,))
         keys = {"load_threshold", "gpu_load_threshold", "memory_threshold",
-                "percentage_of_nodes_to_score", "score_weights"}
+                "percentage_of_nodes_to_score", "score_weights",
+                "exclusive_gpu_vendors"}
         if set(body) != keys:
             fail("GET /scheduler/config: want keys %s, got %s" % (sorted(keys), sorted(body)))
+        if body["exclusive_gpu_vendors"] != ["huawei", "habana"]:
+            fail("default exclusive_gpu_vendors: want ['huawei', 'habana'], got %r"
+                 % (body["exclusive_gpu_vendors"],))
         check_number(body["load_threshold"], 0.8, "default load_threshold")
         check_number(body["gpu_load_threshold"], 0.9, "default gpu_load_threshold")
         check_number(body["memory_threshold"], 0.85, "default memory_threshold")

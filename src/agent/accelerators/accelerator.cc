@@ -19,7 +19,11 @@
 namespace hf::agent::accel {
 
 std::optional<std::string> RunCommand(const std::string& command) {
-  FILE* p = popen((command + " 2>/dev/null").c_str(), "r");
+  // A tool that hangs (a wedged device) must not hold up a heartbeat:
+  // coreutils' timeout ends it, with SIGKILL should it ignore SIGTERM (the
+  // agent's threads block SIGTERM, and children inherit the mask).
+  FILE* p = popen(("timeout -k 2 " + std::to_string(kToolTimeoutS) + " " + command + " 2>/dev/null").c_str(),
+                  "r");
   if (p == nullptr) return std::nullopt;
   std::string out;
   char buf[4096];
@@ -79,6 +83,7 @@ Discovered DiscoverAll(const Runner& run,
       LogOnce("discover " + name, "ignoring " + name + " devices: " + found.status().message());
       continue;
     }
+    if (found->empty()) continue;  // nothing to measure either
     d.tools[name] = tool;
     for (Found& f : *found) {
       const int32_t node_index = int32_t(d.gpus.size());

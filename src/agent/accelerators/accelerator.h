@@ -36,7 +36,9 @@ namespace hf::agent::accel {
 // Runs a shell command line; its standard output, or nullopt when it could
 // not run or exited non-zero.
 using Runner = std::function<std::optional<std::string>(const std::string& command)>;
-// The Runner of the live system (popen through /bin/sh, stderr discarded).
+// The Runner of the live system (popen through /bin/sh, stderr discarded),
+// each tool stopped after kToolTimeoutS seconds (then it failed).
+inline constexpr int kToolTimeoutS = 20;
 std::optional<std::string> RunCommand(const std::string& command);
 
 // One discovered device: what the server is told (`device`, whose index is

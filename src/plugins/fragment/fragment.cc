@@ -32,6 +32,11 @@ Status ReadShape(const json& j, const std::string& path, Fragment::Shape& s) {
       HF_RETURN_IF_ERROR(ReadStringList(v, f, false, kMaxGpuModels, s.gpu_models));
     } else if (key == "gpu_vendors") {
       HF_RETURN_IF_ERROR(ReadStringList(v, f, false, kMaxGpuVendors, s.gpu_vendors));
+      for (size_t i = 0; i < s.gpu_vendors.size(); ++i) {
+        if (!IsVendorName(s.gpu_vendors[i])) {
+          return InvalidArgument(f + "[" + std::to_string(i) + "] must be a vendor name");
+        }
+      }
     } else if (key == "weight") {
       if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0) {
         return InvalidArgument(f + " must be a number > 0");
@@ -97,6 +102,15 @@ void Fragment::Observe(const Task& task) {
     gain_ = 1;
   }
   ++arrivals_;
+  // Bounded: past 4 x kMaxShapes shapes, the rarest go.
+  if (learned_.size() > 4 * kMaxShapes) {
+    std::vector<double> weights;
+    for (const auto& [key, w] : learned_) weights.push_back(w);
+    std::nth_element(weights.begin(), weights.begin() + ptrdiff_t(2 * kMaxShapes), weights.end(),
+                     std::greater<>());
+    const double keep = weights[2 * kMaxShapes];
+    std::erase_if(learned_, [keep](const auto& e) { return e.second < keep; });
+  }
 }
 
 std::vector<Fragment::Shape> Fragment::Workload() const {
@@ -121,9 +135,13 @@ void Fragment::Prepare(const ClusterState& cluster) const {
   const uint64_t refresh = !configured_.empty()   ? 0
                            : arrivals_ < kRefresh ? uint64_t(std::bit_width(arrivals_))
                                                   : kRefresh + arrivals_ / kRefresh;
-  if (prepared_version_ == cluster.nodes_version() && prepared_refresh_ == refresh) return;
+  // Shares are refused the exclusive vendors' models (AllowedModels): a
+  // change of those is a change of every shape's models.
+  const bool same_cluster = prepared_version_ == cluster.nodes_version() &&
+                            prepared_exclusive_ == cluster.exclusive_vendors();
+  if (same_cluster && prepared_refresh_ == refresh) return;
   std::vector<Shape> next = Workload();
-  if (prepared_version_ == cluster.nodes_version() && !active_.empty()) {
+  if (same_cluster && configured_.empty() && !active_.empty()) {
     const auto shares = [](const std::vector<Shape>& w) {
       std::map<Shape::Key, double> out;
       double total = 0;
@@ -140,6 +158,7 @@ void Fragment::Prepare(const ClusterState& cluster) const {
   }
   active_ = std::move(next);
   prepared_version_ = cluster.nodes_version();
+  prepared_exclusive_ = cluster.exclusive_vendors();
   prepared_refresh_ = refresh;
   shapes_.clear();
   cpu_steps_.clear();
@@ -210,8 +229,8 @@ size_t Fragment::SigHash::operator()(const Sig& s) const {
 
 size_t Fragment::DeltaHash::operator()(const DeltaKey& k) const {
   uint64_t h = SigHash()(k.before);
-  for (uint64_t v : {uint64_t(k.gpus) << 32 | uint32_t(k.milli), uint64_t(k.cpu_milli),
-                     uint64_t(k.memory_mib), uint64_t(k.allowed)}) {
+  for (uint64_t v : {uint64_t(k.gpus) << 32 | uint32_t(k.milli),
+                     uint64_t(k.cpu_rank_after) << 32 | k.memory_rank_after, uint64_t(k.allowed)}) {
     h = (h ^ v) * 0x9e3779b97f4a7c15ULL;
     h ^= h >> 29;
   }
@@ -296,12 +315,11 @@ double Fragment::Expected(const ClusterState& cluster, const NodeState& s) const
 }
 
 std::optional<Fragment::Choice> Fragment::Best(const Task& task, const ClusterState& cluster,
-                                               NodeId n) const {
+                                               NodeId n, ClusterState::ModelMask allowed) const {
   const Requests& r = task.requests;
   const ClusterState::Arrays a = cluster.arrays();
   const std::span<const int32_t> free = cluster.gpu_free_milli(n);
   const std::span<const ClusterState::ModelMask> bits = cluster.gpu_model_bits(n);
-  const ClusterState::ModelMask allowed = cluster.AllowedModels(r);
   const GpuFreeView view{free, cluster.gpu_free_memory(n), bits};
   if (free.size() > kMaxSigGpus) {
     // A node of many GPUs: unpacked, each state computed.
@@ -333,19 +351,28 @@ std::optional<Fragment::Choice> Fragment::Best(const Task& task, const ClusterSt
   before.count = uint32_t(free.size());
   std::copy(packed.begin(), packed.end(), before.gpus.begin());
   SortGpus(before);
-  // GPU memory is not in the state: such a request is worked out each time.
-  const bool memo = r.gpu_memory_mib == 0;
-  const DeltaKey key{before, r.gpu, r.gpu_milli, r.cpu_milli, r.memory_mib, allowed};
+  const Sig after = SigOf(a.free_cpu[n] - r.cpu_milli, a.free_memory[n] - r.memory_mib);
+  // The increase depends on the state before, the CPU and memory thresholds
+  // the node passes after, and the task's GPUs: memoised by those, working
+  // on the GPUs in sorted order so that two nodes of one state choose alike.
+  // GPU memory is not in the state: a request for it is worked out each
+  // time, on the node's own slots.
   std::pair<double, uint16_t> result;
-  if (auto it = memo ? deltas_.find(key) : deltas_.end(); it != deltas_.end()) {
-    result = it->second;
-  } else {
-    result = Place(r, allowed, view, packed, before, SigOf(a.free_cpu[n] - r.cpu_milli,
-                                                           a.free_memory[n] - r.memory_mib));
-    if (memo) {
+  if (r.gpu_memory_mib == 0) {
+    const DeltaKey key{before, after.cpu_rank, after.memory_rank, r.gpu, r.gpu_milli, allowed};
+    if (auto it = deltas_.find(key); it != deltas_.end()) {
+      result = it->second;
+    } else {
+      std::array<uint16_t, kMaxSigGpus> sorted{};
+      std::copy(before.gpus.begin(), before.gpus.end(), sorted.begin());
+      result = Place(r, before, after, sorted, [&](size_t i) {
+        return (BitOf(sorted[i]) & allowed) != 0 && int32_t(sorted[i] & kMilliMask) >= r.gpu_milli;
+      });
       if (deltas_.size() > 1'000'000) deltas_.clear();  // bounded
       deltas_.emplace(key, result);
     }
+  } else {
+    result = Place(r, before, after, packed, [&](size_t i) { return GpuSlotFits(view, i, r, allowed); });
   }
   if (result.second == kNoFit) return std::nullopt;
   Choice c{result.first, -1};
@@ -358,32 +385,30 @@ std::optional<Fragment::Choice> Fragment::Best(const Task& task, const ClusterSt
   return c;
 }
 
-std::pair<double, uint16_t> Fragment::Place(const Requests& r, ClusterState::ModelMask allowed,
-                                             const GpuFreeView& view,
-                                             std::array<uint16_t, kMaxSigGpus> packed,
-                                             const Sig& before, Sig after) const {
+std::pair<double, uint16_t> Fragment::Place(const Requests& r, const Sig& before, Sig after,
+                                             std::array<uint16_t, kMaxSigGpus> gpus,
+                                             const std::function<bool(size_t)>& fits) const {
   const size_t count = before.count;
   const double f_before = ExpectedOf(before);
   after.count = uint32_t(count);
-  if (r.gpu == 0) {
-    std::copy(packed.begin(), packed.end(), after.gpus.begin());
+  const auto state_with = [&](const std::array<uint16_t, kMaxSigGpus>& g) {
+    std::copy(g.begin(), g.end(), after.gpus.begin());
     SortGpus(after);
-    return {ExpectedOf(after) - f_before, kNoGpu};
-  }
-  const auto take = [&](size_t i) { packed[i] = uint16_t(packed[i] - uint16_t(r.gpu_milli)); };
+    return ExpectedOf(after) - f_before;
+  };
+  if (r.gpu == 0) return {state_with(gpus), kNoGpu};
+  const auto take = [&](size_t i) { gpus[i] = uint16_t(gpus[i] - uint16_t(r.gpu_milli)); };
   if (r.gpu_milli >= kWholeGpuMilli || r.gpu > 1) {
     // Whole GPUs (or several shares): the first ones that fit; for whole
     // GPUs any free one leaves the same state.
     int left = r.gpu;
     for (size_t i = 0; i < count && left > 0; ++i) {
-      if (!GpuSlotFits(view, i, r, allowed)) continue;
+      if (!fits(i)) continue;
       take(i);
       --left;
     }
     if (left > 0) return {0, kNoFit};
-    std::copy(packed.begin(), packed.end(), after.gpus.begin());
-    SortGpus(after);
-    return {ExpectedOf(after) - f_before, kNoGpu};
+    return {state_with(gpus), kNoGpu};
   }
   // One share: each GPU it fits on, the one that fragments least (the
   // fullest of equals, as best fit). GPUs alike (same model, same free) give
@@ -392,17 +417,15 @@ std::pair<double, uint16_t> Fragment::Place(const Requests& r, ClusterState::Mod
   std::array<uint16_t, kMaxSigGpus> tried{};
   size_t tries = 0;
   for (size_t i = 0; i < count; ++i) {
-    if (!GpuSlotFits(view, i, r, allowed)) continue;
-    const uint16_t was = packed[i];
+    if (!fits(i)) continue;
+    const uint16_t was = gpus[i];
     if (std::find(tried.begin(), tried.begin() + ptrdiff_t(tries), was) != tried.begin() + ptrdiff_t(tries)) {
       continue;
     }
     tried[tries++] = was;
     take(i);
-    std::copy(packed.begin(), packed.end(), after.gpus.begin());
-    packed[i] = was;
-    SortGpus(after);
-    const double delta = ExpectedOf(after) - f_before;
+    const double delta = state_with(gpus);
+    gpus[i] = was;
     if (!best || delta < best->first ||
         (delta == best->first && (was & kMilliMask) < (best->second & kMilliMask))) {
       best = std::make_pair(delta, was);
@@ -429,25 +452,34 @@ void Fragment::Score(const Task& task, const ClusterState& cluster, std::span<co
   // Raw score: minus the increase of F in steps of `resolution` milli, so
   // that more is better; within a step, the node with fuller GPUs (as
   // binpack-gpu would). A node the task does not fit after all (a GPU memory
-  // corner Filter let through) gets the worst.
+  // corner Filter let through) gets kNoScore, and 0 once normalised.
+  const ClusterState::ModelMask allowed = cluster.AllowedModels(task.requests);
   for (size_t i = 0; i < nodes.size(); ++i) {
-    const std::optional<Choice> c = Best(task, cluster, nodes[i]);
-    scores[i] = c ? -std::round(c->delta / resolution_) + 0.5 * a.util_gpu[nodes[i]] : -1e18;
+    const std::optional<Choice> c = Best(task, cluster, nodes[i], allowed);
+    scores[i] = c ? -std::round(c->delta / resolution_) + 0.5 * a.util_gpu[nodes[i]] : kNoScore;
   }
 }
 
 void Fragment::NormalizeScores(std::span<double> scores) const {
-  if (scores.empty()) return;
-  const auto [lo, hi] = std::minmax_element(scores.begin(), scores.end());
-  const double min = *lo, span = *hi - *lo;
-  for (double& s : scores) s = span > 0 ? 100.0 * (s - min) / span : 100.0;
+  // Over the nodes the task fits; one it does not gets 0.
+  double min = 0, max = 0;
+  bool any = false;
+  for (double s : scores) {
+    if (s == kNoScore) continue;
+    min = any ? std::min(min, s) : s;
+    max = any ? std::max(max, s) : s;
+    any = true;
+  }
+  for (double& s : scores) {
+    s = s == kNoScore ? 0.0 : max > min ? 100.0 * (s - min) / (max - min) : 100.0;
+  }
 }
 
 Status Fragment::Bind(const Task& task, const ClusterState& cluster, Allocation& alloc,
                       framework::CycleState&) const {
   const Requests& r = task.requests;
   if (r.gpu != 1 || r.gpu_milli >= kWholeGpuMilli || !alloc.gpus.empty()) return Status::Ok();
-  const std::optional<Choice> c = Best(task, cluster, alloc.node);
+  const std::optional<Choice> c = Best(task, cluster, alloc.node, cluster.AllowedModels(r));
   if (!c || c->slot < 0) return Status::Ok();  // left to the default choice
   alloc.gpus.push_back({cluster.spec(alloc.node).gpus[size_t(c->slot)].index, r.gpu_milli, r.gpu_memory_mib});
   return Status::Ok();

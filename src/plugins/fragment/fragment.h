@@ -7,7 +7,8 @@
 // CPU, memory, accepted models and vendors), each with its share of the
 // arrivals. Given in the config (`workload`), or learned online: every task
 // the scheduler decides about counts once, and older arrivals fade with a
-// half-life of `half_life` arrivals.
+// half-life of `half_life` arrivals; the 128 most frequent shapes are used,
+// and past 512 the rarest are forgotten.
 //
 // A node's fragmentation for one shape m is the free GPU capacity (milli)
 // that m could not use there: all of it when m does not fit the node at all
@@ -40,6 +41,7 @@
 #define HF_PLUGINS_FRAGMENT_FRAGMENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <array>
 #include <map>
 #include <optional>
@@ -63,6 +65,8 @@ class Fragment final : public framework::ScorePlugin,
   // Learned shapes kept (the most frequent), and arrivals between refreshes.
   static constexpr size_t kMaxShapes = 128;
   static constexpr uint64_t kRefresh = 256;
+  // The raw score of a node the task does not fit after all.
+  static constexpr double kNoScore = -1e300;
   static constexpr double kDrift = 0.02;
 
   explicit Fragment(const framework::PluginDeps&) {}
@@ -118,8 +122,8 @@ class Fragment final : public framework::ScorePlugin,
   // task's shape: memoised by both.
   struct DeltaKey {
     Sig before;
+    uint32_t cpu_rank_after = 0, memory_rank_after = 0;  // the task's CPU and memory taken
     int32_t gpus = 0, milli = 0;
-    int64_t cpu_milli = 0, memory_mib = 0;
     ClusterState::ModelMask allowed = 0;
     bool operator==(const DeltaKey&) const = default;
   };
@@ -137,14 +141,16 @@ class Fragment final : public framework::ScorePlugin,
     double delta = 0;
     int slot = -1;
   };
-  std::optional<Choice> Best(const Task& task, const ClusterState& cluster, NodeId n) const;
+  // `allowed`: ClusterState::AllowedModels of the task, worked out once.
+  std::optional<Choice> Best(const Task& task, const ClusterState& cluster, NodeId n,
+                             ClusterState::ModelMask allowed) const;
   // Best's work on a node's packed GPUs (its slots' order): the increase of
   // F and the packed GPU a share takes (kNoGpu, kNoFit).
-  std::pair<double, uint16_t> Place(const Requests& r, ClusterState::ModelMask allowed,
-                                    const GpuFreeView& view, std::array<uint16_t, kMaxSigGpus> packed,
-                                    const Sig& before, Sig after) const;
-  // The shapes resolved for `cluster` (model masks, scarcity), rebuilt when
-  // the workload or the cluster's nodes change.
+  std::pair<double, uint16_t> Place(const Requests& r, const Sig& before, Sig after,
+                                    std::array<uint16_t, kMaxSigGpus> gpus,
+                                    const std::function<bool(size_t)>& fits) const;
+  // The shapes resolved for `cluster` (model masks), rebuilt when the
+  // workload, the cluster's nodes or its exclusive vendors change.
   void Prepare(const ClusterState& cluster) const;
   double ExpectedUncached(const NodeState& s) const;
   // F of a packed state (memoised).
@@ -177,6 +183,7 @@ class Fragment final : public framework::ScorePlugin,
   mutable std::vector<int64_t> cpu_steps_, memory_steps_;  // shapes' thresholds, sorted
   mutable uint64_t prepared_version_ = 0;
   mutable uint64_t prepared_refresh_ = ~uint64_t{0};
+  mutable std::vector<std::string> prepared_exclusive_;
   mutable std::unordered_map<Sig, double, SigHash> memo_;
   // Per (state, shape): the increase of F and, for a share, the packed GPU
   // (model bit << 10 | free milli) it takes; kNoGpu when none or whole GPUs,

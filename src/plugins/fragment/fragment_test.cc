@@ -112,6 +112,46 @@ TEST(FragmentTest, PlacesWhereFragmentationGrowsLeastAndBindsThatGpu) {
   EXPECT_LT(scores[0], scores[1]);  // does not fit node 0: the worst
 }
 
+TEST(FragmentTest, NodesOfOneStateButDifferentCpuLeftAreTold) {
+  // Both nodes: four free GPUs, CPU past both thresholds (1000, 2000). A task
+  // of one GPU and 2 cores leaves node a 1 core (the pair no longer fits: its
+  // three free GPUs fragment, 0.5 x 3000) and node b 6 (nothing changes).
+  // The memo of increases must not hand one node's answer to the other.
+  ClusterState c;
+  ASSERT_TRUE(c.AddNode(Node("a", 3000, 65536, 4, "A100")).ok());
+  ASSERT_TRUE(c.AddNode(Node("b", 8000, 65536, 4, "A100")).ok());
+  Fragment f = Configured(TwoShapes());
+  Task t = MakeTask(1, 2000, 1024, 1);
+  std::vector<double> scores(2);
+  framework::CycleState state;
+  for (const std::vector<NodeId>& order : {std::vector<NodeId>{0, 1}, std::vector<NodeId>{1, 0}}) {
+    f.Score(t, c, order, scores, state);
+    const double a = scores[order[0] == 0 ? 0 : 1], b = scores[order[0] == 0 ? 1 : 0];
+    EXPECT_GT(b, a) << "node a scored first: " << (order[0] == 0);
+  }
+}
+
+TEST(FragmentTest, ExclusiveVendorsAndConfiguredWorkloadsTakeEffect) {
+  ClusterState c;
+  NodeSpec npu = Node("npu", 8000, 65536, 1, "Ascend910B");
+  npu.gpus[0].vendor = "huawei";
+  ASSERT_TRUE(c.AddNode(npu).ok());
+  c.SetExclusiveVendors({"huawei"});
+  Fragment f = Configured(json::parse(R"({"workload": [{"gpu": 1, "gpu_milli": 500, "weight": 1}]})"));
+  Fragment::NodeState s{{{c.MaskOf({"Ascend910B"}), 1000}}, 8000, 65536};
+  // A share cannot use an exclusive vendor's GPU: all of it fragments.
+  EXPECT_DOUBLE_EQ(f.Expected(c, s), 1000);
+  c.SetExclusiveVendors({});
+  EXPECT_DOUBLE_EQ(f.Expected(c, s), 0);
+  // A configured workload edited, however little, is the one used.
+  framework::PluginArgs args;
+  args.config = json::parse(R"({"workload": [{"gpu": 1, "gpu_milli": 500, "weight": 99},
+                                             {"gpu": 1, "gpu_milli": 1000, "weight": 1}]})");
+  ASSERT_TRUE(f.Configure(args).ok());
+  s.gpus[0].second = 600;  // the whole-GPU shape (1%) cannot use it
+  EXPECT_DOUBLE_EQ(f.Expected(c, s), 6);
+}
+
 TEST(FragmentTest, TasksWithoutGpusGoWhereLeastGpuCapacityIsFree) {
   ClusterState c;
   ASSERT_TRUE(c.AddNode(Node("busy", 8000, 65536, 2, "A100")).ok());

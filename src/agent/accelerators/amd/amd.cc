@@ -139,10 +139,14 @@ std::string ModelName(std::string series) {
 }  // namespace
 
 Result<std::map<int32_t, std::map<std::string, std::string>>> ParseRocmSmi(std::string_view text) {
+  // --json may follow WARNING lines (a device in a low-power state): the
+  // object starts at the first line that opens with '{'.
   const std::string trimmed = Trim(text);
+  size_t json_at = trimmed.rfind('{', 0) == 0 ? 0 : trimmed.find("\n{");
+  if (json_at != std::string::npos && json_at > 0) ++json_at;
   Result<Fields> fields = Fields{};
-  if (!trimmed.empty() && trimmed.front() == '{') {
-    fields = ParseJson(trimmed);
+  if (json_at != std::string::npos) {
+    fields = ParseJson(std::string_view(trimmed).substr(json_at));
   } else {
     const std::vector<std::string_view> lines = Lines(text);
     const auto header = std::find_if(lines.begin(), lines.end(), [](std::string_view l) {

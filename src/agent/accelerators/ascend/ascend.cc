@@ -80,10 +80,11 @@ Result<std::vector<NpuChip>> ParseNpuSmiInfo(std::string_view text) {
     const std::vector<std::string> npu_name = Words(first[0]);
     const std::vector<std::string> chip_dev = second.empty() ? std::vector<std::string>() : Words(second[0]);
     NpuChip c;
-    const auto npu = npu_name.empty() ? std::nullopt : ToInt(npu_name[0]);
-    const auto chip = chip_dev.empty() ? std::nullopt : ToInt(chip_dev[0]);
-    if (npu_name.size() < 2 || !npu || second.size() < 3 || !chip ||
-        (has_device && chip_dev.size() < 2)) {
+    std::optional<int64_t> npu, chip;
+    if (!npu_name.empty()) npu = ToInt(npu_name[0]);
+    if (!chip_dev.empty()) chip = ToInt(chip_dev[0]);
+    if (npu_name.size() < 2 || !npu || second.size() < 3 || !chip || *npu < 0 || *npu > INT32_MAX ||
+        *chip < 0 || *chip > INT32_MAX || (has_device && chip_dev.size() < 2)) {
       return InvalidArgument(where + ": not an NPU's two lines: '" + line.substr(0, 80) + "'");
     }
     c.npu = int32_t(*npu);
@@ -92,7 +93,9 @@ Result<std::vector<NpuChip>> ParseNpuSmiInfo(std::string_view text) {
     c.logic_id = int32_t(out.size());
     if (has_device) {
       const auto dev = ToInt(chip_dev[1]);
-      if (!dev || *dev < 0) return InvalidArgument(where + ": bad device id '" + chip_dev[1] + "'");
+      if (!dev || *dev < 0 || *dev > INT32_MAX) {
+        return InvalidArgument(where + ": bad device id '" + chip_dev[1] + "'");
+      }
       c.logic_id = int32_t(*dev);
     }
     if (!logic_ids.insert(c.logic_id).second) {

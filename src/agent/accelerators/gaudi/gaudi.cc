@@ -46,7 +46,9 @@ Result<std::vector<Found>> HlSmiQueryDevices(std::string_view csv) {
     f.device.index = int32_t(i);
     if (auto it = r.find("index"); it != r.end()) {
       const auto index = ToInt(it->second);
-      if (!index || *index < 0) return InvalidArgument(where + ": bad index '" + it->second + "'");
+      if (!index || *index < 0 || *index > INT32_MAX) {
+        return InvalidArgument(where + ": bad index '" + it->second + "'");
+      }
       f.device.index = int32_t(*index);
     }
     auto name = r.find("name");
@@ -60,7 +62,9 @@ Result<std::vector<Found>> HlSmiQueryDevices(std::string_view csv) {
     f.bind_id = std::to_string(f.device.index);
     if (auto it = r.find("module_id"); it != r.end()) {
       const auto module = ToInt(it->second);
-      if (!module || *module < 0) return InvalidArgument(where + ": bad module_id '" + it->second + "'");
+      if (!module || *module < 0 || *module > INT32_MAX) {
+        return InvalidArgument(where + ": bad module_id '" + it->second + "'");
+      }
       f.bind_id = std::to_string(*module);
     }
     out.push_back(std::move(f));
@@ -83,8 +87,9 @@ Result<std::vector<HlSmiRow>> ParseHlSmiTable(std::string_view text) {
     if (at + 1 >= lines.size()) return InvalidArgument(where + ": an AIP without its second line");
     const std::vector<std::string> second = Cells(lines[at + 1]);
     const std::vector<std::string> aip = first.empty() ? std::vector<std::string>() : Words(first[0]);
-    const auto index = aip.empty() ? std::nullopt : ToInt(aip[0]);
-    if (first.size() < 3 || second.size() < 3 || aip.size() < 2 || !index || *index < 0) {
+    std::optional<int64_t> index;
+    if (aip.size() >= 2) index = ToInt(aip[0]);
+    if (first.size() < 3 || second.size() < 3 || !index || *index < 0 || *index > INT32_MAX) {
       return InvalidArgument(where + ": not an AIP's two lines: '" + line.substr(0, 80) + "'");
     }
     HlSmiRow r;
@@ -113,7 +118,9 @@ Result<std::vector<GpuUsage>> HlSmiQueryUsage(std::string_view csv) {
     u.index = int32_t(i);
     if (auto it = r.find("index"); it != r.end()) {
       const auto index = ToInt(it->second);
-      if (!index || *index < 0) return InvalidArgument("hl-smi -Q device " + std::to_string(i) + ": bad index");
+      if (!index || *index < 0 || *index > INT32_MAX) {
+        return InvalidArgument("hl-smi -Q device " + std::to_string(i) + ": bad index");
+      }
       u.index = int32_t(*index);
     }
     if (auto it = r.find("utilization.aip"); it != r.end()) {

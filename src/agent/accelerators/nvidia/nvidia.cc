@@ -141,7 +141,9 @@ Result<std::vector<GpuDevice>> ParseNvidiaSmiInventory(std::string_view csv) {
     g.index = int32_t(i);
     if (auto it = r.find("index"); it != r.end()) {
       const auto index = ToInt(it->second);
-      if (!index || *index < 0) return InvalidArgument(where + ": bad index '" + it->second + "'");
+      if (!index || *index < 0 || *index > INT32_MAX) {
+        return InvalidArgument(where + ": bad index '" + it->second + "'");
+      }
       g.index = static_cast<int32_t>(*index);
     }
     auto name = r.find("name");
@@ -287,7 +289,7 @@ Result<std::vector<GpuUsage>> ParseNvidiaSmiUsage(std::string_view csv) {
     u.index = int32_t(i);
     if (auto it = r.find("index"); it != r.end()) {
       const auto index = ToInt(it->second);
-      if (!index || *index < 0) {
+      if (!index || *index < 0 || *index > INT32_MAX) {
         return InvalidArgument("nvidia-smi --query-gpu device " + std::to_string(i) + ": bad index");
       }
       u.index = static_cast<int32_t>(*index);
@@ -321,8 +323,15 @@ const Nvml* NvidiaVendor::GetNvml() const {
 
 Result<std::vector<Found>> NvidiaVendor::Discover(const std::string& tool, const Runner& run) const {
   std::vector<Found> found;
+  Result<std::vector<Found>> from_nvml = Unavailable("no NVML");
   if (const Nvml* nvml = GetNvml()) {
-    HF_ASSIGN_OR_RETURN(found, nvml->Devices());
+    from_nvml = nvml->Devices();
+    // NVML that fails on a GPU: nvidia-smi, when there is one, may still read them.
+    if (!from_nvml.ok() && tool.empty()) return from_nvml.status();
+    if (!from_nvml.ok()) spdlog::warn("agent: NVML: {}; reading nvidia-smi", from_nvml.status().message());
+  }
+  if (from_nvml.ok()) {
+    found = std::move(from_nvml).value();
   } else {
     const std::optional<std::string> out =
         run(tool + " --query-gpu=index,uuid,name,memory.total --format=csv,nounits");
