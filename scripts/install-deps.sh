@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
-  libsqlite3-dev libboost-dev libssl-dev libspdlog-dev
+  libsqlite3-dev libpq-dev postgresql libboost-dev libssl-dev libspdlog-dev
   libgtest-dev libgmock-dev libhwloc-dev
   python3 python3-prometheus-client prometheus curl wrk
   chromium fonts-wqy-microhei

@@ -47,6 +47,9 @@ struct ServerOptions {
   std::string address = "0.0.0.0";
   uint16_t port = 3333;
   std::string data_dir = "./data";
+  // The PostgreSQL database (a postgresql:// URI) to keep the cluster in;
+  // empty: SQLite in data_dir.
+  std::string store;
   // A node whose agent sent no heartbeat for this long becomes NotReady.
   double node_grace_period_s = 40;
   // Fencing (docs/AGENT.md): a task's supervisor stops it when its agent has

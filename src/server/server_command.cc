@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/log.h"
+#include "store/postgres.h"
 
 namespace hf::server {
 namespace {
@@ -39,6 +40,13 @@ int RunServerCommand(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--data-dir", options.data_dir, "where the database and admin.token live")
       ->capture_default_str();
+  app.add_option("--store", options.store,
+                 "the PostgreSQL database to keep the cluster in: a libpq URI, postgresql://... "
+                 "(several hosts allowed; the password from ~/.pgpass or PGPASSFILE, not the URI); "
+                 "default: SQLite in --data-dir (docs/STORE.md)")
+      ->check([](const std::string& v) -> std::string {
+        return store::IsPostgresUri(v) ? "" : "--store must be a postgresql:// URI";
+      });
   app.add_option("--file-root", options.file_root,
                  "folder that files named through the API (a topology_config) must lie in; "
                  "default: anywhere the server may read");

@@ -1,10 +1,11 @@
 // Versioned schema migrations for the store.
 //
 // The schema_version table records every applied migration (version, when,
-// what). Migrations are applied in order, each in its own IMMEDIATE
+// what). Migrations are applied in order, each in its own write
 // transaction together with its schema_version row, so a crash leaves the
-// database at a whole version. Reopening applies only versions above the
-// recorded maximum. A database whose recorded version is above every version
+// database at a whole version. On PostgreSQL the whole of it runs under an
+// advisory lock, so that servers starting together migrate one at a time.
+// Reopening applies only versions above the recorded maximum. A database whose recorded version is above every version
 // this binary knows is refused (FailedPrecondition): an older binary must not
 // write to a schema it does not understand.
 //
@@ -16,7 +17,7 @@
 #include <span>
 
 #include "core/status.h"
-#include "store/sqlite.h"
+#include "store/db.h"
 
 namespace hf::store {
 
@@ -26,8 +27,11 @@ struct Migration {
   const char* sql;          // one or more statements
 };
 
-// Every migration this binary knows, oldest first.
-std::span<const Migration> AllMigrations();
+// Every migration this binary knows for `dialect`, oldest first. A
+// PostgreSQL database starts at the schema SQLite reached in version 10, in
+// one migration: there is no older PostgreSQL database to bring forward.
+// Every later version has both dialects' SQL.
+std::span<const Migration> AllMigrations(Dialect dialect = Dialect::kSqlite);
 
 // The version a database has after AllMigrations() is applied.
 int64_t LatestSchemaVersion();

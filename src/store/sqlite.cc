@@ -38,7 +38,52 @@ Status SqliteStatus(sqlite3* db, int rc, std::string_view what) {
   }
 }
 
-Result<Db> Db::Open(const std::string& path) {
+namespace {
+
+class SqliteStmt final : public StmtImpl {
+ public:
+  SqliteStmt(sqlite3* db, sqlite3_stmt* stmt, std::string sql, StmtCache* cache)
+      : db_(db), stmt_(stmt), sql_(std::move(sql)), cache_(cache) {}
+  SqliteStmt(const SqliteStmt&) = delete;
+  SqliteStmt& operator=(const SqliteStmt&) = delete;
+  // Back to the cache, reset and with its bindings cleared.
+  ~SqliteStmt() override {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+    (*cache_)[sql_].push_back(stmt_);
+  }
+
+  void Bind(int pos, int64_t v) override { sqlite3_bind_int64(stmt_, pos, v); }
+  void Bind(int pos, std::string_view v) override {
+    sqlite3_bind_text(stmt_, pos, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  }
+  void BindNull(int pos) override { sqlite3_bind_null(stmt_, pos); }
+  Result<bool> Step() override {
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    return SqliteStatus(db_, rc, "run \"" + sql_.substr(0, 60) + "\"");
+  }
+  int64_t Int(int col) const override { return sqlite3_column_int64(stmt_, col); }
+  std::string Text(int col) const override {
+    const unsigned char* p = sqlite3_column_text(stmt_, col);
+    if (p == nullptr) return std::string();
+    return std::string(reinterpret_cast<const char*>(p),
+                       static_cast<size_t>(sqlite3_column_bytes(stmt_, col)));
+  }
+  bool IsNull(int col) const override { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+  const std::string& sql() const override { return sql_; }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_;
+  std::string sql_;
+  StmtCache* cache_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<SqliteDb>> SqliteDb::Open(const std::string& path) {
   sqlite3* raw = nullptr;
   int rc =
       sqlite3_open_v2(path.c_str(), &raw,
@@ -50,48 +95,30 @@ Result<Db> Db::Open(const std::string& path) {
     return s;
   }
   sqlite3_extended_result_codes(raw, 1);
-  return Db(raw);
+  return std::unique_ptr<SqliteDb>(new SqliteDb(raw));
 }
 
-Db::Db(Db&& other) noexcept
-    : db_(std::exchange(other.db_, nullptr)), cache_(std::move(other.cache_)) {}
-
-Db& Db::operator=(Db&& other) noexcept {
-  if (this != &other) {
-    Close();
-    db_ = std::exchange(other.db_, nullptr);
-    cache_ = std::move(other.cache_);
-  }
-  return *this;
-}
-
-Db::~Db() { Close(); }
-
-void Db::Close() {
-  if (cache_) {
-    for (auto& [sql, stmts] : *cache_) {
-      for (sqlite3_stmt* s : stmts) sqlite3_finalize(s);
-    }
-    cache_->clear();
+SqliteDb::~SqliteDb() {
+  for (auto& [sql, stmts] : cache_) {
+    for (sqlite3_stmt* s : stmts) sqlite3_finalize(s);
   }
   // sqlite3_close (not _v2) fails while statements are open; every Stmt is
   // scoped inside a Store call, so none can be open here.
-  if (db_ != nullptr) sqlite3_close(db_);
-  db_ = nullptr;
+  sqlite3_close(db_);
 }
 
-Status Db::Exec(const std::string& sql) {
+Status SqliteDb::Exec(const std::string& sql) {
   char* err = nullptr;
   int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
   sqlite3_free(err);
   return SqliteStatus(db_, rc, "execute \"" + sql.substr(0, 60) + "\"");
 }
 
-Result<Stmt> Db::Prepare(std::string_view sql) {
-  if (auto it = cache_->find(std::string(sql)); it != cache_->end() && !it->second.empty()) {
+Result<Stmt> SqliteDb::Prepare(std::string_view sql) {
+  if (auto it = cache_.find(std::string(sql)); it != cache_.end() && !it->second.empty()) {
     sqlite3_stmt* stmt = it->second.back();
     it->second.pop_back();
-    return Stmt(db_, stmt, it->first, cache_.get());
+    return Stmt(std::make_unique<SqliteStmt>(db_, stmt, it->first, &cache_));
   }
   sqlite3_stmt* stmt = nullptr;
   int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
@@ -99,90 +126,11 @@ Result<Stmt> Db::Prepare(std::string_view sql) {
     sqlite3_finalize(stmt);
     return SqliteStatus(db_, rc, "prepare \"" + std::string(sql.substr(0, 60)) + "\"");
   }
-  return Stmt(db_, stmt, std::string(sql), cache_.get());
+  return Stmt(std::make_unique<SqliteStmt>(db_, stmt, std::string(sql), &cache_));
 }
 
-int64_t Db::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
-int Db::Changes() const { return sqlite3_changes(db_); }
+int SqliteDb::Changes() const { return sqlite3_changes(db_); }
 
-Stmt::Stmt(Stmt&& other) noexcept
-    : db_(other.db_),
-      stmt_(std::exchange(other.stmt_, nullptr)),
-      sql_(std::move(other.sql_)),
-      cache_(other.cache_) {}
-
-Stmt& Stmt::operator=(Stmt&& other) noexcept {
-  if (this != &other) {
-    Release();
-    db_ = other.db_;
-    stmt_ = std::exchange(other.stmt_, nullptr);
-    sql_ = std::move(other.sql_);
-    cache_ = other.cache_;
-  }
-  return *this;
-}
-
-Stmt::~Stmt() { Release(); }
-
-void Stmt::Release() {
-  if (stmt_ == nullptr) return;
-  if (cache_ == nullptr) {
-    sqlite3_finalize(std::exchange(stmt_, nullptr));
-    return;
-  }
-  sqlite3_reset(stmt_);
-  sqlite3_clear_bindings(stmt_);
-  (*cache_)[sql_].push_back(std::exchange(stmt_, nullptr));
-}
-
-Stmt& Stmt::Bind(int pos, int64_t v) {
-  sqlite3_bind_int64(stmt_, pos, v);
-  return *this;
-}
-
-Stmt& Stmt::Bind(int pos, std::string_view v) {
-  sqlite3_bind_text(stmt_, pos, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-  return *this;
-}
-
-Stmt& Stmt::Bind(int pos, const std::optional<int64_t>& v) {
-  if (v.has_value()) return Bind(pos, *v);
-  return BindNull(pos);
-}
-
-Stmt& Stmt::BindNull(int pos) {
-  sqlite3_bind_null(stmt_, pos);
-  return *this;
-}
-
-Result<bool> Stmt::Step() {
-  int rc = sqlite3_step(stmt_);
-  if (rc == SQLITE_ROW) return true;
-  if (rc == SQLITE_DONE) return false;
-  return SqliteStatus(db_, rc, "run \"" + sql_.substr(0, 60) + "\"");
-}
-
-Status Stmt::Run() {
-  Result<bool> r = Step();
-  if (!r.ok()) return r.status();
-  if (*r) return Internal("statement returned rows where none were expected: " + sql_);
-  return Status::Ok();
-}
-
-int64_t Stmt::Int(int col) const { return sqlite3_column_int64(stmt_, col); }
-
-std::string Stmt::Text(int col) const {
-  const unsigned char* p = sqlite3_column_text(stmt_, col);
-  if (p == nullptr) return std::string();
-  return std::string(reinterpret_cast<const char*>(p),
-                     static_cast<size_t>(sqlite3_column_bytes(stmt_, col)));
-}
-
-bool Stmt::IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
-
-std::optional<int64_t> Stmt::OptInt(int col) const {
-  if (IsNull(col)) return std::nullopt;
-  return Int(col);
-}
+bool SqliteDb::InTransaction() const { return sqlite3_get_autocommit(db_) == 0; }
 
 }  // namespace hf::store

@@ -1,7 +1,6 @@
 #include "store/store.h"
 
 #include <fcntl.h>
-#include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,6 +15,8 @@
 #include <utility>
 
 #include "store/migrations.h"
+#include "store/postgres.h"
+#include "store/sqlite.h"
 
 namespace hf::store {
 namespace {
@@ -34,7 +35,7 @@ Result<std::string> PragmaValue(Db& db, const std::string& pragma) {
 // rolled back on its own (e.g. after SQLITE_FULL); either way no transaction
 // is left open, which is all that matters here.
 void RollbackQuietly(Db& db) {
-  if (sqlite3_get_autocommit(db.raw()) == 0) (void)db.Exec("ROLLBACK");
+  if (db.InTransaction()) (void)db.Exec("ROLLBACK");
 }
 
 // Durations here are the machine's own, whatever clock stamps the rows.
@@ -46,15 +47,27 @@ int64_t SteadyMs() {
 
 }  // namespace
 
-Store::Store(Db db, std::string path, const Clock* clock, int64_t schema_version)
-    : db_(std::move(db)), path_(std::move(path)), clock_(clock), schema_version_(schema_version) {}
+Store::Store(std::unique_ptr<Db> db, std::string target, const Clock* clock, int64_t schema_version)
+    : db_(std::move(db)),
+      target_(std::move(target)),
+      display_(IsPostgresUri(target_) ? RedactedUri(target_) : target_),
+      dialect_(db_->dialect()),
+      clock_(clock),
+      schema_version_(schema_version) {}
 
 int64_t Store::NowMs() const {
   static const SystemClock kSystemClock;
   return (clock_ != nullptr ? clock_ : &kSystemClock)->NowMs();
 }
 
-Result<std::unique_ptr<Store>> Store::Open(const std::string& path, StoreOptions options) {
+Result<std::unique_ptr<Store>> Store::Open(const std::string& target, StoreOptions options) {
+  if (IsPostgresUri(target)) {
+    Result<std::unique_ptr<PgDb>> db = PgDb::Connect(target);
+    if (!db.ok()) return db.status();
+    HF_RETURN_IF_ERROR((*db)->SetLockTimeout(options.busy_timeout_ms));
+    return Finish(std::move(*db), target, options);
+  }
+  const std::string& path = target;
   // The file holds tokens' hashes and tasks' environments: readable by its
   // owner only. Created so before SQLite opens it (SQLite gives the WAL and
   // shared-memory files the database file's mode); an older file is
@@ -70,9 +83,10 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path, StoreOptions
       return Unavailable("cannot make " + companion + " private (chmod 600)");
     }
   }
-  Result<Db> db = Db::Open(path);
-  if (!db.ok()) return db.status();
-  HF_RETURN_IF_ERROR(db->Exec("PRAGMA busy_timeout = " + std::to_string(options.busy_timeout_ms)));
+  Result<std::unique_ptr<SqliteDb>> opened = SqliteDb::Open(path);
+  if (!opened.ok()) return opened.status();
+  Db* db = opened->get();
+  HF_RETURN_IF_ERROR(db->SetLockTimeout(options.busy_timeout_ms));
 
   // WAL lets readers in other processes (backups, an operator's sqlite3
   // shell) proceed while we write; FULL makes each commit fsync the WAL, which
@@ -88,17 +102,38 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path, StoreOptions
   // the schema mean nothing without it.
   HF_RETURN_IF_ERROR(db->Exec("PRAGMA foreign_keys = ON"));
 
-  std::unique_ptr<Store> store(new Store(std::move(*db), path, options.clock, 0));
+  return Finish(std::move(*opened), path, options);
+}
+
+Result<std::unique_ptr<Store>> Store::Finish(std::unique_ptr<Db> db, const std::string& target,
+                                             const StoreOptions& options) {
+  std::unique_ptr<Store> store(new Store(std::move(db), target, options.clock, 0));
   store->busy_timeout_ms_ = options.busy_timeout_ms;
   {
     // Not shared yet: held only because db_ is guarded by it.
     MutexLock lock(store->mu_);
-    HF_RETURN_IF_ERROR(ApplyMigrations(store->db_, AllMigrations(), store->NowMs()));
-    Result<int64_t> version = CurrentSchemaVersion(store->db_);
+    Db& conn = *store->db_;
+    HF_RETURN_IF_ERROR(ApplyMigrations(conn, AllMigrations(conn.dialect()), store->NowMs()));
+    Result<int64_t> version = CurrentSchemaVersion(conn);
     if (!version.ok()) return version.status();
     store->schema_version_ = *version;
   }
   return store;
+}
+
+Result<std::unique_ptr<Db>> Store::Connect() const {
+  if (dialect_ == Dialect::kPostgres) {
+    Result<std::unique_ptr<PgDb>> db = PgDb::Connect(target_);
+    if (!db.ok()) return db.status();
+    HF_RETURN_IF_ERROR((*db)->Exec("SET default_transaction_read_only = on"));
+    HF_RETURN_IF_ERROR((*db)->SetLockTimeout(busy_timeout_ms_));
+    return std::unique_ptr<Db>(std::move(*db));
+  }
+  Result<std::unique_ptr<SqliteDb>> db = SqliteDb::Open(target_);
+  if (!db.ok()) return db.status();
+  HF_RETURN_IF_ERROR((*db)->Exec("PRAGMA query_only = ON"));
+  HF_RETURN_IF_ERROR((*db)->SetLockTimeout(busy_timeout_ms_));
+  return std::unique_ptr<Db>(std::move(*db));
 }
 
 struct Store::Writer {
@@ -123,8 +158,6 @@ Status RunWriteFn(const std::function<Status(Tx&)>& fn, Tx& tx) {
     return Internal("store transaction threw a non-standard exception");
   }
 }
-
-bool InTransaction(Db& db) { return sqlite3_get_autocommit(db.raw()) == 0; }
 
 }  // namespace
 
@@ -163,10 +196,10 @@ size_t Store::CommitSome(const std::vector<Writer*>& group, size_t from) {
   // Only the waits on the lock and on the disk count as stuck (CanCommit):
   // the functions themselves run on this process's CPU.
   write_since_ms_.store(SteadyMs());
-  Status begin = db_.Exec("BEGIN IMMEDIATE");
+  Status begin = db_->BeginWrite();
   write_since_ms_.store(0);
   if (!begin.ok()) {
-    RollbackQuietly(db_);
+    RollbackQuietly(*db_);
     for (size_t i = from; i < group.size(); ++i) group[i]->status = begin;
     return group.size();
   }
@@ -177,19 +210,19 @@ size_t Store::CommitSome(const std::vector<Writer*>& group, size_t from) {
     Writer& w = *group[end];
     // A savepoint per function, so that one writer's failure undoes only
     // its own statements.
-    w.status = db_.Exec("SAVEPOINT w");
+    w.status = db_->Exec("SAVEPOINT w");
     if (w.status.ok()) {
-      Tx tx(&db_, NowMs());
+      Tx tx(db_.get(), NowMs());
       w.status = RunWriteFn(*w.fn, tx);
       Status over;  // set when the transaction cannot go on
-      if (!InTransaction(db_)) {
+      if (!db_->InTransaction()) {
         // Some errors (a full disk, an I/O error) make SQLite roll back the
         // whole transaction on its own; the savepoint went with it.
         over = w.status.ok() ? Internal("the transaction ended inside a write that returned OK")
                              : w.status;
       } else {
-        Status undo = w.status.ok() ? db_.Exec("RELEASE w") : db_.Exec("ROLLBACK TO w");
-        if (undo.ok() && !w.status.ok()) undo = db_.Exec("RELEASE w");
+        Status undo = w.status.ok() ? db_->Exec("RELEASE w") : db_->Exec("ROLLBACK TO w");
+        if (undo.ok() && !w.status.ok()) undo = db_->Exec("RELEASE w");
         over = undo;
       }
       if (!over.ok()) {
@@ -202,7 +235,7 @@ size_t Store::CommitSome(const std::vector<Writer*>& group, size_t from) {
     if (w.status.ok()) ++kept;
   }
   if (!lost.ok()) {
-    RollbackQuietly(db_);
+    RollbackQuietly(*db_);
     // The writers before the one that ended the transaction lost their
     // changes through no fault of theirs; those after it run in the next one.
     for (size_t i = from; i < end; ++i) {
@@ -214,14 +247,14 @@ size_t Store::CommitSome(const std::vector<Writer*>& group, size_t from) {
     return end;
   }
   if (kept == 0) {
-    RollbackQuietly(db_);  // nothing to keep: no COMMIT, no fsync
+    RollbackQuietly(*db_);  // nothing to keep: no COMMIT, no fsync
     return end;
   }
   write_since_ms_.store(SteadyMs());
-  Status commit = db_.Exec("COMMIT");
+  Status commit = db_->Exec("COMMIT");
   write_since_ms_.store(0);
   if (!commit.ok()) {
-    RollbackQuietly(db_);
+    RollbackQuietly(*db_);
     for (size_t i = from; i < end; ++i) {
       if (group[i]->status.ok()) group[i]->status = commit;
     }
@@ -260,12 +293,21 @@ Result<Store::ReadLease> Store::BorrowReader() const {
     return ReadLease(this, db);
   }
   // A new one; opening takes a moment, but readers_ must count it first.
-  Result<Db> db = Db::Open(path_);
+  Result<std::unique_ptr<Db>> db = Connect();
   if (!db.ok()) return db.status();
-  HF_RETURN_IF_ERROR(db->Exec("PRAGMA query_only = ON"));
-  HF_RETURN_IF_ERROR(db->Exec("PRAGMA busy_timeout = " + std::to_string(busy_timeout_ms_)));
-  readers_.push_back(std::make_unique<Db>(std::move(*db)));
+  readers_.push_back(std::move(*db));
   return ReadLease(this, readers_.back().get());
+}
+
+Status Store::ClaimExclusive() {
+  if (dialect_ != Dialect::kPostgres) return Status::Ok();
+  MutexLock lock(mu_);
+  Status s = static_cast<PgDb&>(*db_).HoldLock(kServerLock);
+  if (s.code() == StatusCode::kFailedPrecondition) {
+    return FailedPrecondition("another heteroflow server is using the database " + display_ +
+                              "; one server per database in this version (docs/STORE.md)");
+  }
+  return s;
 }
 
 Status Store::CanCommit() {
@@ -279,9 +321,10 @@ Status Store::CanCommit() {
   // SQLite reuses WAL and database pages it already has, so a small probe can
   // still commit on a full disk while every real write fails: free space is
   // checked as well.
+  // (A PostgreSQL server watches its own disk: a full one fails the probe.)
   struct statvfs fs {};
-  const std::string dir = std::filesystem::path(path_).parent_path().string();
-  if (statvfs(dir.empty() ? "." : dir.c_str(), &fs) == 0) {
+  const std::string dir = std::filesystem::path(target_).parent_path().string();
+  if (dialect_ == Dialect::kSqlite && statvfs(dir.empty() ? "." : dir.c_str(), &fs) == 0) {
     const uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
     if (free_bytes < kDiskReserveBytes) {
       return Unavailable("only " + std::to_string(free_bytes >> 10) +
@@ -300,15 +343,15 @@ Status Store::CanCommit() {
   MutexLock write(mu_, std::adopt_lock);
   // A health check must answer soon: a lock held elsewhere is waited for
   // briefly, not for the writers' busy timeout.
-  (void)db_.Exec("PRAGMA busy_timeout = 200");
-  Status s = db_.Exec("BEGIN IMMEDIATE");
+  (void)db_->SetLockTimeout(200);
+  Status s = db_->BeginWrite();
   if (s.ok()) {
-    s = db_.Exec("INSERT OR REPLACE INTO health (id, checked_at) VALUES (1, " +
-                 std::to_string(NowMs()) + ")");
-    if (s.ok()) s = db_.Exec("COMMIT");
-    if (!s.ok()) RollbackQuietly(db_);
+    s = db_->Exec("INSERT INTO health (id, checked_at) VALUES (1, " + std::to_string(NowMs()) +
+                  ") ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at");
+    if (s.ok()) s = db_->Exec("COMMIT");
+    if (!s.ok()) RollbackQuietly(*db_);
   }
-  (void)db_.Exec("PRAGMA busy_timeout = " + std::to_string(busy_timeout_ms_));
+  (void)db_->SetLockTimeout(busy_timeout_ms_);
   MutexLock lock(probe_mu_);
   probed_at_ms_ = now;
   probed_ = s;
@@ -318,7 +361,7 @@ Status Store::CanCommit() {
 Status Store::Read(const std::function<Status(const ReadTx&)>& fn) const {
   HF_ASSIGN_OR_RETURN(ReadLease reader, BorrowReader());
   Db& db = reader.db();
-  HF_RETURN_IF_ERROR(db.Exec("BEGIN"));
+  HF_RETURN_IF_ERROR(db.BeginRead());
   ReadTx tx(&db, NowMs());
   Status s;
   try {

@@ -1,10 +1,13 @@
-// The persistent store: one SQLite file holding nodes, tasks and their
-// events, allocations with their GPU grants, plugin and scheduler config,
-// API tokens and the config audit log.
+// The persistent store: one SQLite file, or one PostgreSQL database
+// (docs/STORE.md), holding nodes, tasks and their events, allocations with
+// their GPU grants, jobs, queues, plugin and scheduler config, API tokens,
+// the config audit log and inference objects. Both backends run the same
+// code here and in tx.cc, over store/db.h.
 //
-// Durability: the file runs in WAL mode with synchronous=FULL, so a Write
-// that returned OK has been fsync'ed and survives a crash of the process or
-// the machine. Callers answer 2xx only after Write returns.
+// Durability: a SQLite file runs in WAL mode with synchronous=FULL, so a
+// Write that returned OK has been fsync'ed and survives a crash of the
+// process or the machine; on PostgreSQL it returned after the server's
+// COMMIT did. Callers answer 2xx only after Write returns.
 //
 // Group commit (LevelDB's write batching, PostgreSQL's group commit):
 // writers that arrive while a commit is in flight queue up, and the first of
@@ -69,7 +72,7 @@
 #include "core/model.h"
 #include "core/mutex.h"
 #include "core/status.h"
-#include "store/sqlite.h"
+#include "store/db.h"
 
 namespace hf::store {
 
@@ -317,12 +320,14 @@ struct StoreOptions {
 
 class Store {
  public:
-  // Opens or creates the database file at `path` (its directory must exist)
-  // and brings its schema up to date. The file and its WAL and
-  // shared-memory companions are made 0600 (owner only). Errors: Unavailable when the file
-  // cannot be opened or put in WAL mode; FailedPrecondition when its schema
-  // is newer than this binary; a migration's error otherwise.
-  static Result<std::unique_ptr<Store>> Open(const std::string& path, StoreOptions options = {});
+  // Opens or creates the database file at `target` (its directory must
+  // exist), or connects to the PostgreSQL database a postgresql:// URI names
+  // (the database must exist; docs/STORE.md), and brings its schema up to
+  // date. A file and its WAL and shared-memory companions are made 0600
+  // (owner only). Errors: Unavailable when the file cannot be opened or put
+  // in WAL mode, or no PostgreSQL server answers; FailedPrecondition when its
+  // schema is newer than this binary; a migration's error otherwise.
+  static Result<std::unique_ptr<Store>> Open(const std::string& target, StoreOptions options = {});
 
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -344,6 +349,16 @@ class Store {
   Status Read(const std::function<Status(const ReadTx&)>& fn) const HF_EXCLUDES(readers_mu_);
   static constexpr size_t kReadConnections = 4;
 
+  // Makes this Store the only one that writes to its database, for as long
+  // as it lives: a no-op for a SQLite file (the server's data directory lock
+  // does it); on PostgreSQL a session-level advisory lock on the write
+  // connection, taken again if that connection is made again.
+  // FailedPrecondition when another server holds it: several servers on one
+  // PostgreSQL database need leader election, which this version does not
+  // have (docs/STORE.md).
+  Status ClaimExclusive() HF_EXCLUDES(mu_);
+  static constexpr int64_t kServerLock = 0x6866'7365'7276'6572;  // "hfserver"
+
   // Whether a commit goes through now. No when a group has waited
   // kStuckWriteMs for the lock (another process holds it) or for its COMMIT
   // (a disk that does not answer), when the
@@ -361,10 +376,17 @@ class Store {
 
   // The schema version the file is at (LatestSchemaVersion() after Open).
   int64_t schema_version() const { return schema_version_; }
-  const std::string& path() const { return path_; }
+  // The file, or the PostgreSQL URI without its password.
+  const std::string& path() const { return display_; }
+  Dialect dialect() const { return dialect_; }
 
  private:
-  Store(Db db, std::string path, const Clock* clock, int64_t schema_version);
+  Store(std::unique_ptr<Db> db, std::string target, const Clock* clock, int64_t schema_version);
+  // Applies the migrations on `db` and makes the Store around it.
+  static Result<std::unique_ptr<Store>> Finish(std::unique_ptr<Db> db, const std::string& target,
+                                               const StoreOptions& options);
+  // A new connection to the same database (a reader's).
+  Result<std::unique_ptr<Db>> Connect() const;
   int64_t NowMs() const;
 
   // A read connection borrowed from the pool; returned when destroyed.
@@ -383,14 +405,16 @@ class Store {
 
   // Taken by a group's leader (after queue_mu_ is let go) and by the probe.
   mutable Mutex mu_;  // guards db_ (the write connection)
-  mutable Db db_ HF_GUARDED_BY(mu_);
+  std::unique_ptr<Db> db_ HF_GUARDED_BY(mu_);
   Mutex queue_mu_;  // guards writers_ and each queued Writer's status and done
   // Writers waiting, in arrival order; the head is the leader of the group in
   // flight, or the next one. A Writer lives on its caller's stack.
   std::deque<Writer*> writers_ HF_GUARDED_BY(queue_mu_);
   std::atomic<uint64_t> commits_{0};
   std::atomic<uint64_t> writes_{0};
-  std::string path_;
+  std::string target_;   // the file, or the PostgreSQL URI
+  std::string display_;  // the same, without a password
+  Dialect dialect_;
   const Clock* clock_;
   int64_t schema_version_;
   int busy_timeout_ms_ = 5000;

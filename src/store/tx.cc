@@ -1,6 +1,7 @@
 // ReadTx and Tx: the typed operations of store.h, one SQL statement or a few
 // each. Statements are prepared per call; at the request rates of a control
 // plane that costs far less than the fsync every commit pays.
+#include <limits>
 #include <set>
 #include <string>
 #include <utility>
@@ -17,6 +18,19 @@ using nlohmann::json;
   Result<Stmt> var##_or = (expr);               \
   if (!var##_or.ok()) return var##_or.status(); \
   Stmt& var = *var##_or
+
+// LIMIT for "all of them", as both dialects read it.
+constexpr int64_t kNoLimit = std::numeric_limits<int64_t>::max();
+
+// Runs an INSERT ... RETURNING id and gives the id.
+Result<int64_t> NewId(Stmt& stmt) {
+  HF_ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row) return Internal("INSERT ... RETURNING id gave no row");
+  const int64_t id = stmt.Int(0);
+  HF_ASSIGN_OR_RETURN(bool more, stmt.Step());
+  if (more) return Internal("INSERT ... RETURNING id gave more than one row");
+  return id;
+}
 
 Result<json> ParseStored(const std::string& text, const std::string& what) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -259,8 +273,7 @@ Result<std::vector<TaskRecord>> ReadTx::ListTasks(const TaskFilter& f) const {
   if (f.group) stmt.Bind(4, *f.group);
   if (f.priority) stmt.Bind(5, int64_t{*f.priority});
   if (f.job) stmt.Bind(7, static_cast<int64_t>(*f.job));
-  // A negative LIMIT is SQLite's "no limit".
-  stmt.Bind(6, int64_t{f.limit > 0 ? f.limit : -1});
+  stmt.Bind(6, int64_t{f.limit > 0 ? f.limit : kNoLimit});
   std::vector<TaskRecord> out;
   for (;;) {
     Result<bool> row = stmt.Step();
@@ -279,20 +292,20 @@ Result<TaskKey> Tx::InsertTask(const Task& task) {
   HF_ASSIGN_STMT(
       stmt, db_->Prepare(
                 "INSERT INTO tasks (name, grp, priority, kind, state, spec, created_at, updated_at,"
-                " job_id) VALUES (?, ?, ?, ?, 'pending', ?, ?7, ?7, ?8)"));
+                " job_id) VALUES (?, ?, ?, ?, 'pending', ?, ?7, ?7, ?8) RETURNING id"));
   if (task.job.id != 0) {
     stmt.Bind(8, static_cast<int64_t>(task.job.id));
   } else {
     stmt.BindNull(8);
   }
-  HF_RETURN_IF_ERROR(stmt.Bind(1, task.name)
-                         .Bind(2, task.group)
-                         .Bind(3, int64_t{task.priority})
-                         .Bind(4, TaskKindName(task.kind))
-                         .Bind(5, TaskToJson(task).dump())
-                         .Bind(7, now_ms_)
-                         .Run());
-  return static_cast<TaskKey>(db_->LastInsertRowId());
+  stmt.Bind(1, task.name)
+      .Bind(2, task.group)
+      .Bind(3, int64_t{task.priority})
+      .Bind(4, TaskKindName(task.kind))
+      .Bind(5, TaskToJson(task).dump())
+      .Bind(7, now_ms_);
+  HF_ASSIGN_OR_RETURN(int64_t id, NewId(stmt));
+  return static_cast<TaskKey>(id);
 }
 
 Status Tx::UpdateTaskState(TaskKey id, TaskState state, const std::string& reason) {
@@ -387,7 +400,7 @@ Result<JobRecord> ReadTx::GetJob(uint64_t id) const {
 
 Result<std::vector<JobRecord>> ReadTx::ListJobs(uint64_t after, int limit) const {
   HF_ASSIGN_STMT(stmt, db_->Prepare(std::string(kJobColumns) + " WHERE id > ? ORDER BY id LIMIT ?"));
-  stmt.Bind(1, static_cast<int64_t>(after)).Bind(2, int64_t{limit > 0 ? limit : -1});
+  stmt.Bind(1, static_cast<int64_t>(after)).Bind(2, int64_t{limit > 0 ? limit : kNoLimit});
   std::vector<JobRecord> out;
   for (;;) {
     HF_ASSIGN_OR_RETURN(bool row, stmt.Step());
@@ -416,10 +429,10 @@ Result<std::vector<JobEvent>> ReadTx::ListJobEvents(uint64_t id) const {
 
 Result<uint64_t> Tx::InsertJob(const JobSpec& spec) {
   HF_ASSIGN_STMT(stmt, db_->Prepare("INSERT INTO jobs (name, spec, state, created_at, updated_at)"
-                                    " VALUES (?, ?, 'pending', ?3, ?3)"));
-  HF_RETURN_IF_ERROR(
-      stmt.Bind(1, spec.name).Bind(2, JobSpecToJson(spec).dump()).Bind(3, now_ms_).Run());
-  return static_cast<uint64_t>(db_->LastInsertRowId());
+                                    " VALUES (?, ?, 'pending', ?3, ?3) RETURNING id"));
+  stmt.Bind(1, spec.name).Bind(2, JobSpecToJson(spec).dump()).Bind(3, now_ms_);
+  HF_ASSIGN_OR_RETURN(int64_t id, NewId(stmt));
+  return static_cast<uint64_t>(id);
 }
 
 Status Tx::UpdateJob(uint64_t id, JobState state, const std::string& reason, int32_t restarts) {
@@ -629,7 +642,10 @@ Status Tx::DeleteInferenceObject(const std::string& kind, const std::string& nam
 }
 
 Result<std::vector<json>> ReadTx::ListQueues() const {
-  HF_ASSIGN_STMT(stmt, db_->Prepare("SELECT name, spec FROM queues ORDER BY rowid"));
+  // In the order they were created: SQLite's rowid, PostgreSQL's seq.
+  HF_ASSIGN_STMT(stmt, db_->Prepare(db_->dialect() == Dialect::kPostgres
+                                        ? "SELECT name, spec FROM queues ORDER BY seq"
+                                        : "SELECT name, spec FROM queues ORDER BY rowid"));
   std::vector<json> out;
   for (;;) {
     Result<bool> row = stmt.Step();
@@ -690,22 +706,19 @@ Result<int64_t> Tx::InsertToken(const std::string& name, const std::string& role
       stmt,
       db_->Prepare(
           "INSERT INTO tokens (name, role, hash, created_at, expires_at, node)"
-          " VALUES (?, ?, ?, ?, ?, NULLIF(?, ''))"));
-  Status s = stmt.Bind(1, name)
-                 .Bind(2, role)
-                 .Bind(3, sha256_hex)
-                 .Bind(4, now_ms_)
-                 .Bind(5, expires_at_ms)
-                 .Bind(6, node)
-                 .Run();
-  if (s.code() == StatusCode::kAlreadyExists) {
-    // The message must not echo the hash: tokens are never logged.
-    return AlreadyExists(s.message().find("tokens.name") != std::string::npos
+          " VALUES (?, ?, ?, ?, ?, NULLIF(?, '')) RETURNING id"));
+  stmt.Bind(1, name).Bind(2, role).Bind(3, sha256_hex).Bind(4, now_ms_).Bind(5, expires_at_ms).Bind(6, node);
+  Result<int64_t> id = NewId(stmt);
+  if (id.status().code() == StatusCode::kAlreadyExists) {
+    // The message must not echo the hash: tokens are never logged. The
+    // constraint is named as SQLite (tokens.name) or PostgreSQL
+    // (tokens_name_key) names it.
+    const std::string& m = id.status().message();
+    return AlreadyExists(m.find("tokens.name") != std::string::npos || m.find("tokens_name_key") != std::string::npos
                              ? "a token named " + name + " already exists"
                              : "a token with the same secret already exists");
   }
-  HF_RETURN_IF_ERROR(s);
-  return db_->LastInsertRowId();
+  return id;
 }
 
 Result<TokenRecord> ReadTx::FindTokenByHash(const std::string& sha256_hex) const {
@@ -754,7 +767,7 @@ Result<std::vector<AuditEntry>> ReadTx::ListAudit(int limit) const {
   HF_ASSIGN_STMT(
       stmt, db_->Prepare(
                 "SELECT id, time, actor, key, old, new FROM audit_log ORDER BY id DESC LIMIT ?"));
-  stmt.Bind(1, int64_t{limit > 0 ? limit : -1});
+  stmt.Bind(1, int64_t{limit > 0 ? limit : kNoLimit});
   std::vector<AuditEntry> out;
   for (;;) {
     Result<bool> row = stmt.Step();

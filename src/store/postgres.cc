@@ -1,0 +1,282 @@
+#include "store/postgres.h"
+
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <utility>
+
+namespace hf::store {
+
+bool IsPostgresUri(std::string_view target) {
+  return target.starts_with("postgresql://") || target.starts_with("postgres://");
+}
+
+std::string RedactedUri(std::string_view uri) {
+  std::string out(uri);
+  // user:password@ in the authority part.
+  if (const size_t scheme = out.find("://"); scheme != std::string::npos) {
+    const size_t start = scheme + 3;
+    const size_t end = out.find_first_of("/?", start);
+    const size_t at = out.rfind('@', end == std::string::npos ? out.size() : end);
+    if (at != std::string::npos && at >= start) {
+      const size_t colon = out.find(':', start);
+      if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "xxx");
+    }
+  }
+  // password=... among the parameters.
+  for (size_t p = out.find("password="); p != std::string::npos; p = out.find("password=", p + 1)) {
+    if (p > 0 && out[p - 1] != '?' && out[p - 1] != '&') continue;
+    const size_t value = p + 9;
+    const size_t end = out.find('&', value);
+    out.replace(value, (end == std::string::npos ? out.size() : end) - value, "xxx");
+  }
+  return out;
+}
+
+std::string PostgresParameters(std::string_view sql, std::vector<int>& order) {
+  std::string out;
+  out.reserve(sql.size() + 8);
+  order.clear();
+  int highest = 0;  // SQLite numbers a bare ? one above the highest so far
+  char quote = 0;
+  for (size_t i = 0; i < sql.size(); ++i) {
+    const char c = sql[i];
+    if (quote != 0) {
+      out += c;
+      if (c == quote) quote = 0;  // a doubled quote reopens at once
+      continue;
+    }
+    if (c == '\'' || c == '"') {
+      quote = c;
+      out += c;
+      continue;
+    }
+    if (c != '?') {
+      out += c;
+      continue;
+    }
+    int number = 0;
+    size_t j = i + 1;
+    while (j < sql.size() && sql[j] >= '0' && sql[j] <= '9') number = number * 10 + (sql[j++] - '0');
+    if (j == i + 1) number = highest + 1;
+    highest = std::max(highest, number);
+    i = j - 1;
+    auto it = std::find(order.begin(), order.end(), number);
+    if (it == order.end()) {
+      order.push_back(number);
+      it = order.end() - 1;
+    }
+    out += "$" + std::to_string(it - order.begin() + 1);
+  }
+  return out;
+}
+
+namespace {
+
+struct ResultDeleter {
+  void operator()(PGresult* r) const { PQclear(r); }
+};
+using ResultPtr = std::unique_ptr<PGresult, ResultDeleter>;
+
+bool Succeeded(const PGresult* r) {
+  const ExecStatusType s = PQresultStatus(r);
+  return s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK;
+}
+
+StatusCode CodeOf(std::string_view state) {
+  if (state == "23505") return StatusCode::kAlreadyExists;
+  if (state == "23503") return StatusCode::kFailedPrecondition;
+  if (state == "23514" || state == "23502") return StatusCode::kInvalidArgument;
+  if (state == "P0001") return StatusCode::kResourceExhausted;
+  if (state.starts_with("08") || state.starts_with("53") || state == "40001" || state == "40P01" ||
+      state == "55P03" || state == "57014" || state == "57P01" || state == "57P02" || state == "57P03" ||
+      state == "25006") {
+    return StatusCode::kUnavailable;
+  }
+  return StatusCode::kInternal;
+}
+
+}  // namespace
+
+class PgStmt final : public StmtImpl {
+ public:
+  PgStmt(PgDb* db, const PgDb::Prepared* prepared, std::string sql)
+      : db_(db), prepared_(prepared), sql_(std::move(sql)), values_(prepared->order.size()) {}
+
+  void Bind(int pos, int64_t v) override { Set(pos, std::to_string(v)); }
+  void Bind(int pos, std::string_view v) override { Set(pos, std::string(v)); }
+  void BindNull(int pos) override { Set(pos, std::nullopt); }
+
+  Result<bool> Step() override {
+    if (!result_) {
+      std::vector<const char*> params;
+      params.reserve(values_.size());
+      for (const auto& v : values_) params.push_back(v ? v->c_str() : nullptr);
+      result_.reset(PQexecPrepared(db_->conn_, prepared_->name.c_str(), static_cast<int>(params.size()),
+                                   params.data(), nullptr, nullptr, 0));
+      if (!result_ || !Succeeded(result_.get())) {
+        Status s = db_->StatusOf(result_.get(), "run \"" + sql_.substr(0, 60) + "\"");
+        result_.reset();
+        return s;
+      }
+      db_->changes_ = std::atoi(PQcmdTuples(result_.get()));
+      row_ = 0;
+    } else {
+      ++row_;
+    }
+    return row_ < PQntuples(result_.get());
+  }
+
+  int64_t Int(int col) const override {
+    return std::strtoll(PQgetvalue(result_.get(), row_, col), nullptr, 10);
+  }
+  std::string Text(int col) const override {
+    return std::string(PQgetvalue(result_.get(), row_, col),
+                       static_cast<size_t>(PQgetlength(result_.get(), row_, col)));
+  }
+  bool IsNull(int col) const override { return PQgetisnull(result_.get(), row_, col) != 0; }
+  const std::string& sql() const override { return sql_; }
+
+ private:
+  // A number the statement does not use is ignored, as SQLite's unused
+  // bindings change nothing.
+  void Set(int pos, std::optional<std::string> v) {
+    const auto& order = prepared_->order;
+    if (auto it = std::find(order.begin(), order.end(), pos); it != order.end()) {
+      values_[size_t(it - order.begin())] = std::move(v);
+    }
+  }
+
+  PgDb* db_;
+  const PgDb::Prepared* prepared_;  // owned by db_'s cache, which only grows
+  std::string sql_;
+  std::vector<std::optional<std::string>> values_;
+  ResultPtr result_;
+  int row_ = 0;
+};
+
+Result<std::unique_ptr<PgDb>> PgDb::Connect(const std::string& uri) {
+  PGconn* conn = PQconnectdb(uri.c_str());
+  if (conn == nullptr) return Unavailable("connect to " + RedactedUri(uri) + ": out of memory");
+  if (PQstatus(conn) != CONNECTION_OK) {
+    std::string msg = PQerrorMessage(conn);
+    PQfinish(conn);
+    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+    return Unavailable("connect to " + RedactedUri(uri) + ": " + msg);
+  }
+  std::unique_ptr<PgDb> db(new PgDb(conn, uri));
+  // Notices (e.g. "relation already exists, skipping") are not errors.
+  PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
+  HF_RETURN_IF_ERROR(db->Exec("SET client_min_messages = warning"));
+  return db;
+}
+
+PgDb::~PgDb() { PQfinish(conn_); }
+
+Status PgDb::StatusOf(const PGresult* res, std::string_view what) const {
+  std::string text(what);
+  text += ": ";
+  const char* state = res != nullptr ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+  const char* primary = res != nullptr ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : nullptr;
+  if (primary != nullptr) {
+    text += primary;
+  } else {
+    std::string msg = PQerrorMessage(conn_);
+    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+    text += msg.empty() ? "no answer from the server" : msg;
+  }
+  if (state == nullptr) {
+    // No SQLSTATE: the connection, not the statement.
+    return PQstatus(conn_) == CONNECTION_OK ? Internal(std::move(text)) : Unavailable(std::move(text));
+  }
+  const StatusCode code = CodeOf(state);
+  if (code == StatusCode::kUnavailable) text += " (retry)";
+  return Status(code, std::move(text));
+}
+
+namespace {
+
+// Whether `sql` (one SELECT of one boolean) answered true.
+Result<bool> TrueOf(PGconn* conn, const std::string& sql) {
+  ResultPtr r(PQexec(conn, sql.c_str()));
+  if (!r || PQresultStatus(r.get()) != PGRES_TUPLES_OK || PQntuples(r.get()) != 1) {
+    return Unavailable(std::string("\"") + sql + "\" failed");
+  }
+  return std::string_view(PQgetvalue(r.get(), 0, 0)) == "t";
+}
+
+std::string TryLockSql(int64_t key) { return "SELECT pg_try_advisory_lock(" + std::to_string(key) + ")"; }
+
+}  // namespace
+
+Status PgDb::HoldLock(int64_t key) {
+  HF_RETURN_IF_ERROR(EnsureConnected());
+  HF_ASSIGN_OR_RETURN(bool had, TrueOf(conn_, TryLockSql(key)));
+  if (!had) return FailedPrecondition("another session holds the lock");
+  held_lock_ = key;
+  lock_lost_ = false;
+  return Status::Ok();
+}
+
+Status PgDb::EnsureConnected() {
+  if (PQstatus(conn_) == CONNECTION_OK) {
+    if (!lock_lost_) return Status::Ok();
+    // Lost to another session at the last reconnect: it may be free again.
+    Result<bool> had = TrueOf(conn_, TryLockSql(*held_lock_));
+    if (had.ok() && *had) {
+      lock_lost_ = false;
+      return Status::Ok();
+    }
+    return Unavailable("another server took this database's lock while the connection was down");
+  }
+  PQreset(conn_);
+  prepared_.clear();  // they went with the session
+  if (PQstatus(conn_) != CONNECTION_OK) return StatusOf(nullptr, "reconnect to " + RedactedUri(uri_));
+  ResultPtr r(PQexec(conn_, "SET client_min_messages = warning"));
+  if (lock_timeout_ms_ >= 0) {
+    r.reset(PQexec(conn_, ("SET lock_timeout = " + std::to_string(lock_timeout_ms_)).c_str()));
+  }
+  if (held_lock_) {
+    Result<bool> had = TrueOf(conn_, TryLockSql(*held_lock_));
+    lock_lost_ = !had.ok() || !*had;
+    if (lock_lost_) return Unavailable("another server took this database's lock while the connection was down");
+  }
+  return Status::Ok();
+}
+
+Status PgDb::Exec(const std::string& sql) {
+  if (!InTransaction()) HF_RETURN_IF_ERROR(EnsureConnected());
+  ResultPtr r(PQexec(conn_, sql.c_str()));
+  if (!r || !Succeeded(r.get())) return StatusOf(r.get(), "execute \"" + sql.substr(0, 60) + "\"");
+  changes_ = std::atoi(PQcmdTuples(r.get()));
+  return Status::Ok();
+}
+
+Result<Stmt> PgDb::Prepare(std::string_view sql) {
+  if (!InTransaction()) HF_RETURN_IF_ERROR(EnsureConnected());
+  auto it = prepared_.find(std::string(sql));
+  if (it == prepared_.end()) {
+    Prepared p;
+    p.name = "hf_" + std::to_string(prepared_.size() + 1);
+    const std::string text = PostgresParameters(sql, p.order);
+    ResultPtr r(PQprepare(conn_, p.name.c_str(), text.c_str(), 0, nullptr));
+    if (!r || !Succeeded(r.get())) return StatusOf(r.get(), "prepare \"" + std::string(sql.substr(0, 60)) + "\"");
+    it = prepared_.emplace(std::string(sql), std::move(p)).first;
+  }
+  return Stmt(std::make_unique<PgStmt>(this, &it->second, it->first));
+}
+
+bool PgDb::InTransaction() const {
+  const PGTransactionStatusType s = PQtransactionStatus(conn_);
+  return s == PQTRANS_INTRANS || s == PQTRANS_INERROR || s == PQTRANS_ACTIVE;
+}
+
+Status PgDb::SetLockTimeout(int ms) {
+  HF_RETURN_IF_ERROR(Exec("SET lock_timeout = " + std::to_string(ms)));
+  lock_timeout_ms_ = ms;
+  return Status::Ok();
+}
+
+}  // namespace hf::store

@@ -1,0 +1,105 @@
+// The PostgreSQL backend of store/db.h: one libpq connection and its
+// prepared statements (docs/STORE.md, "PostgreSQL").
+//
+// SQL in SQLite's parameter style (`?`, `?N`) is turned into PostgreSQL's:
+// each distinct parameter number gets a `$k` of its own, numbered in order of
+// first use, so a statement may leave numbers out (the task list binds ?1 and
+// ?6 only when its filters ask for them). Values go as text; the server
+// infers each parameter's type from where it is used.
+//
+// Error mapping (db.h), by SQLSTATE: 23505 AlreadyExists, 23503
+// FailedPrecondition, 23514 and 23502 InvalidArgument, P0001 (a capacity
+// trigger's RAISE EXCEPTION) ResourceExhausted; a lost connection (class 08,
+// or no result), serialization failures and deadlocks (40001, 40P01), lock
+// and statement timeouts (55P03, 57014), shutdowns (57P01-57P03), a read-only
+// server (25006: a standby) and insufficient resources (class 53) are
+// Unavailable.
+//
+// A connection that broke is reset (reconnected, following the connection
+// string's hosts, e.g. to a promoted standby) at the next call made outside
+// a transaction; its prepared statements are prepared again.
+//
+// Threading: not thread-safe (db.h).
+#ifndef HF_STORE_POSTGRES_H_
+#define HF_STORE_POSTGRES_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "store/db.h"
+
+struct pg_conn;
+struct pg_result;
+
+namespace hf::store {
+
+// Whether `target` names a PostgreSQL database (a postgresql:// or
+// postgres:// URI) rather than a SQLite file.
+bool IsPostgresUri(std::string_view target);
+
+// `uri` with any password left out (user:password@, password=...), for logs
+// and messages.
+std::string RedactedUri(std::string_view uri);
+
+// `sql` with SQLite's `?` and `?N` parameters as PostgreSQL's `$k`; `order`
+// gets, for each `$k`, the SQLite number it stands for. Quoted text and
+// identifiers are left alone. Exposed for tests.
+std::string PostgresParameters(std::string_view sql, std::vector<int>& order);
+
+class PgDb final : public Db {
+ public:
+  // Connects with a libpq URI (several hosts allowed). Unavailable when no
+  // server answers. Messages never carry the password.
+  static Result<std::unique_ptr<PgDb>> Connect(const std::string& uri);
+
+  PgDb(const PgDb&) = delete;
+  PgDb& operator=(const PgDb&) = delete;
+  ~PgDb() override;
+
+  Dialect dialect() const override { return Dialect::kPostgres; }
+  Status Exec(const std::string& sql) override;
+  Result<Stmt> Prepare(std::string_view sql) override;
+  int Changes() const override { return changes_; }
+  bool InTransaction() const override;
+  Status BeginWrite() override { return Exec("BEGIN"); }
+  Status BeginRead() override { return Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"); }
+  Status SetLockTimeout(int ms) override;
+
+  // Takes the session-level advisory lock `key` on this connection and keeps
+  // it: taken again whenever the connection is made again. FailedPrecondition
+  // when another session holds it; after a reconnect that finds it held,
+  // every call fails with Unavailable until the lock is had again.
+  Status HoldLock(int64_t key);
+
+  // The status of a failed result (or of the connection, when `res` is
+  // null), prefixed with `what`.
+  Status StatusOf(const pg_result* res, std::string_view what) const;
+
+ private:
+  friend class PgStmt;
+  PgDb(pg_conn* conn, std::string uri) : conn_(conn), uri_(std::move(uri)) {}
+  // Reconnects a broken connection when no transaction is open.
+  Status EnsureConnected();
+
+  struct Prepared {
+    std::string name;        // the server-side statement
+    std::vector<int> order;  // $k -> the SQLite parameter number
+  };
+  pg_conn* conn_;
+  std::string uri_;
+  std::unordered_map<std::string, Prepared> prepared_;  // by the SQL as written
+  int changes_ = 0;
+  int lock_timeout_ms_ = -1;  // as last set; set again after a reconnect
+  std::optional<int64_t> held_lock_;  // HoldLock's key, taken again after a reconnect
+  bool lock_lost_ = false;  // a reconnect found held_lock_ taken by another session
+};
+
+}  // namespace hf::store
+
+#endif  // HF_STORE_POSTGRES_H_
