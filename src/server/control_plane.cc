@@ -101,11 +101,11 @@ Status ControlPlane::Init() {
   data_dir_lock_.emplace(std::move(lock));
   store::StoreOptions so;
   so.clock = &clock_;
+  so.exclusive = true;  // one server per store (docs/STORE.md)
   Result<std::unique_ptr<store::Store>> st =
       store::Store::Open(options_.store.empty() ? options_.data_dir + "/heteroflow.db" : options_.store, so);
   if (!st.ok()) return st.status();
   store_ = std::move(st).value();
-  HF_RETURN_IF_ERROR(store_->ClaimExclusive());
   RegisterMetrics();
   auth_ = std::make_unique<Authenticator>(*store_, clock_, options_.auth_failure_burst,
                                           *m_.auth_failures);

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
+#include <string>
+#include <vector>
 #include <utility>
 
 namespace hf::store {
@@ -13,26 +15,77 @@ bool IsPostgresUri(std::string_view target) {
   return target.starts_with("postgresql://") || target.starts_with("postgres://");
 }
 
-std::string RedactedUri(std::string_view uri) {
-  std::string out(uri);
-  // user:password@ in the authority part.
-  if (const size_t scheme = out.find("://"); scheme != std::string::npos) {
-    const size_t start = scheme + 3;
-    const size_t end = out.find_first_of("/?", start);
-    const size_t at = out.rfind('@', end == std::string::npos ? out.size() : end);
-    if (at != std::string::npos && at >= start) {
-      const size_t colon = out.find(':', start);
-      if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "xxx");
+namespace {
+
+// The values of the options that hold secrets, as libpq reads `uri`;
+// nullopt when it cannot read it.
+std::optional<std::vector<std::string>> SecretsOf(const std::string& uri) {
+  std::vector<std::string> out;
+  char* err = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(uri.c_str(), &err);
+  PQfreemem(err);
+  if (opts == nullptr) return std::nullopt;
+  for (PQconninfoOption* o = opts; o->keyword != nullptr; ++o) {
+    const std::string_view key = o->keyword;
+    if ((key == "password" || key == "sslpassword") && o->val != nullptr && *o->val != '\0') {
+      out.emplace_back(o->val);
     }
   }
-  // password=... among the parameters.
-  for (size_t p = out.find("password="); p != std::string::npos; p = out.find("password=", p + 1)) {
-    if (p > 0 && out[p - 1] != '?' && out[p - 1] != '&') continue;
-    const size_t value = p + 9;
-    const size_t end = out.find('&', value);
-    out.replace(value, (end == std::string::npos ? out.size() : end) - value, "xxx");
-  }
+  PQconninfoFree(opts);
   return out;
+}
+
+}  // namespace
+
+std::string RedactedUri(std::string_view uri) {
+  // Rebuilt from what libpq reads, so that nothing of a password survives,
+  // however it was written (percent-encoded, with '@' or '/' in it, as a
+  // parameter). A URI libpq cannot read is not echoed at all.
+  char* err = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(std::string(uri).c_str(), &err);
+  PQfreemem(err);
+  if (opts == nullptr) return "postgresql://(a URI libpq cannot read)";
+  std::string user, host, port, dbname, params;
+  for (PQconninfoOption* o = opts; o->keyword != nullptr; ++o) {
+    if (o->val == nullptr || *o->val == '\0') continue;
+    const std::string_view key = o->keyword;
+    if (key == "user") {
+      user = o->val;
+    } else if (key == "host") {
+      host = o->val;
+    } else if (key == "port") {
+      port = o->val;
+    } else if (key == "dbname") {
+      dbname = o->val;
+    } else if (key == "password" || key == "sslpassword") {
+      params += std::string(params.empty() ? "?" : "&") + o->keyword + "=xxx";
+    } else if (key == "target_session_attrs" || key == "sslmode" || key == "application_name") {
+      params += std::string(params.empty() ? "?" : "&") + o->keyword + "=" + o->val;
+    }
+  }
+  PQconninfoFree(opts);
+  const bool socket = host.starts_with('/');
+  std::string out = "postgresql://" + user + (user.empty() ? "" : "@");
+  if (socket) {
+    params += std::string(params.empty() ? "?" : "&") + "host=" + host + (port.empty() ? "" : "&port=" + port);
+  } else {
+    // host1:port1,host2:port2 (one port for all, or one each).
+    const auto split = [](const std::string& v) {
+      std::vector<std::string> parts;
+      size_t from = 0;
+      for (size_t comma; (comma = v.find(',', from)) != std::string::npos; from = comma + 1) {
+        parts.push_back(v.substr(from, comma - from));
+      }
+      parts.push_back(v.substr(from));
+      return parts;
+    };
+    const std::vector<std::string> hosts = split(host), ports = port.empty() ? std::vector<std::string>{} : split(port);
+    for (size_t i = 0; i < hosts.size(); ++i) {
+      out += (i > 0 ? "," : "") + hosts[i];
+      if (!ports.empty()) out += ":" + ports[std::min(i, ports.size() - 1)];
+    }
+  }
+  return out + "/" + dbname + params;
 }
 
 std::string PostgresParameters(std::string_view sql, std::vector<int>& order) {
@@ -102,8 +155,8 @@ StatusCode CodeOf(std::string_view state) {
 
 class PgStmt final : public StmtImpl {
  public:
-  PgStmt(PgDb* db, const PgDb::Prepared* prepared, std::string sql)
-      : db_(db), prepared_(prepared), sql_(std::move(sql)), values_(prepared->order.size()) {}
+  PgStmt(PgDb* db, std::shared_ptr<const PgDb::Prepared> prepared, std::string sql)
+      : db_(db), prepared_(std::move(prepared)), sql_(std::move(sql)), values_(prepared_->order.size()) {}
 
   void Bind(int pos, int64_t v) override { Set(pos, std::to_string(v)); }
   void Bind(int pos, std::string_view v) override { Set(pos, std::string(v)); }
@@ -111,11 +164,18 @@ class PgStmt final : public StmtImpl {
 
   Result<bool> Step() override {
     if (!result_) {
+      if (db_->Broken()) return db_->StatusOf(nullptr, "run \"" + sql_.substr(0, 60) + "\"");
       std::vector<const char*> params;
+      for (const auto& v : values_) {
+        if (v && v->find('\0') != std::string::npos) {
+          return InvalidArgument("a text value holds a NUL character, which PostgreSQL cannot store");
+        }
+      }
       params.reserve(values_.size());
       for (const auto& v : values_) params.push_back(v ? v->c_str() : nullptr);
       result_.reset(PQexecPrepared(db_->conn_, prepared_->name.c_str(), static_cast<int>(params.size()),
                                    params.data(), nullptr, nullptr, 0));
+      db_->NoteTransaction();
       if (!result_ || !Succeeded(result_.get())) {
         Status s = db_->StatusOf(result_.get(), "run \"" + sql_.substr(0, 60) + "\"");
         result_.reset();
@@ -150,7 +210,7 @@ class PgStmt final : public StmtImpl {
   }
 
   PgDb* db_;
-  const PgDb::Prepared* prepared_;  // owned by db_'s cache, which only grows
+  std::shared_ptr<const PgDb::Prepared> prepared_;  // kept should the cache be emptied
   std::string sql_;
   std::vector<std::optional<std::string>> values_;
   ResultPtr result_;
@@ -158,12 +218,27 @@ class PgStmt final : public StmtImpl {
 };
 
 Result<std::unique_ptr<PgDb>> PgDb::Connect(const std::string& uri) {
-  PGconn* conn = PQconnectdb(uri.c_str());
+  // Defaults the URI may override (it comes last): a server that does not
+  // answer is given up on, and a silent TCP peer is noticed.
+  const char* keys[] = {"connect_timeout", "keepalives_idle", "keepalives_interval", "keepalives_count",
+                        "dbname", nullptr};
+  const char* values[] = {"10", "10", "5", "3", uri.c_str(), nullptr};
+  PGconn* conn = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
   if (conn == nullptr) return Unavailable("connect to " + RedactedUri(uri) + ": out of memory");
   if (PQstatus(conn) != CONNECTION_OK) {
     std::string msg = PQerrorMessage(conn);
     PQfinish(conn);
     while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+    // libpq quotes pieces of a URI it cannot read, which may be a
+    // password's: its message is not passed on then, and the passwords of
+    // one it can read are taken out of it.
+    const std::optional<std::vector<std::string>> secrets = SecretsOf(uri);
+    if (!secrets) msg = "libpq cannot read the URI (check its syntax and percent-encoding)";
+    for (const std::string& secret : secrets.value_or(std::vector<std::string>{})) {
+      for (size_t p = msg.find(secret); p != std::string::npos; p = msg.find(secret, p)) {
+        msg.replace(p, secret.size(), "xxx");
+      }
+    }
     return Unavailable("connect to " + RedactedUri(uri) + ": " + msg);
   }
   std::unique_ptr<PgDb> db(new PgDb(conn, uri));
@@ -191,7 +266,8 @@ Status PgDb::StatusOf(const PGresult* res, std::string_view what) const {
     // No SQLSTATE: the connection, not the statement.
     return PQstatus(conn_) == CONNECTION_OK ? Internal(std::move(text)) : Unavailable(std::move(text));
   }
-  const StatusCode code = CodeOf(state);
+  // A connection the error closed (a FATAL) is for retrying, whatever its code.
+  const StatusCode code = PQstatus(conn_) != CONNECTION_OK ? StatusCode::kUnavailable : CodeOf(state);
   if (code == StatusCode::kUnavailable) text += " (retry)";
   return Status(code, std::move(text));
 }
@@ -233,6 +309,7 @@ Status PgDb::EnsureConnected() {
   }
   PQreset(conn_);
   prepared_.clear();  // they went with the session
+  in_transaction_ = false;
   if (PQstatus(conn_) != CONNECTION_OK) return StatusOf(nullptr, "reconnect to " + RedactedUri(uri_));
   ResultPtr r(PQexec(conn_, "SET client_min_messages = warning"));
   if (lock_timeout_ms_ >= 0) {
@@ -246,32 +323,44 @@ Status PgDb::EnsureConnected() {
   return Status::Ok();
 }
 
+bool PgDb::Broken() const { return PQstatus(conn_) != CONNECTION_OK; }
+
+void PgDb::NoteTransaction() {
+  // Unknown once the connection is gone: the last known state stands.
+  if (!Broken()) in_transaction_ = PQtransactionStatus(conn_) != PQTRANS_IDLE;
+}
+
 Status PgDb::Exec(const std::string& sql) {
-  if (!InTransaction()) HF_RETURN_IF_ERROR(EnsureConnected());
+  if (Broken() && in_transaction_) {
+    // The transaction went with the connection: only its end is taken.
+    if (sql == "ROLLBACK") in_transaction_ = false;
+    return StatusOf(nullptr, "execute \"" + sql.substr(0, 60) + "\"");
+  }
+  if (!in_transaction_) HF_RETURN_IF_ERROR(EnsureConnected());
   ResultPtr r(PQexec(conn_, sql.c_str()));
+  NoteTransaction();
   if (!r || !Succeeded(r.get())) return StatusOf(r.get(), "execute \"" + sql.substr(0, 60) + "\"");
   changes_ = std::atoi(PQcmdTuples(r.get()));
   return Status::Ok();
 }
 
 Result<Stmt> PgDb::Prepare(std::string_view sql) {
-  if (!InTransaction()) HF_RETURN_IF_ERROR(EnsureConnected());
+  if (Broken() && in_transaction_) return StatusOf(nullptr, "prepare \"" + std::string(sql.substr(0, 60)) + "\"");
+  if (!in_transaction_) HF_RETURN_IF_ERROR(EnsureConnected());
   auto it = prepared_.find(std::string(sql));
   if (it == prepared_.end()) {
-    Prepared p;
-    p.name = "hf_" + std::to_string(prepared_.size() + 1);
-    const std::string text = PostgresParameters(sql, p.order);
-    ResultPtr r(PQprepare(conn_, p.name.c_str(), text.c_str(), 0, nullptr));
+    auto p = std::make_shared<Prepared>();
+    p->name = "hf_" + std::to_string(++statements_);
+    const std::string text = PostgresParameters(sql, p->order);
+    ResultPtr r(PQprepare(conn_, p->name.c_str(), text.c_str(), 0, nullptr));
+    NoteTransaction();
     if (!r || !Succeeded(r.get())) return StatusOf(r.get(), "prepare \"" + std::string(sql.substr(0, 60)) + "\"");
     it = prepared_.emplace(std::string(sql), std::move(p)).first;
   }
-  return Stmt(std::make_unique<PgStmt>(this, &it->second, it->first));
+  return Stmt(std::make_unique<PgStmt>(this, it->second, it->first));
 }
 
-bool PgDb::InTransaction() const {
-  const PGTransactionStatusType s = PQtransactionStatus(conn_);
-  return s == PQTRANS_INTRANS || s == PQTRANS_INERROR || s == PQTRANS_ACTIVE;
-}
+bool PgDb::InTransaction() const { return in_transaction_; }
 
 Status PgDb::SetLockTimeout(int ms) {
   HF_RETURN_IF_ERROR(Exec("SET lock_timeout = " + std::to_string(ms)));

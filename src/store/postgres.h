@@ -87,13 +87,25 @@ class PgDb final : public Db {
   // Reconnects a broken connection when no transaction is open.
   Status EnsureConnected();
 
+  // Whether the connection is gone (until EnsureConnected makes it again).
+  bool Broken() const;
+  // Records whether a transaction is open, after a command.
+  void NoteTransaction();
+
   struct Prepared {
     std::string name;        // the server-side statement
     std::vector<int> order;  // $k -> the SQLite parameter number
   };
   pg_conn* conn_;
   std::string uri_;
-  std::unordered_map<std::string, Prepared> prepared_;  // by the SQL as written
+  // By the SQL as written; shared with the statements in use, which keep
+  // theirs should a reconnect empty the cache.
+  std::unordered_map<std::string, std::shared_ptr<const Prepared>> prepared_;
+  uint64_t statements_ = 0;  // names given, for the next one
+  // Whether a transaction is open: libpq's own answer, kept while the
+  // connection is gone, so that nothing reconnects and runs in autocommit
+  // the rest of a transaction that was lost; only ROLLBACK ends it then.
+  bool in_transaction_ = false;
   int changes_ = 0;
   int lock_timeout_ms_ = -1;  // as last set; set again after a reconnect
   std::optional<int64_t> held_lock_;  // HoldLock's key, taken again after a reconnect

@@ -109,6 +109,9 @@ Result<std::unique_ptr<Store>> Store::Finish(std::unique_ptr<Db> db, const std::
                                              const StoreOptions& options) {
   std::unique_ptr<Store> store(new Store(std::move(db), target, options.clock, 0));
   store->busy_timeout_ms_ = options.busy_timeout_ms;
+  // Before migrating: a server refused must not change the schema under the
+  // one that runs.
+  if (options.exclusive) HF_RETURN_IF_ERROR(store->ClaimExclusive());
   {
     // Not shared yet: held only because db_ is guarded by it.
     MutexLock lock(store->mu_);
@@ -169,7 +172,8 @@ Status Store::Write(const std::function<Status(Tx&)>& fn) {
   if (w.done) return w.status;
   // The head of the queue leads a group: itself and the writers queued
   // behind it, who came while the previous group committed.
-  const size_t n = std::min(writers_.size(), kMaxGroupWriters);
+  const size_t n =
+      std::min(writers_.size(), dialect_ == Dialect::kPostgres ? kMaxGroupWritersPostgres : kMaxGroupWriters);
   std::vector<Writer*> group(writers_.begin(), writers_.begin() + static_cast<ptrdiff_t>(n));
   queue.Unlock();
   {

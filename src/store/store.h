@@ -316,6 +316,9 @@ struct StoreOptions {
   // How long a statement waits for another process's lock before failing
   // with Unavailable.
   int busy_timeout_ms = 5000;
+  // ClaimExclusive before anything is written (before migrations): a
+  // server's store.
+  bool exclusive = false;
 };
 
 class Store {
@@ -344,6 +347,9 @@ class Store {
   // The most writers one transaction takes, so that a writer waits at most
   // for the group in flight and its own.
   static constexpr size_t kMaxGroupWriters = 256;
+  // On PostgreSQL, each writer's savepoint is a subtransaction, and past 64
+  // in one transaction the server's per-backend cache of them overflows.
+  static constexpr size_t kMaxGroupWritersPostgres = 60;
   // Runs fn inside a read transaction: one consistent snapshot, on a read
   // connection (at most kReadConnections at once; more wait for one).
   Status Read(const std::function<Status(const ReadTx&)>& fn) const HF_EXCLUDES(readers_mu_);

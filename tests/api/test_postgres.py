@@ -18,6 +18,7 @@ usage: test_postgres.py HETEROFLOW_BINARY
 import os
 import subprocess
 import sys
+import tempfile
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -38,8 +39,9 @@ def main(binary, tmp):
     base = os.environ.get("HF_TEST_POSTGRES", "")
     own = None
     if not base:
-        own = os.path.join(tmp, "pg")
-        os.makedirs(own)
+        # In /tmp itself: the server may run as the postgres user, who
+        # cannot enter this test's private temp dir.
+        own = tempfile.mkdtemp(prefix="hf-pg-")
         base = subprocess.run([os.path.join(ROOT, "scripts", "test-postgres.sh"), "start", own],
                               capture_output=True, text=True, check=True).stdout.strip()
     db = "hf_e2e_%d" % os.getpid()
