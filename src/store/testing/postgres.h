@@ -4,27 +4,22 @@
 // string and no database, e.g.
 // postgresql://postgres@/?host=/tmp/hf-pg&port=5432, where the tests may
 // create and drop databases: scripts/test.sh starts one for the whole
-// suite), or else one this process starts for itself: initdb in a temporary
-// directory, listening on a Unix socket there only, run as the `postgres`
-// user when the tests run as root (PostgreSQL refuses to run as root), and
-// stopped when the process exits.
+// suite), or else one this process starts for itself with the same
+// scripts/test-postgres.sh (initdb in a temporary directory, a Unix socket
+// there only, run as the `postgres` user when the tests run as root), and
+// stops when it exits.
 //
 // Threading: call from the test's thread.
 #ifndef HF_STORE_TESTING_POSTGRES_H_
 #define HF_STORE_TESTING_POSTGRES_H_
 
-#include <pwd.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "core/status.h"
 #include "store/postgres.h"
@@ -67,9 +62,7 @@ class TestPostgres {
 
   ~TestPostgres() {
     if (dir_.empty()) return;
-    (void)std::system((as_ + "'" + bin_ + "/pg_ctl' -D '" + dir_ + "/data' -m immediate -w stop >/dev/null 2>&1").c_str());
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
+    (void)std::system(("'" + Script() + "' stop '" + dir_ + "' >/dev/null 2>&1").c_str());
   }
 
  private:
@@ -81,58 +74,31 @@ class TestPostgres {
     Start();
   }
 
+  // scripts/test-postgres.sh, which scripts/test.sh starts the suite's with.
+  static std::string Script() { return std::string(HF_SOURCE_DIR) + "/scripts/test-postgres.sh"; }
+
   void Start() {
-    // The newest server installed (Debian: /usr/lib/postgresql/<major>/bin).
-    std::vector<std::string> bins;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator("/usr/lib/postgresql", ec)) {
-      if (std::filesystem::exists(e.path() / "bin" / "initdb")) bins.push_back((e.path() / "bin").string());
-    }
-    if (bins.empty()) {
-      error_ = "no PostgreSQL server installed (/usr/lib/postgresql/*/bin/initdb); scripts/install-deps.sh installs it";
-      return;
-    }
-    std::sort(bins.begin(), bins.end(), [](const std::string& a, const std::string& b) {
-      return a.size() != b.size() ? a.size() < b.size() : a < b;
-    });
-    bin_ = bins.back();
     char tmpl[] = "/tmp/hf-pg-XXXXXX";
     if (mkdtemp(tmpl) == nullptr) {
       error_ = "mkdtemp failed";
       return;
     }
     dir_ = tmpl;
-    if (geteuid() == 0) {
-      const passwd* pw = getpwnam("postgres");
-      if (pw == nullptr || chown(dir_.c_str(), pw->pw_uid, pw->pw_gid) != 0) {
-        error_ = "running as root needs the postgres user to run the server as";
-        return;
-      }
-      as_ = "runuser -u postgres -- ";
-    }
-    // The logs: initdb's written by this process, the server's by the server.
-    const std::string init = as_ + "'" + bin_ + "/initdb' -D '" + dir_ + "/data' -U postgres -A trust -E UTF8" +
-                             " --locale=C --no-sync >'" + dir_ + "/initdb.log' 2>&1";
-    if (std::system(init.c_str()) != 0) {
-      error_ = "initdb failed: " + Tail(dir_ + "/initdb.log");
+    FILE* out = popen(("'" + Script() + "' start '" + dir_ + "' 2>&1").c_str(), "r");
+    if (out == nullptr) {
+      error_ = "cannot run " + Script();
       return;
     }
-    const std::string start = as_ + "'" + bin_ + "/pg_ctl' -D '" + dir_ + "/data' -l '" + dir_ +
-                              "/server.log' -w -o \"-k " + dir_ +
-                              " -p 5432 -c listen_addresses='' -c fsync=off -c max_connections=200\"" +
-                              " start >/dev/null 2>&1";
-    if (std::system(start.c_str()) != 0) {
-      error_ = "the PostgreSQL server did not start: " + Tail(dir_ + "/server.log");
+    std::string text;
+    char buf[512];
+    while (fgets(buf, sizeof buf, out) != nullptr) text += buf;
+    const int rc = pclose(out);
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    if (rc != 0 || !text.starts_with("postgresql://")) {
+      error_ = Script() + " start failed: " + text;
       return;
     }
-    base_ = "postgresql://postgres@/?host=" + dir_ + "&port=5432";
-  }
-
-  // The end of a log file, for a message.
-  static std::string Tail(const std::string& path) {
-    std::ifstream in(path);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return text.size() > 600 ? text.substr(text.size() - 600) : text;
+    base_ = text;
   }
 
   Status Admin(const std::string& sql) {
@@ -143,8 +109,6 @@ class TestPostgres {
 
   std::string base_;   // the server's URI, without a database
   std::string dir_;    // the server this process started, if any
-  std::string bin_;    // its binaries
-  std::string as_;     // the command prefix that runs them as postgres
   std::string error_;
   int made_ = 0;
 };
