@@ -17,12 +17,13 @@ set(HF_LAYERS
     "framework:framework core"
     "plugins:plugins framework core"
     "store:store core"
+    "leader:leader store core"
     "queues:queues framework core"
     "http:http core"
     "sim:sim queues plugins framework core"
     "scheduler:scheduler queues plugins framework store core"
     "inference:inference scheduler queues plugins framework store http core"
-    "server:server inference scheduler queues plugins framework store http core"
+    "server:server inference scheduler queues plugins framework store leader http core"
     "cli:cli http core"
     "agent:agent http core")
 

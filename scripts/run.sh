@@ -18,7 +18,13 @@
 # whatever an unclean stop left the same way, then submits the demo anew.
 # --fresh deletes the data dir first.
 #
-# usage: scripts/run.sh [--fresh]
+# --ha runs the control plane as three replicas (ports 3333, 3334, 3335) on a
+# local PostgreSQL (docs/HA.md): one leads, the others relay to it, and the
+# agents know all three. Kill the leader (see `curl :3333/readyz`) and watch
+# another take over. PostgreSQL's files live in HETEROFLOW_PG_DIR (default
+# /var/tmp/heteroflow-demo-pg-UID), reachable only by a Unix socket there.
+#
+# usage: scripts/run.sh [--fresh] [--ha]
 # Environment: HETEROFLOW_LISTEN (default 0.0.0.0:3333), HETEROFLOW_DATA_DIR
 # (default ./data), HETEROFLOW_ADMIN_TOKEN (admin token for a fresh data dir;
 # generated and written to DATA_DIR/admin.token when unset), HETEROFLOW_BINARY
@@ -26,11 +32,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fresh_start=0
+ha=0
 for arg in "$@"; do
   case "$arg" in
     --fresh) fresh_start=1 ;;
+    --ha) ha=1 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "run.sh: unknown argument $arg (usage: scripts/run.sh [--fresh])" >&2; exit 2 ;;
+    *) echo "run.sh: unknown argument $arg (usage: scripts/run.sh [--fresh] [--ha])" >&2; exit 2 ;;
   esac
 done
 bin="${HETEROFLOW_BINARY:-./build/heteroflow}"
@@ -41,7 +49,7 @@ port="${listen##*:}"
 base="http://127.0.0.1:$port"
 if [ "$fresh_start" = 1 ] && [ -e "$data" ]; then
   # Only a data dir of this script's making is deleted.
-  if [ ! -f "$data/heteroflow.db" ]; then
+  if [ ! -f "$data/heteroflow.db" ] && [ ! -f "$data/ha" ]; then
     echo "run.sh: --fresh: $data is not a HeteroFlow data dir (no heteroflow.db); not deleting it" >&2
     exit 2
   fi
@@ -49,6 +57,7 @@ if [ "$fresh_start" = 1 ] && [ -e "$data" ]; then
 fi
 fresh=1
 [ -f "$data/heteroflow.db" ] && fresh=0
+[ "$ha" = 1 ] && [ -f "$data/ha" ] && fresh=0
 
 (umask 077 && mkdir -p "$data/agents")
 work="$(cd "$data/agents" && pwd)"
@@ -71,9 +80,50 @@ fi
 # The server and the agents run in sessions of their own: the terminal's
 # Ctrl-C reaches this script only, whose trap ends the demo's work through
 # them before it stops them.
-setsid "$bin" server --config examples/demo/server.yaml --listen "$listen" --data-dir "$data" &
-server=$!
-echo $server > "$pids"
+servers=()
+if [ "$ha" = 0 ]; then
+  setsid "$bin" server --config examples/demo/server.yaml --listen "$listen" --data-dir "$data" &
+  servers+=($!)
+else
+  pg_dir="${HETEROFLOW_PG_DIR:-/var/tmp/heteroflow-demo-pg-$(id -u)}"
+  pg_bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+  as=()
+  (umask 077 && mkdir -p "$pg_dir")
+  if [ "$(id -u)" -eq 0 ]; then chown postgres: "$pg_dir"; as=(runuser -u postgres --); fi
+  if [ ! -f "$pg_dir/data/PG_VERSION" ]; then
+    "${as[@]}" "$pg_bin/initdb" -D "$pg_dir/data" -U postgres -A trust -E UTF8 --locale=C \
+      > "$pg_dir/initdb.log" 2>&1 || { cat "$pg_dir/initdb.log" >&2; exit 1; }
+  fi
+  # Only a Unix socket in a folder of the caller's (mode 0700).
+  "${as[@]}" "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/server.log" -w \
+    -o "-k $pg_dir -c listen_addresses=''" status >/dev/null 2>&1 ||
+    "${as[@]}" "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/server.log" -w \
+      -o "-k $pg_dir -c listen_addresses=''" start >/dev/null
+  pg="postgresql://postgres@/postgres?host=$pg_dir"
+  if [ "$fresh" = 1 ] || [ "$fresh_start" = 1 ]; then
+    psql -X -q "$pg" -c "DROP DATABASE IF EXISTS heteroflow WITH (FORCE)" -c "CREATE DATABASE heteroflow"
+  fi
+  touch "$data/ha"
+  store="postgresql://postgres@/heteroflow?host=$pg_dir"
+  # One admin token for the three replicas: whichever leads first stores it.
+  if [ -z "${HETEROFLOW_ADMIN_TOKEN:-}" ]; then
+    [ -s "$data/admin.token" ] ||
+      (umask 077 && echo "hf_$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" > "$data/admin.token")
+    HETEROFLOW_ADMIN_TOKEN="$(cat "$data/admin.token")"
+    export HETEROFLOW_ADMIN_TOKEN
+  fi
+  host="${listen%:*}"
+  urls=()
+  for i in 0 1 2; do
+    setsid "$bin" server --config examples/demo/server.yaml --listen "$host:$((port + i))" \
+      --data-dir "$data/replica-$i" --store "$store" --replica "replica-$i" \
+      > "$data/replica-$i.log" 2>&1 &
+    servers+=($!)
+    urls+=("http://127.0.0.1:$((port + i))")
+  done
+fi
+server=${servers[0]}
+printf '%s\n' "${servers[@]}" > "$pids"
 agents=()
 stopping=0
 stop_all() {
@@ -90,8 +140,9 @@ stop_all() {
   for d in /proc/[0-9]*; do
     case "$(readlink "$d/cwd" 2>/dev/null)" in "$work"/*) kill -TERM "${d#/proc/}" 2>/dev/null ;; esac
   done
-  kill -TERM $server 2>/dev/null
+  kill -TERM "${servers[@]}" 2>/dev/null
   wait 2>/dev/null
+  if [ "$ha" = 1 ]; then "${as[@]}" "$pg_bin/pg_ctl" -D "$pg_dir/data" -m fast -w stop >/dev/null 2>&1; fi
   rm -f "$pids"
 }
 trap stop_all INT TERM EXIT
@@ -109,6 +160,8 @@ api() { curl -fsS -H "Authorization: Bearer $token" -H 'Content-Type: applicatio
 # One agent token per node (role agent, bound to that node: it can act for
 # no other), made once with the admin token, kept 0600 in DATA_DIR and handed
 # to the agent as a file, never on its command line.
+agent_servers="$base"
+if [ "$ha" = 1 ]; then agent_servers="$(IFS=,; echo "${urls[*]}")"; fi
 nodes=()
 for inv in examples/demo/agents/*.yaml; do
   case "$inv" in *-usage.yaml) continue ;; esac
@@ -124,7 +177,7 @@ if [ -n "$token" ]; then
 fi
 if [ -s "$data/agent-${nodes[0]}.token" ]; then
   for name in "${nodes[@]}"; do
-    setsid "$bin" agent --server "$base" --token-file "$data/agent-$name.token" \
+    setsid "$bin" agent --server "$agent_servers" --token-file "$data/agent-$name.token" \
       --inventory "examples/demo/agents/$name.yaml" --work-dir "$work/$name" \
       > "$data/agents/$name.log" 2>&1 &
     agents+=($!)
@@ -160,7 +213,8 @@ fi
 
 cat <<MSG
 
-HeteroFlow is running at $base  (API: $base/api/v1, metrics: $base/metrics)
+HeteroFlow is running at $base  (API: $base/api/v1, metrics: $base/metrics)${urls:+
+Replicas: ${urls[*]}: curl any of them at /readyz to see who leads (docs/HA.md)}
 The admin token is in $data/admin.token (or HETEROFLOW_ADMIN_TOKEN if you set it). Try:
   export HETEROFLOW_SERVER=$base HETEROFLOW_TOKEN=\$(cat $data/admin.token)
   build/heteroflow get nodes
@@ -174,4 +228,14 @@ The admin token is in $data/admin.token (or HETEROFLOW_ADMIN_TOKEN if you set it
 Ctrl-C ends the demo's work and stops it; the next start on $data submits the
 demo anew (--fresh starts on an empty data dir).
 MSG
-wait $server
+if [ "$ha" = 0 ]; then
+  wait $server
+else
+  # Until no replica is left: one killed (to see another take over) is not the end.
+  while :; do
+    alive=0
+    for pid in "${servers[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ "$alive" = 1 ] || break
+    sleep 1
+  done
+fi

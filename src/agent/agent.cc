@@ -271,11 +271,11 @@ int Agent::Run() {
         (private_dir.ok() ? ec.message() : private_dir.message()));
     return 1;
   }
-  const http::HttpClient client(opt_.server, opt_.token, opt_.request_timeout);
+  const http::HttpClient client(opt_.servers, opt_.token, opt_.request_timeout);
   // The long polls and the reaper's requests (reports, output) follow each
   // other closely: they keep their connections open (a repeat after a
   // broken connection is harmless, see SendReport and ShipLogs).
-  const http::HttpClient poll_client(opt_.server, opt_.token,
+  const http::HttpClient poll_client(opt_.servers, opt_.token,
                                     seconds(opt_.wait_s) + opt_.request_timeout,
                                     /*keep_alive=*/true);
   Log("tasks run under " + supervisor_command_.front() +
@@ -345,7 +345,7 @@ int Agent::Run() {
 }
 
 void Agent::HeartbeatLoop() {
-  const http::HttpClient client(opt_.server, opt_.token, opt_.request_timeout);
+  const http::HttpClient client(opt_.servers, opt_.token, opt_.request_timeout);
   int failures = 0;
   bool usage_error_logged = false;
   do {
@@ -416,7 +416,7 @@ std::string Agent::TaskDir(uint64_t id) const {
 }
 
 void Agent::ReaperLoop() {
-  const http::HttpClient client(opt_.server, opt_.token, opt_.request_timeout,
+  const http::HttpClient client(opt_.servers, opt_.token, opt_.request_timeout,
                                 /*keep_alive=*/true);
   const std::string node = opt_.inventory.spec.name;
   auto next_ship = std::chrono::steady_clock::now();
@@ -626,7 +626,7 @@ void Agent::Enqueue(uint64_t id, json body) {
 }
 
 void Agent::ReporterLoop() {
-  const http::HttpClient client(opt_.server, opt_.token, opt_.request_timeout,
+  const http::HttpClient client(opt_.servers, opt_.token, opt_.request_timeout,
                                 /*keep_alive=*/true);
   while (true) {
     Report report;

@@ -70,7 +70,9 @@
 namespace hf::agent {
 
 struct AgentOptions {
-  http::ServerUrl server;
+  // The control plane: one server, or its replicas (docs/HA.md); requests
+  // go to one, and to the next when it cannot be reached.
+  std::vector<http::ServerUrl> servers;
   std::string token;
   Inventory inventory;   // spec.name is the node's name
   std::string work_dir;  // absolute; tasks run in WORK_DIR/tasks/<id>/

@@ -39,7 +39,7 @@ int RunAgentCommand(int argc, char** argv) {
                  "an option given on the command line wins over the file");
   app.config_formatter(std::make_shared<YamlConfig>());
   app.allow_config_extras(CLI::config_extras_mode::error);  // a misspelt key is an error
-  app.add_option("--server", server, "server URL http://HOST:PORT[/PREFIX]")->required();
+  app.add_option("--server", server, "server URL http://HOST:PORT[/PREFIX], or the control plane's replicas' URLs, comma-separated (docs/HA.md)")->required();
   app.add_option("--token-file", token_file,
                  "file holding the node's agent token (made for this node: POST /api/v1/tokens "
                  "{\"role\": \"agent\", \"node\": NAME}); readable by its owner only (0600); "
@@ -106,9 +106,9 @@ int RunAgentCommand(int argc, char** argv) {
       return 2;
     }
   }
-  Result<http::ServerUrl> url = http::ParseServerUrl(server);
-  if (!url.ok()) {
-    std::fprintf(stderr, "heteroflow agent: %s\n", url.status().message().c_str());
+  Result<std::vector<http::ServerUrl>> urls = http::ParseServerUrls(server);
+  if (!urls.ok()) {
+    std::fprintf(stderr, "heteroflow agent: %s\n", urls.status().message().c_str());
     return 2;
   }
 
@@ -153,9 +153,11 @@ int RunAgentCommand(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  spdlog::info("agent: node {}, server {}, work dir {}", inventory.spec.name, url->ToString(),
+  std::string shown;
+  for (const http::ServerUrl& u : *urls) shown += (shown.empty() ? "" : ", ") + u.ToString();
+  spdlog::info("agent: node {}, server {}, work dir {}", inventory.spec.name, shown,
                abs_work.lexically_normal().string());
-  Agent agent(AgentOptions{.server = std::move(url).value(),
+  Agent agent(AgentOptions{.servers = std::move(urls).value(),
                            .token = token,
                            .inventory = inventory,
                            .work_dir = abs_work.lexically_normal().string(),

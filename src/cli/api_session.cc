@@ -41,12 +41,13 @@ Result<ApiSession> ApiSession::Open(const GlobalFlags& flags) {
   ConfigInputs in{.flag_server = flags.server, .flag_token = flags.token, .env = ProcessEnv()};
   Result<ClientSettings> settings = ResolveSettings(in);
   if (!settings.ok()) return settings.status();
-  Result<ServerUrl> url = ParseServerUrl(settings->server);
-  if (!url.ok()) {
-    return InvalidArgument(url.status().message() + " (from " + settings->server_source + ")");
+  // One URL, or the replicas' (docs/HA.md), comma-separated.
+  Result<std::vector<ServerUrl>> urls = http::ParseServerUrls(settings->server);
+  if (!urls.ok()) {
+    return InvalidArgument(urls.status().message() + " (from " + settings->server_source + ")");
   }
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(flags.timeout_s * 1000));
-  HttpClient http(*url, settings->token, timeout);
+  HttpClient http(std::move(*urls), settings->token, timeout);
   return ApiSession(std::move(*settings), std::move(http), *format);
 }
 

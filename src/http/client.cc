@@ -23,6 +23,8 @@ using tcp = asio::ip::tcp;
 // for any answer the API gives while bounding what a wrong server can make
 // this process hold.
 constexpr uint64_t kMaxResponseBytes = 64ull << 20;
+// With several servers, the longest wait for one to accept a connection.
+constexpr auto kConnectEach = std::chrono::seconds(2);
 
 bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
@@ -134,12 +136,35 @@ bool Unusable(tcp::socket& s) {
 
 }  // namespace
 
+Result<std::vector<ServerUrl>> ParseServerUrls(std::string_view urls) {
+  std::vector<ServerUrl> out;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = urls.find(',', start);
+    std::string_view one = urls.substr(start, comma == std::string_view::npos ? urls.npos : comma - start);
+    while (!one.empty() && one.front() == ' ') one.remove_prefix(1);
+    while (!one.empty() && one.back() == ' ') one.remove_suffix(1);
+    Result<ServerUrl> u = ParseServerUrl(one);
+    if (!u.ok()) return u.status();
+    out.push_back(std::move(*u));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
 HttpClient::HttpClient(ServerUrl server, std::string token, std::chrono::milliseconds timeout,
                        bool keep_alive)
-    : server_(std::move(server)),
+    : HttpClient(std::vector<ServerUrl>{std::move(server)}, std::move(token), timeout, keep_alive) {}
+
+HttpClient::HttpClient(std::vector<ServerUrl> servers, std::string token,
+                       std::chrono::milliseconds timeout, bool keep_alive)
+    : servers_(std::move(servers)),
       token_(std::move(token)),
       timeout_(timeout),
-      keep_alive_(keep_alive) {}
+      keep_alive_(keep_alive) {
+  HF_CHECK(!servers_.empty());
+}
 
 HttpClient::~HttpClient() = default;
 HttpClient::HttpClient(HttpClient&&) noexcept = default;
@@ -161,11 +186,11 @@ Result<HttpResponse> HttpClient::Send(std::string_view method, std::string_view 
     if (ec == beast::error::timeout) {
       why += " after " + std::to_string(timeout_.count()) + " ms";
     }
-    return Unavailable("cannot reach the server at " + server_.ToString() + ": " + why);
+    return Unavailable("cannot reach the server at " + server().ToString() + ": " + why);
   };
 
-  bhttp::request<bhttp::string_body> req{verb, server_.prefix + std::string(target), 11};
-  req.set(bhttp::field::host, server_.HostHeader());
+  bhttp::request<bhttp::string_body> req{verb, server().prefix + std::string(target), 11};
+  req.set(bhttp::field::host, server().HostHeader());
   req.set(bhttp::field::user_agent, "heteroflow-client/0.1.0");
   req.set(bhttp::field::accept, "application/json");
   if (!token_.empty()) req.set(bhttp::field::authorization, "Bearer " + token_);
@@ -177,6 +202,7 @@ Result<HttpResponse> HttpClient::Send(std::string_view method, std::string_view 
 
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   if (conn_ && Unusable(conn_->stream.socket())) conn_.reset();
+  size_t tried = 0;  // servers that could not be connected to
   while (true) {
     const bool reused = conn_ != nullptr;
     beast::error_code ec;
@@ -185,12 +211,26 @@ Result<HttpResponse> HttpClient::Send(std::string_view method, std::string_view 
       // Sync resolution: the timeout does not cover it, which only matters
       // for names whose DNS server does not answer; addresses resolve at once.
       tcp::resolver resolver(c->ioc);
-      const auto endpoints = resolver.resolve(server_.host, std::to_string(server_.port), ec);
-      if (ec) return failed(ec);
-      c->stream.expires_at(deadline);
-      c->stream.async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
-      RunOnce(c->ioc);
-      if (ec) return failed(ec);
+      const auto endpoints = resolver.resolve(server().host, std::to_string(server().port), ec);
+      if (!ec) {
+        // With several servers, one that does not connect soon is passed
+        // over for the next.
+        const auto connect_by =
+            servers_.size() == 1 ? deadline
+                                 : std::min(deadline, std::chrono::steady_clock::now() + kConnectEach);
+        c->stream.expires_at(connect_by);
+        c->stream.async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
+        RunOnce(c->ioc);
+      }
+      if (ec) {
+        if (++tried < servers_.size() && std::chrono::steady_clock::now() < deadline) {
+          current_ = (current_ + 1) % servers_.size();
+          req.target(server().prefix + std::string(target));
+          req.set(bhttp::field::host, server().HostHeader());
+          continue;
+        }
+        return failed(ec);
+      }
       conn_ = std::move(c);
     }
     Connection& c = *conn_;

@@ -33,6 +33,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 
@@ -57,6 +58,9 @@ struct ServerUrl {
 // ("user:pass@", so credentials never sit in a URL), queries, fragments,
 // empty hosts and ports outside 1..65535.
 Result<ServerUrl> ParseServerUrl(std::string_view url);
+// Several URLs, comma-separated (the replicas of a control plane,
+// docs/HA.md); at least one. InvalidArgument names the one at fault.
+Result<std::vector<ServerUrl>> ParseServerUrls(std::string_view urls);
 
 struct HttpResponse {
   int status = 0;
@@ -67,6 +71,11 @@ class HttpClient {
  public:
   // `timeout` bounds each Send, a retry on a new connection included.
   HttpClient(ServerUrl server, std::string token, std::chrono::milliseconds timeout,
+             bool keep_alive = false);
+  // Several servers (a control plane's replicas, docs/HA.md): requests go
+  // to one of them; when it cannot be connected to, the next one is tried
+  // (each at most once per Send) and kept for the Sends that follow.
+  HttpClient(std::vector<ServerUrl> servers, std::string token, std::chrono::milliseconds timeout,
              bool keep_alive = false);
   ~HttpClient();
   HttpClient(HttpClient&&) noexcept;
@@ -85,7 +94,10 @@ class HttpClient {
  private:
   struct Connection;  // an open keep-alive connection
 
-  ServerUrl server_;
+  const ServerUrl& server() const { return servers_[current_]; }
+
+  std::vector<ServerUrl> servers_;  // never empty
+  mutable size_t current_ = 0;      // the one in use
   std::string token_;
   std::chrono::milliseconds timeout_;
   bool keep_alive_ = false;

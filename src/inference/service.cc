@@ -8,12 +8,12 @@
 #include "core/json_body.h"
 #include "core/json_fields.h"
 #include "core/text.h"
+#include "http/relay.h"
 #include "http/upstream.h"
 #include "inference/autoscaler.h"
 
 namespace hf::inference {
 
-using http::BodyStream;
 using http::HeaderList;
 using http::JsonError;
 using http::JsonResponse;
@@ -37,7 +37,6 @@ constexpr char kActor[] = "inference";
 constexpr size_t kLatencyWindow = 1024;
 constexpr int64_t kRateWindowMs = 10'000;
 constexpr int kMaxAttempts = 3;
-constexpr size_t kMaxEarlyBody = 8 << 20;
 constexpr size_t kMaxUnclaimed = 1024;
 
 bool IsLive(TaskState s) {
@@ -47,31 +46,6 @@ bool IsLive(TaskState s) {
 std::string Address(const std::string& host, uint16_t port) {
   if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
   return host + ":" + std::to_string(port);
-}
-
-// The request's path is percent-decoded; each segment is encoded again, so
-// what goes to the replica is one well-formed request target (no CR, LF or
-// space can reach its request line).
-std::string EncodePath(std::string_view path) {
-  std::string out;
-  size_t start = 0;
-  for (;;) {
-    const size_t slash = path.find('/', start);
-    out += UrlEncode(path.substr(start, slash == std::string_view::npos ? path.npos : slash - start));
-    if (slash == std::string_view::npos) break;
-    out += '/';
-    start = slash + 1;
-  }
-  return out;
-}
-
-std::string QueryString(const Request& req) {
-  std::string q;
-  for (const auto& [k, v] : req.query) {
-    q += q.empty() ? "?" : "&";
-    q += UrlEncode(k) + "=" + UrlEncode(v);
-  }
-  return q;
 }
 
 double Percentile(std::vector<double> v, double p) {
@@ -1233,14 +1207,14 @@ Response InferenceService::Gateway(const Request& req) {
       return JsonError(400, "bad_request", "model is required: the name of an inference endpoint");
     }
     call->endpoint = body["model"].get<std::string>();
-    call->target = EncodePath(req.path.substr(std::string_view("/inference").size())) + QueryString(req);
+    call->target = http::EncodePath(req.path.substr(std::string_view("/inference").size())) + http::EncodeQuery(req);
     openai_body = std::move(body);
   } else {
     const std::string rest = req.path.substr(std::string_view("/serve/").size());
     const size_t slash = rest.find('/');
     call->endpoint = rest.substr(0, slash);
     call->target =
-        (slash == std::string::npos ? std::string("/") : EncodePath(rest.substr(slash))) + QueryString(req);
+        (slash == std::string::npos ? std::string("/") : http::EncodePath(rest.substr(slash))) + http::EncodeQuery(req);
     call->body = req.body;
   }
   // Hashed before taking the lock: SHA-256 is the costliest step here.
@@ -1348,17 +1322,6 @@ void InferenceService::Dispatch(std::shared_ptr<Call> call) {
 void InferenceService::Forward(std::shared_ptr<Call> call, const std::string& host, uint16_t port,
                                TaskKey replica, std::shared_ptr<ReplicaLive> live) {
   ++call->attempts;
-  // The response goes out as it arrives; bytes that come before the client's
-  // stream is open wait here.
-  struct Relay {
-    Mutex mu;  // guards the members below
-    std::shared_ptr<BodyStream> stream HF_GUARDED_BY(mu);
-    std::string early HF_GUARDED_BY(mu);
-    bool done HF_GUARDED_BY(mu) = false;
-    bool ok HF_GUARDED_BY(mu) = false;
-    int status HF_GUARDED_BY(mu) = 0;
-  };
-  auto relay = std::make_shared<Relay>();
   UpstreamRequest u;
   u.host = host;
   u.port = port;
@@ -1369,49 +1332,12 @@ void InferenceService::Forward(std::shared_ptr<Call> call, const std::string& ho
   u.connect_timeout = options_.connect_timeout;
   u.header_timeout = options_.response_timeout;
   u.idle_timeout = options_.response_timeout;
-  UpstreamHandlers h;
-  h.on_header = [call, relay, replica](int status, HeaderList headers) {
-    Response r;
-    r.status = status;
-    r.content_type = "application/octet-stream";
-    for (auto& [name, value] : headers) {
-      if (IEquals(name, "Content-Type")) {
-        r.content_type = value;
-      } else {
-        r.headers.emplace_back(std::move(name), std::move(value));
-      }
-    }
-    r.SetHeader("X-HeteroFlow-Replica", std::to_string(replica));
-    {
-      MutexLock lock(relay->mu);
-      relay->status = status;
-    }
-    r.body_stream = [relay](std::shared_ptr<BodyStream> s) {
-      MutexLock lock(relay->mu);
-      relay->stream = s;
-      if (!relay->early.empty()) s->Write(relay->early);
-      relay->early.clear();
-      if (relay->done) relay->ok ? s->Finish() : s->Abort();
-    };
-    call->reply(std::move(r));
-  };
-  h.on_body = [relay](std::string_view data) {
-    MutexLock lock(relay->mu);
-    if (relay->stream) return relay->stream->Write(data);
-    relay->early.append(data);
-    return relay->early.size() <= kMaxEarlyBody;
-  };
-  h.on_done = [this, call, relay, replica, live, host, port](const UpstreamResult& res) {
+  http::RelayHandlers h;
+  h.decorate = [replica](Response& r) { r.SetHeader("X-HeteroFlow-Replica", std::to_string(replica)); };
+  h.on_done = [this, call, replica, live, host, port](const UpstreamResult& res, bool answered,
+                                                       int status) {
     live->inflight.fetch_sub(1);
-    if (res.header_received) {
-      int status = 0;
-      {
-        MutexLock lock(relay->mu);
-        relay->done = true;
-        relay->ok = res.status.ok();
-        if (relay->stream) relay->ok ? relay->stream->Finish() : relay->stream->Abort();
-        status = relay->status;
-      }
+    if (answered) {
       Finish(call, res.status.ok() ? status : 502);
       return;
     }
@@ -1446,7 +1372,7 @@ void InferenceService::Forward(std::shared_ptr<Call> call, const std::string& ho
     call->reply(JsonError(code, res.timed_out ? "gateway_timeout" : "bad_gateway", why));
     Finish(call, code);
   };
-  upstream_->Send(std::move(u), std::move(h));
+  http::Relay(*upstream_, std::move(u), call->reply, std::move(h));
 }
 
 void InferenceService::Finish(const std::shared_ptr<Call>& call, int status) {

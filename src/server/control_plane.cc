@@ -21,12 +21,17 @@
 #include "core/private_files.h"
 #include "framework/registry.h"
 #include "queues/queue_tree.h"
+#include "http/client.h"
+#include "http/relay.h"
+#include "server/auth.h"
 #include "server/codec.h"
 
 namespace hf::server {
 
 using http::HttpServer;
 using http::HttpServerOptions;
+using http::JsonError;
+using http::JsonResponse;
 using http::Reply;
 using http::Request;
 using http::Response;
@@ -101,7 +106,9 @@ Status ControlPlane::Init() {
   data_dir_lock_.emplace(std::move(lock));
   store::StoreOptions so;
   so.clock = &clock_;
-  so.exclusive = true;  // one server per store (docs/STORE.md)
+  // SQLite: one server per file. PostgreSQL: any number of replicas, one
+  // of them the leader (docs/HA.md).
+  so.exclusive = !ha();
   Result<std::unique_ptr<store::Store>> st =
       store::Store::Open(options_.store.empty() ? options_.data_dir + "/heteroflow.db" : options_.store, so);
   if (!st.ok()) return st.status();
@@ -109,10 +116,16 @@ Status ControlPlane::Init() {
   RegisterMetrics();
   auth_ = std::make_unique<Authenticator>(*store_, clock_, options_.auth_failure_burst,
                                           *m_.auth_failures);
+  ui_ = std::make_unique<api::UiApi>(options_.ui_dir);
+  if (!ha()) return BuildLeader();
+  forward_ = std::make_unique<http::UpstreamClient>(http::UpstreamOptions{});
+  return Status::Ok();
+}
+
+Status ControlPlane::BuildLeader() {
   HF_RETURN_IF_ERROR(BootstrapAdminToken());
   HF_RETURN_IF_ERROR(auth_->Reload());
   HF_ASSIGN_OR_RETURN(std::unique_ptr<framework::Framework> framework, LoadPolicy());
-  ui_ = std::make_unique<api::UiApi>(options_.ui_dir);
   views_.Refresh(*framework);
   SchedulerOptions so_opts;
   so_opts.on_attempt = [this](std::string_view result, double secs) {
@@ -146,6 +159,47 @@ Status ControlPlane::Init() {
   return Status::Ok();
 }
 
+void ControlPlane::StartLeader() {
+  scheduler_->Start();
+  inference_->Start();
+  pinger_ = Periodic(std::chrono::seconds(15), [this] { events_.Ping(); });
+  // (The scheduler watches the plugins' outside sources itself.)
+  ready_ = true;
+  leading_.store(true, std::memory_order_release);
+}
+
+void ControlPlane::OnElected(int64_t epoch) {
+  // From here on the database refuses whatever this replica commits once
+  // another one leads.
+  store_->SetFence(epoch, [this](const Status& refusal) { StepDown(refusal.message()); });
+  // Recovery reads the whole cluster; the elector must go on renewing
+  // meanwhile.
+  promote_ = std::jthread([this, epoch] {
+    const auto t0 = std::chrono::steady_clock::now();
+    Status s = BuildLeader();
+    if (!s.ok()) {
+      StepDown("cannot take over at epoch " + std::to_string(epoch) + ": " + s.ToString());
+      return;
+    }
+    StartLeader();
+    spdlog::info("server: leading at epoch {}, state recovered from the store in {} ms", epoch,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
+  });
+}
+
+void ControlPlane::StepDown(const std::string& why) {
+  MutexLock lock(step_mu_);
+  if (step_down_.has_value()) return;
+  step_down_ = why;
+  step_cv_.notify_all();
+}
+
+std::optional<std::string> ControlPlane::WaitForStepDown(std::chrono::milliseconds timeout) {
+  MutexLock lock(step_mu_);
+  if (!step_down_.has_value()) lock.WaitFor(step_cv_, timeout);
+  return step_down_;
+}
+
 void ControlPlane::RegisterMetrics() {
   auto must = [](auto r) {
     HF_CHECK(r.ok());
@@ -170,6 +224,7 @@ void ControlPlane::RegisterMetrics() {
   HF_CHECK(metrics_.AddCollector(
       "heteroflow_scheduler_pending_tasks", "Tasks waiting: to be tried (active) or tried and "
       "found unschedulable.", MetricType::kGauge, {"queue"}, [this] {
+        if (!leading()) return std::vector<CollectedSample>{};
         return std::vector<CollectedSample>{
             {{"active"}, static_cast<double>(scheduler_->active_count())},
             {{"unschedulable"}, static_cast<double>(scheduler_->unschedulable_count())}};
@@ -178,6 +233,7 @@ void ControlPlane::RegisterMetrics() {
   const auto gpu_milli = [this](bool total) {
     return [this, total] {
       std::vector<CollectedSample> rows;
+      if (!leading()) return rows;
       for (const auto& [node, used, all] : scheduler_->GpuAllocation()) {
         rows.push_back({{node}, static_cast<double>(total ? all : used)});
       }
@@ -252,7 +308,7 @@ void ControlPlane::RegisterMetrics() {
                       }}}) {
     HF_CHECK(metrics_.AddCollector(g.name, g.help, MetricType::kGauge, g.labels, [this, rows = g.rows] {
       std::vector<CollectedSample> out;
-      if (scheduler_) rows(scheduler_->Queues(), out);
+      if (leading()) rows(scheduler_->Queues(), out);
       return out;
     }).ok());
   }
@@ -273,7 +329,7 @@ void ControlPlane::RegisterMetrics() {
                       &Counts::queued}}) {
     HF_CHECK(metrics_.AddCollector(g.name, g.help, MetricType::kGauge, {"model"}, [this, field = g.field] {
       std::vector<CollectedSample> rows;
-      if (!inference_) return rows;
+      if (!leading()) return rows;
       for (const Counts& c : inference_->ModelMetrics()) {
         rows.push_back({{c.model}, static_cast<double>(c.*field)});
       }
@@ -285,7 +341,7 @@ void ControlPlane::RegisterMetrics() {
       "Requests answered through an inference endpoint, by outcome (error: 5xx).",
       MetricType::kCounter, {"endpoint", "outcome"}, [this] {
         std::vector<CollectedSample> rows;
-        if (!inference_) return rows;
+        if (!leading()) return rows;
         for (const auto& e : inference_->EndpointMetrics()) {
           rows.push_back({{e.endpoint, "ok"}, static_cast<double>(e.requests - e.errors)});
           rows.push_back({{e.endpoint, "error"}, static_cast<double>(e.errors)});
@@ -320,7 +376,7 @@ void ControlPlane::RegisterMetrics() {
       "once (--node-loss-storm-fraction), else 0.",
       MetricType::kGauge, {}, [this] {
         std::vector<CollectedSample> rows;
-        if (scheduler_) rows.push_back({{}, scheduler_->requeue_held() ? 1.0 : 0.0});
+        if (leading()) rows.push_back({{}, scheduler_->requeue_held() ? 1.0 : 0.0});
         return rows;
       }).ok());
   HF_CHECK(metrics_.AddCollector(
@@ -340,6 +396,34 @@ void ControlPlane::RegisterMetrics() {
         const HttpServer::Stats s = http_->stats();
         rows.push_back({{"evicted"}, static_cast<double>(s.evicted)});
         rows.push_back({{"refused"}, static_cast<double>(s.refused)});
+        return rows;
+      }).ok());
+  // Replicas (docs/HA.md): this one's role, and how old the lease is as it
+  // last saw it renewed.
+  HF_CHECK(metrics_.AddCollector(
+      "heteroflow_leader", "1 when this replica leads the control plane (always, with SQLite), "
+      "else 0.", MetricType::kGauge, {"replica"}, [this] {
+        return std::vector<CollectedSample>{
+            {{options_.replica}, leading() ? 1.0 : 0.0}};
+      }).ok());
+  HF_CHECK(metrics_.AddCollector(
+      "heteroflow_leader_lease_age_seconds",
+      "Seconds since the leader's lease was last seen renewed, by this replica (absent with SQLite).",
+      MetricType::kGauge, {}, [this] {
+        std::vector<CollectedSample> rows;
+        if (!elector_ready_.load(std::memory_order_acquire)) return rows;
+        if (const int64_t age = elector_->lease_age_ms(); age >= 0) {
+          rows.push_back({{}, static_cast<double>(age) / 1000.0});
+        }
+        return rows;
+      }).ok());
+  HF_CHECK(metrics_.AddCollector(
+      "heteroflow_leader_epoch", "The leader lease's epoch as this replica last read it.",
+      MetricType::kGauge, {}, [this] {
+        std::vector<CollectedSample> rows;
+        if (elector_ready_.load(std::memory_order_acquire)) {
+          rows.push_back({{}, static_cast<double>(elector_->lease().epoch)});
+        }
         return rows;
       }).ok());
   m_.auth_failures = must(metrics_.AddCounter(
@@ -500,9 +584,11 @@ Status ControlPlane::ReportConfigDrift(const framework::Framework& stored) const
 
 Response ControlPlane::Handle(const Request& req) {
   const auto t0 = std::chrono::steady_clock::now();
-  Response r = InferenceService::IsGatewayPath(req.path) ? inference_->Gateway(req)
-               : api::UiApi::IsUiPath(req)                  ? ui_->Serve(req)
-                                                            : routes_->Dispatch(req);
+  const bool gateway = InferenceService::IsGatewayPath(req.path);
+  Response r = !leading() && (gateway || !api::UiApi::IsUiPath(req)) ? HandleFollower(req)
+               : gateway                                              ? inference_->Gateway(req)
+               : api::UiApi::IsUiPath(req)                            ? ui_->Serve(req)
+                                                                      : routes_->Dispatch(req);
   // Methods outside the API's set are counted together, so a hostile
   // client cannot grow the label set without bound.
   static const std::set<std::string, std::less<>> kMethods = {"GET", "PUT", "POST", "DELETE"};
@@ -524,6 +610,103 @@ Response ControlPlane::Handle(const Request& req) {
   return r;
 }
 
+json ControlPlane::RoleJson() const {
+  if (!ha()) return json{{"role", "standalone"}};
+  if (!elector_ready_.load(std::memory_order_acquire)) return json{{"role", "starting"}};
+  const leader::LeaseView l = elector_->lease();
+  json j{{"replica", options_.replica}};
+  if (leading()) {
+    j["role"] = "leader";
+    j["epoch"] = elector_->epoch();
+  } else {
+    j["role"] = elector_->leading() ? "recovering" : "follower";
+  }
+  if (!l.holder.empty()) {
+    j["leader"] = l.holder;
+    j["leader_url"] = l.url;
+    j["lease_epoch"] = l.epoch;
+  }
+  const int64_t age = elector_->lease_age_ms();
+  if (age >= 0) j["lease_age_s"] = static_cast<double>(age) / 1000.0;
+  return j;
+}
+
+Response ControlPlane::HandleFollower(const Request& req) {
+  if (req.method == "GET" && req.path == "/livez") return api::SystemApi::Live(req);
+  const json role = RoleJson();
+  if (req.method == "GET" && req.path == "/readyz") {
+    if (role["role"] == "starting") return JsonError(503, "unavailable", "starting");
+    if (role["role"] == "recovering") {
+      return JsonError(503, "unavailable", "recovering state: elected at epoch " +
+                                               std::to_string(elector_->epoch()));
+    }
+    if (!role.contains("leader")) return JsonError(503, "unavailable", "no leader elected yet");
+    json j = role;
+    j["status"] = "ok";
+    return JsonResponse(200, j);
+  }
+  if (req.method == "GET" && req.path == "/metrics") {
+    // This replica's own metrics (its role, its HTTP traffic), with the
+    // same token check as the leader's: tokens are read again at most once
+    // a second, since a follower sees no token changes.
+    {
+      MutexLock lock(metrics_auth_mu_);
+      const auto now = std::chrono::steady_clock::now();
+      if (now - tokens_read_at_ >= std::chrono::seconds(1)) {
+        if (Status s = auth_->Reload(); !s.ok()) {
+          return JsonError(503, "unavailable", "cannot read the tokens: " + s.message());
+        }
+        tokens_read_at_ = now;
+      }
+    }
+    Caller caller;
+    Response denied;
+    if (!auth_->Authorize(req, Action::kRead, caller, denied)) return denied;
+    Response r;
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = metrics_.Render();
+    return r;
+  }
+  Response busy = JsonError(503, "unavailable",
+                            role["role"] == "recovering"
+                                ? "this replica was just elected and is recovering the cluster's state"
+                                : "no leader elected yet");
+  busy.SetHeader("Retry-After", "1");
+  if (role["role"] != "follower" || !role.contains("leader_url")) return busy;
+  Result<http::ServerUrl> url = http::ParseServerUrl(role["leader_url"].get<std::string>());
+  if (!url.ok()) {
+    return JsonError(502, "bad_gateway", "the leader's address is unusable: " + url.status().message());
+  }
+  http::UpstreamRequest u;
+  u.host = url->host;
+  u.port = url->port;
+  u.method = req.method;
+  u.target = url->prefix + http::EncodePath(req.path) + http::EncodeQuery(req);
+  u.headers = req.headers;
+  u.headers.emplace_back("X-Forwarded-For", req.remote_address);
+  u.body = req.body;
+  // A long poll or an event stream may stay open long: the leader ends it.
+  u.header_timeout = std::chrono::minutes(65);
+  u.idle_timeout = std::chrono::minutes(65);
+  const std::string leader = role["leader"].get<std::string>();
+  Response r;
+  r.defer = [this, u = std::move(u), leader](Reply reply) mutable {
+    http::RelayHandlers h;
+    h.decorate = [this](Response& res) { res.SetHeader("X-HeteroFlow-Replica", options_.replica); };
+    h.on_done = [reply, leader](const http::UpstreamResult& res, bool answered, int) {
+      if (answered) return;
+      // The leader is gone or going: the client tries again (here, once a
+      // follower leads, or at another replica).
+      Response e = JsonError(503, "unavailable", "the leader " + leader + " did not answer: " +
+                                                     res.status.message());
+      e.SetHeader("Retry-After", "1");
+      reply(std::move(e));
+    };
+    http::Relay(*forward_, std::move(u), reply, std::move(h));
+  };
+  return r;
+}
+
 Status ControlPlane::Start() {
   HttpServerOptions o;
   o.address = options_.address;
@@ -541,7 +724,8 @@ Status ControlPlane::Start() {
   // on the I/O threads.
   o.runs_inline = [this](const Request& req) {
     if (InferenceService::IsGatewayPath(req.path)) return false;
-    return api::UiApi::IsUiPath(req) || routes_->RunsInline(req);
+    // A follower forwards, which never blocks.
+    return api::UiApi::IsUiPath(req) || !leading() || routes_->RunsInline(req);
   };
   o.max_connections = options_.max_connections;
   o.max_connections_per_address = options_.max_connections_per_address;
@@ -555,22 +739,51 @@ Status ControlPlane::Start() {
   o.deferred_timeout = std::chrono::minutes(65);
   http_ = std::make_unique<HttpServer>(o, [this](const Request& req) { return Handle(req); });
   HF_RETURN_IF_ERROR(http_->Start());
-  scheduler_->Start();
-  inference_->Start();
-  pinger_ = Periodic(std::chrono::seconds(15), [this] { events_.Ping(); });
-  // (The scheduler watches the plugins' outside sources itself.)
-  ready_ = true;
+  if (!ha()) {
+    StartLeader();
+    return Status::Ok();
+  }
+  if (options_.advertise_url.empty()) {
+    // The address it listens on, or loopback for a wildcard one: enough on
+    // one machine; replicas on several name theirs (--advertise-url).
+    std::string host = options_.address;
+    if (host == "0.0.0.0" || host.empty()) host = "127.0.0.1";
+    if (host == "::") host = "::1";
+    if (host.find(':') != std::string::npos) host = "[" + host + "]";
+    options_.advertise_url = "http://" + host + ":" + std::to_string(http_->bound_port());
+  }
+  if (options_.replica.empty()) options_.replica = options_.advertise_url.substr(7);
+  leader::ElectorOptions eo;
+  eo.uri = options_.store;
+  eo.replica = options_.replica;
+  eo.url = options_.advertise_url;
+  const auto ms = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); };
+  eo.lease = ms(options_.leader_lease_s);
+  eo.renew_deadline = ms(options_.leader_renew_deadline_s);
+  eo.retry = ms(options_.leader_retry_s);
+  eo.on_elected = [this](int64_t epoch) { OnElected(epoch); };
+  eo.on_deposed = [this](const std::string& why) { StepDown(why); };
+  HF_ASSIGN_OR_RETURN(elector_, leader::Elector::Create(std::move(eo)));
+  spdlog::info("server: replica {} at {}, electing a leader on {}", options_.replica,
+               options_.advertise_url, store_->path());
+  elector_ready_.store(true, std::memory_order_release);
+  elector_->Start();
   return Status::Ok();
 }
 
 void ControlPlane::Stop() {
   ready_ = false;
+  // No more rounds: a leader's session ends with it, so a follower takes
+  // over at once.
+  if (elector_) elector_->Stop();
+  if (promote_.joinable()) promote_.join();
   // Inference first (it answers the requests it holds and ends forwarded
   // ones), then the scheduler: that ends agents' long polls, so the
   // transport's graceful stop does not wait for them.
   if (inference_) inference_->Stop();
   if (scheduler_) scheduler_->Stop();
   if (http_) http_->Stop();
+  if (forward_) forward_->Stop();
   for (std::jthread* t : {&pinger_}) {
     if (!t->joinable()) continue;
     t->request_stop();

@@ -20,18 +20,24 @@
 #define HF_SERVER_CONTROL_PLANE_H_
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include "core/clock.h"
+#include "core/mutex.h"
 #include "core/dir_lock.h"
 #include "core/status.h"
 #include "framework/framework.h"
 #include "http/server.h"
+#include "http/upstream.h"
 #include "inference/service.h"
+#include "leader/elector.h"
 #include "scheduler/scheduler.h"
 #include "server/api/api.h"
 #include "server/authenticator.h"
@@ -85,6 +91,18 @@ struct ServerOptions {
   size_t gateway_max_body_bytes = size_t{32} << 20;
   // The built web UI (docs/UI.md); empty: the `ui` folder beside the binary.
   std::string ui_dir;
+
+  // Replicas on one PostgreSQL store (docs/HA.md). This replica's name,
+  // unique among them, and the URL the others forward requests to (an IP
+  // literal: http://IP:PORT); empty: HOST:PORT of --listen (127.0.0.1 for
+  // a wildcard address), set by RunServerCommand.
+  std::string replica;
+  std::string advertise_url;
+  // The leader's lease, how long it may go without renewing before it steps
+  // down, and how often every replica makes a round (docs/HA.md, "Timings").
+  double leader_lease_s = 3;
+  double leader_renew_deadline_s = 2;
+  double leader_retry_s = 0.5;
 };
 
 // The server's parts: store, scheduler (which owns the framework),
@@ -103,7 +121,30 @@ class ControlPlane {
   void Stop();
   uint16_t bound_port() const;
 
+  // With replicas (a PostgreSQL store): why this replica stopped leading,
+  // once it has; it must then stop and start again as a follower
+  // (RunServerCommand does). Waits up to `timeout` for it.
+  std::optional<std::string> WaitForStepDown(std::chrono::milliseconds timeout) HF_EXCLUDES(step_mu_);
+
  private:
+  // Several replicas may share the store: a PostgreSQL one.
+  bool ha() const { return !options_.store.empty(); }
+  // Whether this replica runs the scheduler and serves the API itself
+  // (always, on SQLite); otherwise it forwards to the leader.
+  bool leading() const { return leading_.load(std::memory_order_acquire); }
+  // What only the leader has: the admin token's bootstrap, the policy, the
+  // scheduler and the inference service with their recovered state, and the
+  // API's routes; then started.
+  Status BuildLeader();
+  void StartLeader();
+  // The elector's callbacks.
+  void OnElected(int64_t epoch);
+  void StepDown(const std::string& why) HF_EXCLUDES(step_mu_);
+  // A follower's answer: /readyz and /metrics its own, the rest relayed to
+  // the leader.
+  http::Response HandleFollower(const http::Request& req);
+  // This replica's role, for /readyz and the UI.
+  nlohmann::json RoleJson() const;
   Status BootstrapAdminToken();
   // The framework of the policy stored, or seeded from --config.
   Result<std::unique_ptr<framework::Framework>> LoadPolicy();
@@ -153,6 +194,18 @@ class ControlPlane {
   std::unique_ptr<api::InferenceApi> inference_api_;
   std::unique_ptr<http::HttpServer> http_;
   std::jthread pinger_;  // keeps event streams alive
+  // Replicas (docs/HA.md): the election, the follower's link to the leader,
+  // and the thread that recovers the state when this replica is elected.
+  std::unique_ptr<leader::Elector> elector_;
+  std::unique_ptr<http::UpstreamClient> forward_;
+  std::atomic<bool> leading_{false};  // set once the leader's parts run
+  std::atomic<bool> elector_ready_{false};  // set once elector_ is (Start)
+  std::jthread promote_;
+  Mutex step_mu_;  // guards step_down_
+  std::condition_variable step_cv_;
+  std::optional<std::string> step_down_ HF_GUARDED_BY(step_mu_);
+  Mutex metrics_auth_mu_;  // guards tokens_read_at_
+  std::chrono::steady_clock::time_point tokens_read_at_ HF_GUARDED_BY(metrics_auth_mu_);
 };
 
 // `heteroflow server` (server_command.cc): flags, logging, the open-file

@@ -13,7 +13,8 @@ using http::Request;
 void ControlPlane::AddRoutes() {
   using A = Action;
   using R = RouteTable::Runs;
-  system_api_ = std::make_unique<api::SystemApi>(*store_, ready_, metrics_, events_, clock_);
+  system_api_ = std::make_unique<api::SystemApi>(*store_, ready_, metrics_, events_, clock_,
+                                                [this] { return RoleJson(); });
   policy_api_ = std::make_unique<api::PolicyApi>(*scheduler_, *store_, views_, events_, clock_,
                                                  options_.file_root);
   nodes_api_ = std::make_unique<api::NodesApi>(*scheduler_, *store_);

@@ -1,15 +1,28 @@
 #include "server/control_plane.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "core/log.h"
+#include "http/client.h"
 #include "store/postgres.h"
 
 namespace hf::server {
@@ -25,6 +38,53 @@ void RaiseOpenFileLimit(rlim_t wanted) {
   if (setrlimit(RLIMIT_NOFILE, &lim) != 0) {
     spdlog::warn("server: cannot raise the open-file limit to {}", static_cast<unsigned long long>(wanted));
   }
+}
+
+// Stops the control plane, or gives up waiting after `limit` (the exec
+// that follows ends whatever still runs).
+void StopWithin(ControlPlane& cp, std::chrono::seconds limit) {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread t([&] {
+    cp.Stop();
+    std::lock_guard lock(m);
+    done = true;
+    cv.notify_all();
+  });
+  std::unique_lock lock(m);
+  if (cv.wait_for(lock, limit, [&] { return done; })) {
+    lock.unlock();
+    t.join();
+  } else {
+    spdlog::error("server: stopping took over {} s; starting again regardless", limit.count());
+    t.detach();
+  }
+}
+
+// Runs this program again with the arguments it was started with, every
+// descriptor but the standard three closed. Returns only when exec fails.
+void ReExec() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> args;
+  for (std::string a; std::getline(in, a, '\0');) args.push_back(a);
+  if (args.empty()) {
+    spdlog::error("server: cannot read /proc/self/cmdline to start again");
+    return;
+  }
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    const int fd = std::atoi(e.path().filename().c_str());
+    if (fd > 2) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  }
+  // Signals blocked for sigwait stay blocked across exec: let them go.
+  sigset_t none;
+  sigemptyset(&none);
+  pthread_sigmask(SIG_SETMASK, &none, nullptr);
+  ::execv("/proc/self/exe", argv.data());
+  spdlog::error("server: cannot start again: {}", std::strerror(errno));
 }
 
 }  // namespace
@@ -47,6 +107,28 @@ int RunServerCommand(int argc, char** argv) {
       ->check([](const std::string& v) -> std::string {
         return store::IsPostgresUri(v) ? "" : "--store must be a postgresql:// URI";
       });
+  app.add_option("--replica", options.replica,
+                 "this replica's name among the servers sharing a PostgreSQL --store (default: "
+                 "HOST:PORT of --advertise-url; docs/HA.md)");
+  app.add_option("--advertise-url", options.advertise_url,
+                 "http://IP:PORT where the other replicas reach this one (default: --listen's, "
+                 "127.0.0.1 for a wildcard address)")
+      ->check([](const std::string& v) -> std::string {
+        Result<http::ServerUrl> u = http::ParseServerUrl(v);
+        return u.ok() ? "" : "--advertise-url: " + u.status().message();
+      });
+  app.add_option("--leader-lease", options.leader_lease_s,
+                 "seconds a leader's lease lasts without renewal (docs/HA.md)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.3, 600.0));
+  app.add_option("--leader-renew-deadline", options.leader_renew_deadline_s,
+                 "seconds a leader keeps leading while its renewals fail; below --leader-lease")
+      ->capture_default_str()
+      ->check(CLI::Range(0.2, 600.0));
+  app.add_option("--leader-retry", options.leader_retry_s,
+                 "seconds between election rounds (renewals, and followers' checks)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.05, 60.0));
   app.add_option("--file-root", options.file_root,
                  "folder that files named through the API (a topology_config) must lie in; "
                  "default: anywhere the server may read");
@@ -108,6 +190,14 @@ int RunServerCommand(int argc, char** argv) {
     std::fprintf(stderr, "heteroflow server: %s\n", st.message().c_str());
     return 2;
   }
+  if (!(options.leader_retry_s < options.leader_renew_deadline_s &&
+        options.leader_renew_deadline_s < options.leader_lease_s)) {
+    std::fprintf(stderr,
+                 "heteroflow server: --leader-retry (%g s) < --leader-renew-deadline (%g s) < "
+                 "--leader-lease (%g s) must hold, so a leader stops before its lease runs out\n",
+                 options.leader_retry_s, options.leader_renew_deadline_s, options.leader_lease_s);
+    return 2;
+  }
   if (options.fence_after_s < 2.0 * options.heartbeat_interval_s()) {
     std::fprintf(stderr,
                  "heteroflow server: --fence-after (%g s) must be at least two heartbeat "
@@ -154,9 +244,22 @@ int RunServerCommand(int argc, char** argv) {
   std::printf("listening on http://%s%s%s:%u\n", v6 ? "[" : "", host.c_str(), v6 ? "]" : "",
               static_cast<unsigned>(cp.bound_port()));
   std::fflush(stdout);
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
-  spdlog::info("server: signal {}, stopping", sig);
+  for (;;) {
+    if (std::optional<std::string> why = cp.WaitForStepDown(std::chrono::milliseconds(200))) {
+      // A deposed leader keeps nothing of its state: it stops and starts
+      // again, as a follower, from the store (docs/HA.md).
+      spdlog::warn("server: stepping down ({}); starting again as a follower", *why);
+      StopWithin(cp, std::chrono::seconds(10));
+      ReExec();
+      return 1;
+    }
+    const timespec now{};
+    const int sig = sigtimedwait(&stop_signals, nullptr, &now);
+    if (sig > 0) {
+      spdlog::info("server: signal {}, stopping", sig);
+      break;
+    }
+  }
   cp.Stop();
   return 0;
 }

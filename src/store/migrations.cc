@@ -222,6 +222,24 @@ CREATE TABLE queues (
 );
 )sql";
 
+// Leader election among servers on one PostgreSQL database (docs/HA.md):
+// one row, the lease. `epoch` grows by one with every new leader; times are
+// the database's clock, in ms. A SQLite file has one server, which never
+// takes the lease, but keeps the same schema.
+constexpr char kV11LeaderLease[] = R"sql(
+CREATE TABLE leader_lease (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  epoch INTEGER NOT NULL CHECK (epoch >= 0),
+  holder TEXT NOT NULL,
+  url TEXT NOT NULL,
+  acquired_at INTEGER NOT NULL,
+  renewed_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL
+);
+INSERT INTO leader_lease (id, epoch, holder, url, acquired_at, renewed_at, expires_at)
+  VALUES (1, 0, '', '', 0, 0, 0);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "nodes, gpus, tasks, events, allocations, gpu grants with capacity triggers", kV1Core},
     {2, "plugin and scheduler config", kV2Config},
@@ -233,6 +251,7 @@ constexpr Migration kMigrations[] = {
     {8, "jobs, their events and members", kV8Jobs},
     {9, "the address a node's agent is reached at", kV9NodeAddress},
     {10, "queues", kV10Queues},
+    {11, "the leader lease", kV11LeaderLease},
 };
 
 // PostgreSQL: the schema of SQLite's version 10, in PostgreSQL's types (ids
@@ -424,10 +443,66 @@ CREATE TABLE queues (
 );
 )sql";
 
+// PostgreSQL's version 11: the lease (as SQLite's) and the two functions
+// that make the database itself refuse a deposed leader (docs/HA.md,
+// "Fencing"). heteroflow_fence(e) is the last statement of every
+// transaction a leader commits: it locks the lease row (FOR SHARE, so a
+// takeover waits for the commit, or the commit sees the new epoch) and
+// raises SQLSTATE HF001 unless e is still the lease's epoch.
+// heteroflow_renew(e, holder, ms) extends the lease of epoch e by ms from
+// the database's clock, and raises HF001 when e was deposed.
+constexpr char kPgV11[] = R"sql(
+CREATE TABLE leader_lease (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  epoch BIGINT NOT NULL CHECK (epoch >= 0),
+  holder TEXT NOT NULL,
+  url TEXT NOT NULL,
+  acquired_at BIGINT NOT NULL,
+  renewed_at BIGINT NOT NULL,
+  expires_at BIGINT NOT NULL
+);
+INSERT INTO leader_lease (id, epoch, holder, url, acquired_at, renewed_at, expires_at)
+  VALUES (1, 0, '', '', 0, 0, 0);
+
+CREATE FUNCTION heteroflow_now_ms() RETURNS BIGINT LANGUAGE sql VOLATILE AS $$
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT
+$$;
+
+CREATE FUNCTION heteroflow_fence(e BIGINT) RETURNS VOID LANGUAGE plpgsql AS $$
+DECLARE
+  current_epoch BIGINT;
+BEGIN
+  SELECT epoch INTO current_epoch FROM leader_lease WHERE id = 1 FOR SHARE;
+  IF current_epoch IS DISTINCT FROM e THEN
+    RAISE EXCEPTION 'fenced: epoch % is no longer the leader''s (the lease is at epoch %)',
+      e, current_epoch USING ERRCODE = 'HF001';
+  END IF;
+END
+$$;
+
+CREATE FUNCTION heteroflow_renew(e BIGINT, who TEXT, lease_ms BIGINT) RETURNS BIGINT
+LANGUAGE plpgsql AS $$
+DECLARE
+  now_ms BIGINT := heteroflow_now_ms();
+  current_epoch BIGINT;
+BEGIN
+  UPDATE leader_lease SET renewed_at = now_ms, expires_at = now_ms + lease_ms
+   WHERE id = 1 AND epoch = e AND holder = who;
+  IF NOT FOUND THEN
+    SELECT epoch INTO current_epoch FROM leader_lease WHERE id = 1;
+    RAISE EXCEPTION 'fenced: epoch % is no longer the leader''s (the lease is at epoch %)',
+      e, current_epoch USING ERRCODE = 'HF001';
+  END IF;
+  RETURN now_ms + lease_ms;
+END
+$$;
+)sql";
+
 constexpr Migration kPgMigrations[] = {
     {10, "the schema as of version 10: nodes, GPUs, jobs, tasks, allocations with capacity triggers, "
          "config, tokens, audit, inference, health, queues",
      kPgV10},
+    {11, "the leader lease, with fencing", kPgV11},
 };
 
 Status EnsureVersionTable(Db& db) {

@@ -143,6 +143,8 @@ StatusCode CodeOf(std::string_view state) {
   if (state == "23503") return StatusCode::kFailedPrecondition;
   if (state == "23514" || state == "23502") return StatusCode::kInvalidArgument;
   if (state == "P0001") return StatusCode::kResourceExhausted;
+  // heteroflow_fence and heteroflow_renew: a deposed leader's epoch.
+  if (state == kFencedState) return StatusCode::kFailedPrecondition;
   if (state.starts_with("08") || state.starts_with("53") || state == "40001" || state == "40P01" ||
       state == "55P03" || state == "57014" || state == "57P01" || state == "57P02" || state == "57P03" ||
       state == "25006") {
@@ -219,10 +221,13 @@ class PgStmt final : public StmtImpl {
 
 Result<std::unique_ptr<PgDb>> PgDb::Connect(const std::string& uri) {
   // Defaults the URI may override (it comes last): a server that does not
-  // answer is given up on, and a silent TCP peer is noticed.
+  // answer is given up on, and a silent TCP peer is noticed. A session
+  // that sits in a transaction for 5 s (its process frozen, docs/HA.md) is
+  // ended by the server, so its row locks do not hold up a new leader.
   const char* keys[] = {"connect_timeout", "keepalives_idle", "keepalives_interval", "keepalives_count",
-                        "dbname", nullptr};
-  const char* values[] = {"10", "10", "5", "3", uri.c_str(), nullptr};
+                        "options", "dbname", nullptr};
+  const char* values[] = {"10", "10", "5", "3", "-c idle_in_transaction_session_timeout=5000",
+                          uri.c_str(), nullptr};
   PGconn* conn = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
   if (conn == nullptr) return Unavailable("connect to " + RedactedUri(uri) + ": out of memory");
   if (PQstatus(conn) != CONNECTION_OK) {

@@ -13,7 +13,8 @@
 // or no result), serialization failures and deadlocks (40001, 40P01), lock
 // and statement timeouts (55P03, 57014), shutdowns (57P01-57P03), a read-only
 // server (25006: a standby) and insufficient resources (class 53) are
-// Unavailable.
+// Unavailable; HF001 (kFencedState: heteroflow_fence or heteroflow_renew
+// refused a deposed leader's epoch, docs/HA.md) is FailedPrecondition.
 //
 // A connection that broke is reset (reconnected, following the connection
 // string's hosts, e.g. to a promoted standby) at the next call made outside
@@ -42,6 +43,9 @@ namespace hf::store {
 // Whether `target` names a PostgreSQL database (a postgresql:// or
 // postgres:// URI) rather than a SQLite file.
 bool IsPostgresUri(std::string_view target);
+
+// The SQLSTATE the schema's fencing functions raise (migrations.cc, v11).
+inline constexpr std::string_view kFencedState = "HF001";
 
 // `uri` with any password left out (user:password@, password=...), for logs
 // and messages.

@@ -99,7 +99,7 @@ TEST_F(PostgresStoreFixture, ServersStartingTogetherMigrateOnce) {
   Result<Stmt> n = (*db)->Prepare("SELECT COUNT(*) FROM schema_version");
   ASSERT_TRUE(n.ok());
   ASSERT_TRUE(*n->Step());
-  EXPECT_EQ(n->Int(0), 1);
+  EXPECT_EQ(n->Int(0), static_cast<int64_t>(AllMigrations(Dialect::kPostgres).size()));
   // Both dialects reach the same version.
   EXPECT_EQ(AllMigrations(Dialect::kPostgres).back().version, AllMigrations(Dialect::kSqlite).back().version);
 }

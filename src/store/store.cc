@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
 #include "store/migrations.h"
 #include "store/postgres.h"
 #include "store/sqlite.h"
@@ -255,7 +257,8 @@ size_t Store::CommitSome(const std::vector<Writer*>& group, size_t from) {
     return end;
   }
   write_since_ms_.store(SteadyMs());
-  Status commit = db_->Exec("COMMIT");
+  Status commit = CheckFence();
+  if (commit.ok()) commit = db_->Exec("COMMIT");
   write_since_ms_.store(0);
   if (!commit.ok()) {
     RollbackQuietly(*db_);
@@ -309,9 +312,26 @@ Status Store::ClaimExclusive() {
   Status s = static_cast<PgDb&>(*db_).HoldLock(kServerLock);
   if (s.code() == StatusCode::kFailedPrecondition) {
     return FailedPrecondition("another heteroflow server is using the database " + display_ +
-                              "; one server per database in this version (docs/STORE.md)");
+                              " exclusively");
   }
   return s;
+}
+
+void Store::SetFence(int64_t epoch, std::function<void(const Status&)> on_fenced) {
+  HF_CHECK(dialect_ == Dialect::kPostgres && epoch > 0);
+  MutexLock lock(mu_);
+  fence_epoch_ = epoch;
+  on_fenced_ = std::move(on_fenced);
+}
+
+Status Store::CheckFence() {
+  if (fence_epoch_ == 0) return Status::Ok();
+  Status s = db_->Exec("SELECT heteroflow_fence(" + std::to_string(fence_epoch_) + ")");
+  if (s.code() != StatusCode::kFailedPrecondition) return s;
+  spdlog::error("store: the database refused a commit of epoch {}: {}", fence_epoch_, s.message());
+  if (on_fenced_) on_fenced_(s);
+  return Unavailable("not committed: this server is no longer the leader (epoch " +
+                     std::to_string(fence_epoch_) + " was deposed); retry on the leader");
 }
 
 Status Store::CanCommit() {
@@ -352,6 +372,7 @@ Status Store::CanCommit() {
   if (s.ok()) {
     s = db_->Exec("INSERT INTO health (id, checked_at) VALUES (1, " + std::to_string(NowMs()) +
                   ") ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at");
+    if (s.ok()) s = CheckFence();
     if (s.ok()) s = db_->Exec("COMMIT");
     if (!s.ok()) RollbackQuietly(*db_);
   }

@@ -316,8 +316,7 @@ struct StoreOptions {
   // How long a statement waits for another process's lock before failing
   // with Unavailable.
   int busy_timeout_ms = 5000;
-  // ClaimExclusive before anything is written (before migrations): a
-  // server's store.
+  // ClaimExclusive before anything is written (before migrations).
   bool exclusive = false;
 };
 
@@ -359,11 +358,19 @@ class Store {
   // as it lives: a no-op for a SQLite file (the server's data directory lock
   // does it); on PostgreSQL a session-level advisory lock on the write
   // connection, taken again if that connection is made again.
-  // FailedPrecondition when another server holds it: several servers on one
-  // PostgreSQL database need leader election, which this version does not
-  // have (docs/STORE.md).
+  // FailedPrecondition when another holds it. Servers do not use it on
+  // PostgreSQL: they share the database and elect a leader (docs/HA.md).
   Status ClaimExclusive() HF_EXCLUDES(mu_);
   static constexpr int64_t kServerLock = 0x6866'7365'7276'6572;  // "hfserver"
+
+  // Fencing (docs/HA.md): from now on every transaction this Store commits
+  // ends with heteroflow_fence(epoch), so that the database itself refuses
+  // it once a newer leader holds the lease, however long this process was
+  // paused. The writers of a refused transaction get Unavailable (naming
+  // the deposed epoch), nothing of theirs is kept, and on_fenced is called
+  // with the database's refusal; it runs with mu_ held, so it must only
+  // take note and return. PostgreSQL only; epoch > 0.
+  void SetFence(int64_t epoch, std::function<void(const Status&)> on_fenced) HF_EXCLUDES(mu_);
 
   // Whether a commit goes through now. No when a group has waited
   // kStuckWriteMs for the lock (another process holds it) or for its COMMIT
@@ -405,6 +412,9 @@ class Store {
   // unless a function's failure ends the whole transaction, as a full disk
   // does) and sets each writer's status.
   void CommitGroup(const std::vector<Writer*>& group) HF_REQUIRES(mu_);
+  // Before a COMMIT: OK, or why this transaction must not commit (the
+  // database refused the fence epoch, or could not be asked).
+  Status CheckFence() HF_REQUIRES(mu_);
   // BEGIN IMMEDIATE, then group[from..] each in a savepoint, then COMMIT;
   // returns where the next transaction starts (group.size() when done).
   size_t CommitSome(const std::vector<Writer*>& group, size_t from) HF_REQUIRES(mu_);
@@ -412,6 +422,8 @@ class Store {
   // Taken by a group's leader (after queue_mu_ is let go) and by the probe.
   mutable Mutex mu_;  // guards db_ (the write connection)
   std::unique_ptr<Db> db_ HF_GUARDED_BY(mu_);
+  int64_t fence_epoch_ HF_GUARDED_BY(mu_) = 0;  // 0: not fenced (SetFence)
+  std::function<void(const Status&)> on_fenced_ HF_GUARDED_BY(mu_);
   Mutex queue_mu_;  // guards writers_ and each queued Writer's status and done
   // Writers waiting, in arrival order; the head is the leader of the group in
   // flight, or the next one. A Writer lives on its caller's stack.

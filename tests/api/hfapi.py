@@ -246,8 +246,9 @@ def wait_until(fn, timeout, what, interval=0.1):
 
 class Server:
     def __init__(self, binary, data_dir, token=ADMIN_TOKEN, config=None, start=True, env=None,
-                 args=None):
+                 args=None, port=0):
         self.binary = binary
+        self.listen_port = port  # 0: any free port, a new one at each start
         self.args = list(args or [])
         self.extra_env = dict(env or {})
         self.data_dir = data_dir
@@ -272,7 +273,8 @@ class Server:
         if self.token:
             env["HETEROFLOW_ADMIN_TOKEN"] = self.token
         env.update(self.extra_env)
-        cmd = [self.binary, "server", "--listen", "127.0.0.1:0", "--data-dir", self.data_dir]
+        cmd = [self.binary, "server", "--listen", "127.0.0.1:%d" % self.listen_port, "--data-dir",
+               self.data_dir]
         if self.config:
             cmd += ["--config", self.config]
         cmd += self.args

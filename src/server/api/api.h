@@ -16,6 +16,7 @@
 #define HF_SERVER_API_API_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -47,9 +48,12 @@ class SystemApi {
  public:
   // `ready`: false until the cluster's state is recovered and while the
   // server stops.
+  // `role`: this replica's role among the control plane's replicas
+  // (docs/HA.md), shown by /readyz.
   SystemApi(store::Store& store, const std::atomic<bool>& ready, const MetricsRegistry& metrics,
-            EventHub& events, const Clock& clock)
-      : store_(store), ready_(ready), metrics_(metrics), events_(events), clock_(clock) {}
+            EventHub& events, const Clock& clock, std::function<nlohmann::json()> role)
+      : store_(store), ready_(ready), metrics_(metrics), events_(events), clock_(clock),
+        role_(std::move(role)) {}
 
   // Public: no caller.
   static Response Live(const Request& req);
@@ -66,6 +70,7 @@ class SystemApi {
   const MetricsRegistry& metrics_;
   EventHub& events_;
   const Clock& clock_;
+  const std::function<nlohmann::json()> role_;
 };
 
 // The answers of GET /plugins and GET /scheduler/config, rebuilt after every

@@ -32,7 +32,9 @@ Response SystemApi::Ready(const Request&) const {
   if (Status s = store_.CanCommit(); !s.ok()) {
     return JsonError(503, "unavailable", "the store cannot commit: " + s.message());
   }
-  return JsonResponse(200, json{{"status", "ok"}});
+  json j = role_();
+  j["status"] = "ok";
+  return JsonResponse(200, j);
 }
 
 Response SystemApi::Events(const Request&, const Caller&) {

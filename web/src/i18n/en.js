@@ -14,6 +14,7 @@ export default {
     queues: 'Queues',
   },
   roles: { admin: 'admin', operator: 'operator', viewer: 'viewer', agent: 'agent' },
+  replica: { leader: 'Leader {name}', follower: 'Replica {name}, relaying to {leader}', tip: 'Control-plane replicas: {leader} leads, epoch {epoch}' },
   live: { live: 'Live updates on', connecting: 'Connecting to the event stream…', offline: 'Live updates off (reconnecting)' },
   events: { task: 'task', node: 'node', plugin: 'plugin', config: 'config', inference: 'inference', message: 'event', job: 'job', queue: 'queue' },
   common: {

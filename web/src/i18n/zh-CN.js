@@ -14,6 +14,7 @@ export default {
     queues: '队列',
   },
   roles: { admin: '管理员', operator: '操作员', viewer: '只读', agent: '代理' },
+  replica: { leader: '主副本 {name}', follower: '副本 {name}（转发至 {leader}）', tip: '控制面副本：{leader} 为主，任期 {epoch}' },
   live: { live: '实时更新中', connecting: '正在连接事件流…', offline: '实时更新已断开（重连中）' },
   events: { task: '任务', node: '节点', plugin: '插件', config: '配置', inference: '推理', message: '事件', job: '作业', queue: '队列' },
   common: {
