@@ -125,7 +125,7 @@ if(TARGET heteroflow AND Python3_Interpreter_FOUND)
   hf_api_tests(vision:60 malformed:120 tasks:120 crash:120 metrics:60 preview:60 demo:60 events:60
                agent_protocol:90 agent:90 agent_failover:90 agent_preemption:120 jobs:240 queues:120
                scheduling:120 security:180 fencing:180 flood:180 inference:300 ui_static:60
-               demo_restart:240 vendors:120 postgres:120 ha:400)
+               demo_restart:240 vendors:120 postgres:120 ha:400 ha_promotion:180)
 endif()
 
 # The web UI (docs/UI.md): its own unit tests (vitest), and browser tests in

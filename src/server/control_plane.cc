@@ -111,6 +111,15 @@ Status ControlPlane::Init() {
   so.exclusive = !ha();
   Result<std::unique_ptr<store::Store>> st =
       store::Store::Open(options_.store.empty() ? options_.data_dir + "/heteroflow.db" : options_.store, so);
+  // A replica that stepped down (it lost the database, say, while a
+  // standby is promoted) waits for the database rather than exit.
+  for (int tries = 1; ha() && options_.wait_for_store && !st.ok() &&
+                      st.status().code() == StatusCode::kUnavailable;
+       ++tries) {
+    if (tries % 10 == 1) spdlog::warn("server: waiting for the database: {}", st.status().message());
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    st = store::Store::Open(options_.store, so);
+  }
   if (!st.ok()) return st.status();
   store_ = std::move(st).value();
   RegisterMetrics();
@@ -768,6 +777,16 @@ Status ControlPlane::Start() {
                options_.advertise_url, store_->path());
   elector_ready_.store(true, std::memory_order_release);
   elector_->Start();
+  // Serving starts once this replica knows its role: it leads (with the
+  // state recovered) or follows a leader; or, at worst, after a lease and a
+  // round, when the silent leader's lease has run out.
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::milliseconds(static_cast<int64_t>((options_.leader_lease_s + 2 * options_.leader_retry_s) * 1000));
+  while (std::chrono::steady_clock::now() < until) {
+    const json role = RoleJson();
+    if (role["role"] == "leader" || (role["role"] == "follower" && role.contains("leader"))) break;
+    if (WaitForStepDown(std::chrono::milliseconds(20))) break;
+  }
   return Status::Ok();
 }
 

@@ -103,7 +103,14 @@ struct ServerOptions {
   double leader_lease_s = 3;
   double leader_renew_deadline_s = 2;
   double leader_retry_s = 0.5;
+  // Init waits for an unreachable PostgreSQL store instead of failing: set
+  // when a replica starts again after stepping down (kSteppedDownEnv).
+  bool wait_for_store = false;
 };
+
+// Set in the environment of a replica that starts again after stepping
+// down (RunServerCommand): it then waits for the database.
+inline constexpr char kSteppedDownEnv[] = "HETEROFLOW_STEPPED_DOWN";
 
 // The server's parts: store, scheduler (which owns the framework),
 // inference service, the REST API's resources and their route table, and

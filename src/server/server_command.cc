@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -79,6 +80,7 @@ void ReExec() {
     const int fd = std::atoi(e.path().filename().c_str());
     if (fd > 2) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
   }
+  ::setenv(kSteppedDownEnv, "1", 1);
   // Signals blocked for sigwait stay blocked across exec: let them go.
   sigset_t none;
   sigemptyset(&none);
@@ -233,6 +235,10 @@ int RunServerCommand(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  if (const char* again = std::getenv(kSteppedDownEnv); again != nullptr && *again != '\0') {
+    options.wait_for_store = true;
+    ::unsetenv(kSteppedDownEnv);  // not for the tasks' environments, nor a later exec
+  }
   ControlPlane cp(options);
   Status s = cp.Init();
   if (s.ok()) s = cp.Start();
