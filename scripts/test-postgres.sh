@@ -2,6 +2,8 @@
 # A throwaway PostgreSQL server for the test suite (the store's tests on
 # PostgreSQL, src/store/testing/postgres.h): initdb in DIR, listening only on
 # a Unix socket in DIR, run as the postgres user when called as root.
+# fsync is off (tests need no durability against power loss) unless
+# HF_PG_FSYNC=on (the benchmarks').
 #
 # usage: scripts/test-postgres.sh start DIR   prints the server's URI
 #        scripts/test-postgres.sh standby PRIMARY_DIR DIR
@@ -26,7 +28,7 @@ case $cmd in
     "${as[@]}" "$bin/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --locale=C --no-sync \
       >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
     "${as[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w \
-      -o "-k $dir -p 5432 -c listen_addresses='' -c fsync=off -c max_connections=300" start >/dev/null \
+      -o "-k $dir -p 5432 -c listen_addresses='' -c fsync=${HF_PG_FSYNC:-off} -c max_connections=300" start >/dev/null \
       || { cat "$dir/server.log" >&2; exit 1; }
     echo "postgresql://postgres@/?host=$dir&port=5432"
     ;;

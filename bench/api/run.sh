@@ -21,7 +21,8 @@
 # Knobs (environment): NODES=64 GPUS=8 THREADS=2 CONNS=32 DURATION=10s
 #   BATCH=100 BATCH_CONNS=8 CPU_MILLI=100 GPU_MILLI=0 E2E_RATE=200
 #   E2E_DURATION=10 E2E_THREADS=4 READ_TASKS=200 PHASES="a b bb c d e" (the
-#   phases to run)
+#   phases to run) STORE=sqlite (or postgresql: a PostgreSQL server started
+#   by scripts/test-postgres.sh with fsync on, a fresh database per phase)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -32,7 +33,7 @@ THREADS="${THREADS:-2}" CONNS="${CONNS:-32}" DURATION="${DURATION:-10s}"
 BATCH="${BATCH:-100}" BATCH_CONNS="${BATCH_CONNS:-8}"
 CPU_MILLI="${CPU_MILLI:-100}" GPU_MILLI="${GPU_MILLI:-0}"
 E2E_RATE="${E2E_RATE:-200}" E2E_DURATION="${E2E_DURATION:-10}" E2E_THREADS="${E2E_THREADS:-4}"
-READ_TASKS="${READ_TASKS:-200}" PHASES="${PHASES:-a b bb c d e}"
+READ_TASKS="${READ_TASKS:-200}" PHASES="${PHASES:-a b bb c d e}" STORE="${STORE:-sqlite}"
 
 command -v wrk >/dev/null || { echo "bench/api/run.sh: wrk is not installed (apt-get install wrk)" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "bench/api/run.sh: python3 is not installed" >&2; exit 1; }
@@ -56,16 +57,34 @@ stop_server() {
   fi
   pid=""
 }
-cleanup() { stop_server; rm -rf "$tmp"; }
+pg=""
+pg_dir=""
+cleanup() {
+  stop_server
+  [ -n "$pg_dir" ] && "$root/scripts/test-postgres.sh" stop "$pg_dir"
+  rm -rf "$tmp"
+}
 trap cleanup EXIT
+case "$STORE" in
+  sqlite) ;;
+  postgresql)
+    pg_dir="$(mktemp -d /tmp/hf-bench-pg-XXXXXX)"
+    pg="$(HF_PG_FSYNC=on "$root/scripts/test-postgres.sh" start "$pg_dir")" ;;
+  *) echo "bench/api/run.sh: STORE is sqlite or postgresql, not $STORE" >&2; exit 2 ;;
+esac
 trap 'exit 130' INT TERM
 
 # start_server NAME: fresh data dir, waits for the port, registers the cluster.
 start_server() {
   local dir="$tmp/$1"
   mkdir -p "$dir"
+  local store=()
+  if [ -n "$pg" ]; then
+    psql -X -q "$pg&dbname=postgres" -c "CREATE DATABASE bench_$1"
+    store=(--store "$pg&dbname=bench_$1")
+  fi
   HETEROFLOW_ADMIN_TOKEN="$HF_TOKEN" "$bin" server --listen 127.0.0.1:0 --data-dir "$dir/data" \
-    >"$dir/stdout" 2>"$dir/stderr" &
+    "${store[@]}" >"$dir/stdout" 2>"$dir/stderr" &
   pid=$!
   port=""
   for _ in $(seq 300); do
@@ -96,6 +115,7 @@ wrk_fields() {
 
 echo "heteroflow API benchmark: $bin"
 echo "machine: $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p' | head -1); data dir on $(df -P "$tmp" | awk 'NR==2 {print $1}')"
+echo "store: $STORE"
 echo "cluster: $NODES nodes x $GPUS GPUs; wrk -t$THREADS -c$CONNS -d$DURATION; task: cpu_milli $CPU_MILLI, gpu_milli $GPU_MILLI"
 
 if phase a; then

@@ -7,6 +7,7 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 namespace hf::http {
 namespace {
@@ -128,6 +129,48 @@ TEST(HttpClientTest, SendsMethodPrefixTokenAndBody) {
   EXPECT_EQ(seen[bhttp::field::content_type], "application/json");
   EXPECT_EQ(seen[bhttp::field::host], "127.0.0.1:" + std::to_string(port));
   EXPECT_EQ(seen.body(), R"({"enabled":true})");
+}
+
+TEST(HttpClientTest, SeveralServersTheNextIsTriedWhenOneDoesNotConnectAndKept) {
+  // Two requests answered by the second server; the first refuses.
+  asio::io_context ioc;
+  tcp::acceptor acceptor(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  const uint16_t port = acceptor.local_endpoint().port();
+  std::vector<std::string> targets;
+  std::thread server([&] {
+    for (int i = 0; i < 2; ++i) {
+      tcp::socket s(ioc);
+      acceptor.accept(s);
+      beast::flat_buffer buf;
+      bhttp::request<bhttp::string_body> req;
+      bhttp::read(s, buf, req);
+      targets.push_back(std::string(req.target()) + " " + std::string(req[bhttp::field::host]));
+      bhttp::response<bhttp::string_body> res{bhttp::status::ok, 11};
+      res.body() = "{}";
+      res.prepare_payload();
+      bhttp::write(s, res);
+    }
+  });
+  const uint16_t closed = ClosedPort();
+  Result<std::vector<ServerUrl>> urls = ParseServerUrls(
+      "http://127.0.0.1:" + std::to_string(closed) + "/a, http://127.0.0.1:" + std::to_string(port) + "/b");
+  ASSERT_TRUE(urls.ok()) << urls.status().ToString();
+  ASSERT_EQ(urls->size(), 2u);
+  HttpClient client(*urls, "", std::chrono::seconds(5));
+  Result<HttpResponse> first = client.Send("GET", "/x");
+  Result<HttpResponse> second = client.Send("GET", "/y");
+  server.join();
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  const std::string host = "127.0.0.1:" + std::to_string(port);
+  EXPECT_EQ(targets, (std::vector<std::string>{"/b/x " + host, "/b/y " + host}));
+  // None answers: the error names the last one tried.
+  HttpClient none(std::vector<ServerUrl>{(*urls)[0], (*urls)[0]}, "", std::chrono::seconds(5));
+  Result<HttpResponse> r = none.Send("GET", "/x");
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  // A malformed member of the list is refused, naming it.
+  EXPECT_EQ(ParseServerUrls("http://a:1,ftp://b").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseServerUrls("").status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(HttpClientTest, TimesOutOnASilentServer) {
