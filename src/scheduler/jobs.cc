@@ -26,11 +26,9 @@ Result<store::JobRecord> Scheduler::SubmitJob(const JobSpec& spec, const std::st
                                              " members, gang of " +
                                              std::to_string(spec.gang_size())));
     for (const Task& t : spec.Members(id)) {
-      HF_ASSIGN_OR_RETURN(TaskKey k, tx.InsertTask(t));
-      HF_RETURN_IF_ERROR(tx.AppendTaskEvent(
-          k, "submitted",
-          "by " + actor + " (job " + spec.name + ", rank " + std::to_string(t.job.rank) + ")"));
-      HF_ASSIGN_OR_RETURN(store::TaskRecord r, tx.GetTask(k));
+      HF_ASSIGN_OR_RETURN(store::TaskRecord r,
+                          tx.SubmitTask(t, "by " + actor + " (job " + spec.name + ", rank " +
+                                               std::to_string(t.job.rank) + ")"));
       members.push_back(std::move(r));
     }
     HF_ASSIGN_OR_RETURN(job, tx.GetJob(id));

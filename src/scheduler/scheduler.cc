@@ -465,9 +465,7 @@ Result<std::vector<store::TaskRecord>> Scheduler::Submit(const std::vector<Task>
   HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
     out.clear();
     for (const Task& t : tasks) {
-      HF_ASSIGN_OR_RETURN(TaskKey k, tx.InsertTask(t));
-      HF_RETURN_IF_ERROR(tx.AppendTaskEvent(k, "submitted", "by " + actor));
-      HF_ASSIGN_OR_RETURN(store::TaskRecord r, tx.GetTask(k));
+      HF_ASSIGN_OR_RETURN(store::TaskRecord r, tx.SubmitTask(t, "by " + actor));
       out.push_back(std::move(r));
     }
     return Status::Ok();

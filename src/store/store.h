@@ -263,6 +263,9 @@ class Tx : public ReadTx {
   // ignored); a job's member is linked to task.job.id. InvalidArgument for
   // an empty name or invalid requests.
   Result<TaskKey> InsertTask(const Task& task);
+  // InsertTask with its "submitted" event (AppendTaskEvent), giving the new
+  // task as GetTask would read it; one statement on PostgreSQL.
+  Result<TaskRecord> SubmitTask(const Task& task, const std::string& message);
   // NotFound when missing. `reason` replaces pending_reason (pass "" to clear).
   Status UpdateTaskState(TaskKey id, TaskState state, const std::string& reason);
   // Deletes the task with its events, allocation and GPU grants.
@@ -307,6 +310,9 @@ class Tx : public ReadTx {
  private:
   friend class Store;
   using ReadTx::ReadTx;
+  // InsertTask, giving the row; with its "submitted" event (message) in
+  // the same statement when `submitted` is set (PostgreSQL only).
+  Result<TaskRecord> InsertTaskRecord(const Task& task, const std::string* submitted);
 };
 
 struct StoreOptions {

@@ -287,12 +287,35 @@ Result<std::vector<TaskRecord>> ReadTx::ListTasks(const TaskFilter& f) const {
 }
 
 Result<TaskKey> Tx::InsertTask(const Task& task) {
+  HF_ASSIGN_OR_RETURN(TaskRecord r, InsertTaskRecord(task, nullptr));
+  return r.task.key;
+}
+
+Result<TaskRecord> Tx::SubmitTask(const Task& task, const std::string& message) {
+  if (db_->dialect() == Dialect::kPostgres) return InsertTaskRecord(task, &message);
+  HF_ASSIGN_OR_RETURN(TaskRecord r, InsertTaskRecord(task, nullptr));
+  HF_RETURN_IF_ERROR(AppendTaskEvent(r.task.key, "submitted", message));
+  return r;
+}
+
+Result<TaskRecord> Tx::InsertTaskRecord(const Task& task, const std::string* submitted) {
   if (task.name.empty()) return InvalidArgument("task name must not be empty");
   HF_RETURN_IF_ERROR(task.requests.Validate());
-  HF_ASSIGN_STMT(
-      stmt, db_->Prepare(
-                "INSERT INTO tasks (name, grp, priority, kind, state, spec, created_at, updated_at,"
-                " job_id) VALUES (?, ?, ?, ?, 'pending', ?, ?7, ?7, ?8) RETURNING id"));
+  // The new row as GetTask reads it (kTaskColumns; no allocation yet), in
+  // the same round trip; on PostgreSQL with its "submitted" event too.
+  static constexpr char kInsert[] =
+      "INSERT INTO tasks (name, grp, priority, kind, state, spec, created_at, updated_at,"
+      " job_id) VALUES (?, ?, ?, ?, 'pending', ?, ?7, ?7, ?8)"
+      " RETURNING id, spec, state, pending_reason, created_at, updated_at, ''";
+  static constexpr char kInsertWithEvent[] =
+      "WITH t AS (INSERT INTO tasks (name, grp, priority, kind, state, spec, created_at,"
+      " updated_at, job_id) VALUES (?, ?, ?, ?, 'pending', ?, ?7, ?7, ?8)"
+      " RETURNING id, spec, state, pending_reason, created_at, updated_at),"
+      " e AS (INSERT INTO task_events (task_id, time, kind, message)"
+      " SELECT id, ?7, 'submitted', ?9 FROM t)"
+      " SELECT id, spec, state, pending_reason, created_at, updated_at, '' FROM t";
+  HF_ASSIGN_STMT(stmt, db_->Prepare(submitted != nullptr ? kInsertWithEvent : kInsert));
+  if (submitted != nullptr) stmt.Bind(9, *submitted);
   if (task.job.id != 0) {
     stmt.Bind(8, static_cast<int64_t>(task.job.id));
   } else {
@@ -304,8 +327,12 @@ Result<TaskKey> Tx::InsertTask(const Task& task) {
       .Bind(4, TaskKindName(task.kind))
       .Bind(5, TaskToJson(task).dump())
       .Bind(7, now_ms_);
-  HF_ASSIGN_OR_RETURN(int64_t id, NewId(stmt));
-  return static_cast<TaskKey>(id);
+  HF_ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row) return Internal("INSERT INTO tasks ... RETURNING gave no row");
+  Result<TaskRecord> r = ReadTask(stmt);
+  HF_ASSIGN_OR_RETURN(bool more, stmt.Step());
+  if (more) return Internal("INSERT INTO tasks ... RETURNING gave more than one row");
+  return r;
 }
 
 Status Tx::UpdateTaskState(TaskKey id, TaskState state, const std::string& reason) {
