@@ -19,6 +19,9 @@
 //     (WHERE epoch = E), so two followers never both win, and the winner
 //     holds its lock before anyone can see its epoch.
 //
+// A new leader NOTIFYs heteroflow_leader, on which every replica LISTENs,
+// so followers learn of it at once rather than at their next round.
+//
 // Safety does not rest on the timings: every transaction a leader commits
 // ends with heteroflow_fence(E) (Store::SetFence), which the database
 // refuses once the lease moved on. A paused or partitioned ex-leader can
@@ -103,6 +106,8 @@ class Elector {
 
   // The first int of the advisory locks' keys ("hfld").
   static constexpr int32_t kLockSpace = 0x6866'6c64;
+  // Where a new leader NOTIFYs its epoch; every replica LISTENs.
+  static constexpr char kChannel[] = "heteroflow_leader";
 
  private:
   explicit Elector(ElectorOptions options, std::unique_ptr<store::PgDb> db);
@@ -113,6 +118,9 @@ class Elector {
   Result<bool> TryLock(int64_t epoch) HF_REQUIRES(round_mu_);
   void Unlock(int64_t epoch) HF_REQUIRES(round_mu_);
   void Depose(const std::string& why) HF_REQUIRES(round_mu_);
+  // Up to `retry` for a NOTIFY on kChannel; an error when the connection
+  // cannot wait (the caller sleeps instead).
+  Status WaitForNotification() HF_EXCLUDES(round_mu_);
 
   const ElectorOptions options_;
   Mutex round_mu_;  // guards db_ and last_renewed_ (one round at a time)

@@ -1,13 +1,16 @@
 #include "store/postgres.h"
 
 #include <libpq-fe.h>
+#include <poll.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
-#include <vector>
 #include <utility>
+#include <vector>
 
 namespace hf::store {
 
@@ -320,12 +323,38 @@ Status PgDb::EnsureConnected() {
   if (lock_timeout_ms_ >= 0) {
     r.reset(PQexec(conn_, ("SET lock_timeout = " + std::to_string(lock_timeout_ms_)).c_str()));
   }
+  for (const std::string& channel : channels_) r.reset(PQexec(conn_, ("LISTEN " + channel).c_str()));
   if (held_lock_) {
     Result<bool> had = TrueOf(conn_, TryLockSql(*held_lock_));
     lock_lost_ = !had.ok() || !*had;
     if (lock_lost_) return Unavailable("another server took this database's lock while the connection was down");
   }
   return Status::Ok();
+}
+
+Status PgDb::Listen(const std::string& channel) {
+  HF_RETURN_IF_ERROR(Exec("LISTEN " + channel));
+  channels_.push_back(channel);
+  return Status::Ok();
+}
+
+Result<std::optional<std::string>> PgDb::WaitForNotification(std::chrono::milliseconds timeout) {
+  HF_RETURN_IF_ERROR(EnsureConnected());
+  const auto take = [this]() -> std::optional<std::string> {
+    PGnotify* n = PQnotifies(conn_);
+    if (n == nullptr) return std::nullopt;
+    std::string payload = n->extra != nullptr ? n->extra : "";
+    PQfreemem(n);
+    return payload;
+  };
+  if (std::optional<std::string> p = take()) return p;
+  pollfd pfd{.fd = PQsocket(conn_), .events = POLLIN, .revents = 0};
+  if (pfd.fd < 0) return StatusOf(nullptr, "wait for a notification");
+  const int ready = ::poll(&pfd, 1, static_cast<int>(timeout.count()));
+  if (ready < 0 && errno != EINTR) return Unavailable(std::string("poll: ") + std::strerror(errno));
+  if (ready <= 0) return std::optional<std::string>();
+  if (PQconsumeInput(conn_) == 0) return StatusOf(nullptr, "wait for a notification");
+  return take();
 }
 
 bool PgDb::Broken() const { return PQstatus(conn_) != CONNECTION_OK; }

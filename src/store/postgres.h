@@ -25,6 +25,7 @@
 #define HF_STORE_POSTGRES_H_
 
 #include <cstdint>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -81,6 +82,14 @@ class PgDb final : public Db {
   // every call fails with Unavailable until the lock is had again.
   Status HoldLock(int64_t key);
 
+  // LISTEN on `channel` (an SQL identifier of ours), now and after every
+  // reconnect.
+  Status Listen(const std::string& channel);
+  // Waits up to `timeout` for a NOTIFY on a channel this connection
+  // listens on: its payload, or nullopt when none came. Unavailable when
+  // the connection broke (it is made again at the next call).
+  Result<std::optional<std::string>> WaitForNotification(std::chrono::milliseconds timeout);
+
   // The status of a failed result (or of the connection, when `res` is
   // null), prefixed with `what`.
   Status StatusOf(const pg_result* res, std::string_view what) const;
@@ -113,6 +122,7 @@ class PgDb final : public Db {
   int changes_ = 0;
   int lock_timeout_ms_ = -1;  // as last set; set again after a reconnect
   std::optional<int64_t> held_lock_;  // HoldLock's key, taken again after a reconnect
+  std::vector<std::string> channels_;  // listened on (Listen), again after a reconnect
   bool lock_lost_ = false;  // a reconnect found held_lock_ taken by another session
 };
 

@@ -57,6 +57,11 @@ def free_port():
     return port
 
 
+def whole_log(srv):
+    with open(srv.stderr_path, "rb") as f:
+        return f.read().decode("utf-8", "replace")
+
+
 def role_of(srv):
     """(role, body) from the replica's /readyz, or (None, None) when it does
     not answer."""
@@ -276,14 +281,14 @@ def main(binary, tmp):
             time.sleep(max(0, 30 - (time.monotonic() - t0)))
         finally:
             os.kill(ldr.pid, signal.SIGCONT)
-        wait_until(lambda: "fenced: epoch %d is no longer the leader's" % old_epoch in ldr.stderr_text(),
+        wait_until(lambda: "fenced: epoch %d is no longer the leader's" % old_epoch in whole_log(ldr),
                    10, "the database's refusal in the old leader's log")
         wait_until(lambda: role_of(ldr)[0] == "follower", 20, "the old leader following")
         row = psql(base, db, "SELECT epoch, holder FROM leader_lease").split("|")
         if int(row[0]) != nb["epoch"] or row[1] != nb["replica"]:
             fail("the lease after the freeze: %s, want epoch %d held by %s" % (row, nb["epoch"], nb["replica"]))
-        if "stepping down" not in ldr.stderr_text():
-            fail("the old leader's log does not say it stepped down: %s" % ldr.stderr_text()[-800:])
+        if "stepping down" not in whole_log(ldr):
+            fail("the old leader's log does not say it stepped down: %s" % whole_log(ldr)[-800:])
         del name
 
     def graceful_handover():
