@@ -101,7 +101,8 @@ else
       -o "-k $pg_dir -c listen_addresses=''" start >/dev/null
   pg="postgresql://postgres@/postgres?host=$pg_dir"
   if [ "$fresh" = 1 ] || [ "$fresh_start" = 1 ]; then
-    psql -X -q "$pg" -c "DROP DATABASE IF EXISTS heteroflow WITH (FORCE)" -c "CREATE DATABASE heteroflow"
+    PGOPTIONS="-c client_min_messages=warning" psql -X -q "$pg" \
+      -c "DROP DATABASE IF EXISTS heteroflow WITH (FORCE)" -c "CREATE DATABASE heteroflow"
   fi
   touch "$data/ha"
   store="postgresql://postgres@/heteroflow?host=$pg_dir"
@@ -129,6 +130,12 @@ stopping=0
 stop_all() {
   [ "$stopping" = 1 ] && return
   stopping=1
+  if [ "$ha" = 1 ]; then
+    # Any live replica will do (a follower relays to the leader).
+    for i in "${!servers[@]}"; do
+      if kill -0 "${servers[$i]}" 2>/dev/null; then server=${servers[$i]} base=${urls[$i]}; break; fi
+    done
+  fi
   if [ -n "${token:-}" ] && kill -0 $server 2>/dev/null && [ ${#agents[@]} -gt 0 ]; then
     echo "ending the demo's work..." >&2
     HETEROFLOW_TOKEN="$token" python3 scripts/demo_end.py "$base" --work-dir "$work" ||
