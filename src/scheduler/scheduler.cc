@@ -356,8 +356,6 @@ void Scheduler::CycleLocked() {
         HF_RETURN_IF_ERROR(tx.UpdateTaskState(v, TaskState::kPending, by));
         HF_RETURN_IF_ERROR(tx.AppendTaskEvent(v, reclaim ? "reclaimed" : "preempted", by));
       }
-      HF_RETURN_IF_ERROR(tx.PutAllocation(o.key, o.node, d.alloc));
-      HF_RETURN_IF_ERROR(tx.UpdateTaskState(o.key, TaskState::kScheduled, ""));
       char score[64];
       if (!d.victims.empty()) {
         score[0] = '\0';  // placed by preemption: no node passed Filter as it was
@@ -370,7 +368,7 @@ void Scheduler::CycleLocked() {
       std::string msg = "scheduled to " + DescribeAllocation(d.alloc, o.node) + score;
       if (!d.victims.empty())
         msg += ", preempting " + std::to_string(d.victims.size()) + " task(s)";
-      HF_RETURN_IF_ERROR(tx.AppendTaskEvent(o.key, "scheduled", msg));
+      HF_RETURN_IF_ERROR(tx.PlaceTask(o.key, o.node, d.alloc, msg));
     }
     return Status::Ok();
   });
@@ -463,11 +461,7 @@ Result<std::vector<store::TaskRecord>> Scheduler::Submit(const std::vector<Task>
   // commit and the queueing leaves the id in cancelled_early_, and the task
   // is not queued.
   HF_RETURN_IF_ERROR(store_->Write([&](store::Tx& tx) -> Status {
-    out.clear();
-    for (const Task& t : tasks) {
-      HF_ASSIGN_OR_RETURN(store::TaskRecord r, tx.SubmitTask(t, "by " + actor));
-      out.push_back(std::move(r));
-    }
+    HF_ASSIGN_OR_RETURN(out, tx.SubmitTasks(tasks, "by " + actor));
     return Status::Ok();
   }));
   {

@@ -266,6 +266,9 @@ class Tx : public ReadTx {
   // InsertTask with its "submitted" event (AppendTaskEvent), giving the new
   // task as GetTask would read it; one statement on PostgreSQL.
   Result<TaskRecord> SubmitTask(const Task& task, const std::string& message);
+  // SubmitTask for each, in order; one statement for all of them on
+  // PostgreSQL.
+  Result<std::vector<TaskRecord>> SubmitTasks(const std::vector<Task>& tasks, const std::string& message);
   // NotFound when missing. `reason` replaces pending_reason (pass "" to clear).
   Status UpdateTaskState(TaskKey id, TaskState state, const std::string& reason);
   // Deletes the task with its events, allocation and GPU grants.
@@ -277,6 +280,10 @@ class Tx : public ReadTx {
   // unknown node; ResourceExhausted when a grant exceeds a GPU's remaining
   // milli or memory, or names a GPU the node does not have.
   Status PutAllocation(TaskKey id, const std::string& node, const Allocation& allocation);
+  // PutAllocation, then the task's state to scheduled and its "scheduled"
+  // event with `message`: what placing a task writes. Two statements on
+  // PostgreSQL.
+  Status PlaceTask(TaskKey id, const std::string& node, const Allocation& a, const std::string& message);
   // Removes the allocation and its grants; OK when there was none.
   Status DeleteAllocation(TaskKey id);
 

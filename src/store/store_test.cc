@@ -748,6 +748,55 @@ TEST_P(StoreGpuTest, DeletingTaskCascadesItsAllocationAndGrants) {
   EXPECT_EQ(again.code(), StatusCode::kNotFound);
 }
 
+// PlaceTask: the allocation with its grants, state and event, one
+// statement on PostgreSQL; the same guards as PutAllocation.
+TEST_P(StoreGpuTest, PlacingATaskWritesAllocationStateAndEventUnderTheSameGuards) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Write([](Tx& tx) { return tx.PutNode(GpuNode("n1", 2, 16000)); }).ok());
+  TaskKey a = Insert(*store, MakeTask("a", "", 0));
+  TaskKey b = Insert(*store, MakeTask("b", "", 0));
+  auto place = [&](TaskKey k, const std::string& node, const Allocation& al) {
+    return store->Write([&](Tx& tx) { return tx.PlaceTask(k, node, al, "scheduled to " + node); });
+  };
+  Allocation two = OneGrant(0, 600, 10000);
+  two.gpus.push_back({.index = 1, .milli = 1000, .memory_mib = 16000});
+  two.cpu_milli = 1500;
+  two.rdma_device = "mlx5_1";
+  ASSERT_TRUE(place(a, "n1", two).ok());
+  ASSERT_TRUE(store->Read([&](const ReadTx& tx) -> Status {
+    HF_ASSIGN_OR_RETURN(StoredAllocation al, tx.GetAllocation(a));
+    EXPECT_EQ(al.node, "n1");
+    EXPECT_EQ(al.gpus, two.gpus);
+    EXPECT_EQ(al.cpu_milli, 1500);
+    EXPECT_EQ(al.rdma_device, "mlx5_1");
+    HF_ASSIGN_OR_RETURN(TaskRecord t, tx.GetTask(a));
+    EXPECT_EQ(t.state, TaskState::kScheduled);
+    EXPECT_EQ(t.node, "n1");
+    HF_ASSIGN_OR_RETURN(std::vector<TaskEvent> ev, tx.ListTaskEvents(a));
+    EXPECT_TRUE(!ev.empty() && ev.back().kind == "scheduled" && ev.back().message == "scheduled to n1");
+    return Status::Ok();
+  }).ok());
+  // Over capacity: refused by the database, nothing of it kept.
+  Status over = place(b, "n1", OneGrant(0, 401, 0));
+  EXPECT_EQ(over.code(), StatusCode::kResourceExhausted) << over.ToString();
+  EXPECT_NE(over.message().find("milli over capacity"), std::string::npos) << over.message();
+  Status no_gpu = place(b, "n1", OneGrant(7, 100, 0));
+  EXPECT_EQ(no_gpu.code(), StatusCode::kResourceExhausted) << no_gpu.ToString();
+  EXPECT_EQ(place(b, "ghost", OneGrant(0, 100, 0)).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(place(9999, "n1", OneGrant(0, 100, 0)).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(store->Read([&](const ReadTx& tx) -> Status {
+    EXPECT_EQ(tx.GetAllocation(b).status().code(), StatusCode::kNotFound);
+    HF_ASSIGN_OR_RETURN(TaskRecord t, tx.GetTask(b));
+    EXPECT_EQ(t.state, TaskState::kPending);
+    return Status::Ok();
+  }).ok());
+  // Placing again replaces the task's own grants instead of adding to them.
+  ASSERT_TRUE(place(a, "n1", OneGrant(0, 1000, 16000)).ok());
+  EXPECT_EQ(RawCount("SELECT SUM(milli) FROM gpu_grants"), 1000);
+  EXPECT_TRUE(place(b, "n1", OneGrant(1, 1000, 16000)).ok());
+}
+
 TEST_P(StoreGpuTest, ReplacingAnAllocationFreesTheOldGrants) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
@@ -889,6 +938,55 @@ TEST_P(StoreTaskTest, ListFiltersAndPaginates) {
   }
   EXPECT_EQ(all, (V{"t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8", "t9"}));
   EXPECT_EQ(names({.limit = 0}).size(), 10u);
+}
+
+TEST_P(StoreTaskTest, SubmittedTogetherTheTasksKeepTheirOrderRowsAndEvents) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  std::vector<Task> tasks;
+  for (int i = 0; i < 5; ++i) {
+    Task t = MakeTask("batch-" + std::to_string(i), i % 2 ? "odd" : "even", 10 * i);
+    t.env = {{"I", std::to_string(i)}, {"QUOTE", "a\"b'c\\d"}};
+    tasks.push_back(t);
+  }
+  std::vector<TaskRecord> made;
+  ASSERT_TRUE(store->Write([&](Tx& tx) -> Status {
+    HF_ASSIGN_OR_RETURN(made, tx.SubmitTasks(tasks, "by bob"));
+    return Status::Ok();
+  }).ok());
+  ASSERT_EQ(made.size(), tasks.size());
+  for (size_t i = 0; i < made.size(); ++i) {
+    if (i > 0) EXPECT_GT(made[i].task.key, made[i - 1].task.key);
+    Task expected = tasks[i];
+    expected.key = made[i].task.key;
+    EXPECT_EQ(TaskToJson(made[i].task), TaskToJson(expected));
+    EXPECT_EQ(made[i].state, TaskState::kPending);
+    EXPECT_EQ(made[i].node, "");
+  }
+  ASSERT_TRUE(store->Read([&](const ReadTx& tx) -> Status {
+    for (const TaskRecord& m : made) {
+      HF_ASSIGN_OR_RETURN(TaskRecord r, tx.GetTask(m.task.key));
+      EXPECT_EQ(TaskToJson(r.task), TaskToJson(m.task));
+      EXPECT_EQ(r.created_at_ms, m.created_at_ms);
+      HF_ASSIGN_OR_RETURN(std::vector<TaskEvent> ev, tx.ListTaskEvents(m.task.key));
+      EXPECT_EQ(ev.size(), 1u);
+      if (!ev.empty()) {
+        EXPECT_EQ(ev[0].kind, "submitted");
+        EXPECT_EQ(ev[0].message, "by bob");
+      }
+    }
+    return Status::Ok();
+  }).ok());
+  // A bad task refuses the whole batch, and nothing of it is kept.
+  std::vector<Task> bad = tasks;
+  bad[3].name = "";
+  Status s = store->Write([&](Tx& tx) -> Status { return tx.SubmitTasks(bad, "by bob").status(); });
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(store->Read([&](const ReadTx& tx) -> Status {
+    HF_ASSIGN_OR_RETURN(std::vector<TaskRecord> all, tx.ListTasks(TaskFilter{}));
+    EXPECT_EQ(all.size(), tasks.size());
+    return Status::Ok();
+  }).ok());
 }
 
 TEST_P(StoreTaskTest, StateEventsAndRoundTrip) {

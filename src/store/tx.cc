@@ -298,6 +298,59 @@ Result<TaskRecord> Tx::SubmitTask(const Task& task, const std::string& message) 
   return r;
 }
 
+Result<std::vector<TaskRecord>> Tx::SubmitTasks(const std::vector<Task>& tasks,
+                                                 const std::string& message) {
+  std::vector<TaskRecord> out;
+  out.reserve(tasks.size());
+  if (db_->dialect() != Dialect::kPostgres || tasks.size() == 1) {
+    for (const Task& t : tasks) {
+      HF_ASSIGN_OR_RETURN(TaskRecord r, SubmitTask(t, message));
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+  // PostgreSQL: every task and its event in one statement, the rows passed
+  // as one JSON array. Ids are drawn in the rows' order (ORDER BY ord), so
+  // the new rows sorted by id are the tasks in order; each is checked
+  // against its task's name all the same.
+  json rows = json::array();
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const Task& t = tasks[i];
+    if (t.name.empty()) return InvalidArgument("task name must not be empty");
+    HF_RETURN_IF_ERROR(t.requests.Validate());
+    rows.push_back(json{{"ord", i},
+                        {"name", t.name},
+                        {"grp", t.group},
+                        {"priority", t.priority},
+                        {"kind", TaskKindName(t.kind)},
+                        {"spec", TaskToJson(t).dump()},
+                        {"job_id", t.job.id != 0 ? json(t.job.id) : json(nullptr)}});
+  }
+  HF_ASSIGN_STMT(
+      stmt,
+      db_->Prepare(
+          "WITH x AS (SELECT * FROM jsonb_to_recordset(CAST(?1 AS jsonb)) AS x(ord bigint, name text,"
+          " grp text, priority bigint, kind text, spec text, job_id bigint)),"
+          " t AS (INSERT INTO tasks (name, grp, priority, kind, state, spec, created_at, updated_at,"
+          " job_id) SELECT name, grp, priority, kind, 'pending', spec, ?2, ?2, job_id FROM x ORDER BY ord"
+          " RETURNING id, name, spec, state, pending_reason, created_at, updated_at),"
+          " e AS (INSERT INTO task_events (task_id, time, kind, message)"
+          " SELECT id, ?2, 'submitted', ?3 FROM t ORDER BY id)"
+          " SELECT id, spec, state, pending_reason, created_at, updated_at, '', name FROM t ORDER BY id"));
+  stmt.Bind(1, rows.dump()).Bind(2, now_ms_).Bind(3, message);
+  for (;;) {
+    HF_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) break;
+    if (out.size() >= tasks.size() || stmt.Text(7) != tasks[out.size()].name) {
+      return Internal("the tasks inserted together came back out of order");
+    }
+    HF_ASSIGN_OR_RETURN(TaskRecord r, ReadTask(stmt));
+    out.push_back(std::move(r));
+  }
+  if (out.size() != tasks.size()) return Internal("the tasks inserted together did not all come back");
+  return out;
+}
+
 Result<TaskRecord> Tx::InsertTaskRecord(const Task& task, const std::string* submitted) {
   if (task.name.empty()) return InvalidArgument("task name must not be empty");
   HF_RETURN_IF_ERROR(task.requests.Validate());
@@ -522,6 +575,63 @@ Status Tx::PutAllocation(TaskKey id, const std::string& node, const Allocation& 
       return Status(s.code(), "cannot grant GPU " + std::to_string(g.index) + " of node " + node +
                                   " to task " + std::to_string(id) + " (" + s.message() + ")");
     }
+  }
+  return Status::Ok();
+}
+
+Status Tx::PlaceTask(TaskKey id, const std::string& node, const Allocation& a,
+                     const std::string& message) {
+  if (db_->dialect() != Dialect::kPostgres) {
+    HF_RETURN_IF_ERROR(PutAllocation(id, node, a));
+    HF_RETURN_IF_ERROR(UpdateTaskState(id, TaskState::kScheduled, ""));
+    return AppendTaskEvent(id, "scheduled", message);
+  }
+  // PostgreSQL: two round trips instead of six or more. The first drops
+  // any allocation the task had (as PutAllocation does) and says whether
+  // the task exists; the second writes the allocation, its grants (the
+  // capacity triggers check each), the state and the event.
+  const int64_t key = static_cast<int64_t>(id);
+  {
+    HF_ASSIGN_STMT(stmt, db_->Prepare("WITH g AS (DELETE FROM gpu_grants WHERE task_id = ?1),"
+                                      " a AS (DELETE FROM allocations WHERE task_id = ?1)"
+                                      " SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?1),"
+                                      " EXISTS (SELECT 1 FROM nodes WHERE name = ?2)"));
+    stmt.Bind(1, key).Bind(2, node);
+    HF_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row || stmt.Text(0) != "t") return NotFound("task " + std::to_string(id) + " not found");
+    if (stmt.Text(1) != "t") {
+      return FailedPrecondition("cannot allocate task " + std::to_string(id) + " on node " + node +
+                                ": no such node");
+    }
+  }
+  json grants = json::array();
+  for (const GpuGrant& g : a.gpus) {
+    grants.push_back(json{{"gpu_index", g.index}, {"milli", g.milli}, {"memory_mib", g.memory_mib}});
+  }
+  HF_ASSIGN_STMT(
+      stmt,
+      db_->Prepare(
+          "WITH a AS (INSERT INTO allocations (task_id, node, cpu_milli, memory_mib, rdma_device)"
+          " VALUES (?1, ?2, ?3, ?4, ?5) RETURNING task_id),"
+          " g AS (INSERT INTO gpu_grants (task_id, node, gpu_index, milli, memory_mib)"
+          " SELECT a.task_id, ?2, x.gpu_index, x.milli, x.memory_mib FROM a,"
+          " jsonb_to_recordset(CAST(?6 AS jsonb)) AS x(gpu_index integer, milli integer, memory_mib bigint)"
+          " ORDER BY x.gpu_index),"
+          " u AS (UPDATE tasks SET state = 'scheduled', pending_reason = '', updated_at = ?7"
+          " WHERE id = ?1 RETURNING id)"
+          " INSERT INTO task_events (task_id, time, kind, message) SELECT id, ?7, 'scheduled', ?8 FROM u"));
+  Status s = stmt.Bind(1, key)
+                 .Bind(2, node)
+                 .Bind(3, a.cpu_milli)
+                 .Bind(4, a.memory_mib)
+                 .Bind(5, a.rdma_device)
+                 .Bind(6, grants.dump())
+                 .Bind(7, now_ms_)
+                 .Bind(8, message)
+                 .Run();
+  if (!s.ok()) {
+    return Status(s.code(), "cannot place task " + std::to_string(id) + " on node " + node + " (" +
+                                s.message() + ")");
   }
   return Status::Ok();
 }
