@@ -338,6 +338,14 @@ void Scheduler::CycleLocked() {
   }
   Status s = store_->Write([&](store::Tx& tx) HF_REQUIRES(mu_) -> Status {
     victim_nodes.clear();
+    // Placements are written together (Tx::PlaceTasks), in order: those
+    // gathered so far go before any victim is freed.
+    std::vector<store::Tx::Placement> placed;
+    const auto flush = [&]() -> Status {
+      Status st = tx.PlaceTasks(placed);
+      placed.clear();
+      return st;
+    };
     for (const Outcome& o : outcomes) {
       const Task& task = tasks_.at(o.key);
       const framework::Decision& d = o.decision;
@@ -347,6 +355,7 @@ void Scheduler::CycleLocked() {
         HF_RETURN_IF_ERROR(tx.AppendTaskEvent(o.key, "unschedulable", d.reason));
         continue;
       }
+      if (!d.victims.empty()) HF_RETURN_IF_ERROR(flush());
       for (TaskKey v : d.victims) {
         HF_ASSIGN_OR_RETURN(store::StoredAllocation va, tx.GetAllocation(v));
         victim_nodes.push_back(va.node);
@@ -368,9 +377,9 @@ void Scheduler::CycleLocked() {
       std::string msg = "scheduled to " + DescribeAllocation(d.alloc, o.node) + score;
       if (!d.victims.empty())
         msg += ", preempting " + std::to_string(d.victims.size()) + " task(s)";
-      HF_RETURN_IF_ERROR(tx.PlaceTask(o.key, o.node, d.alloc, msg));
+      placed.push_back({o.key, o.node, d.alloc, std::move(msg)});
     }
-    return Status::Ok();
+    return flush();
   });
   if (!s.ok()) {
     spdlog::error("scheduler: committing {} decisions failed ({}); reloading from the store",

@@ -284,6 +284,15 @@ class Tx : public ReadTx {
   // event with `message`: what placing a task writes. Two statements on
   // PostgreSQL.
   Status PlaceTask(TaskKey id, const std::string& node, const Allocation& a, const std::string& message);
+  // PlaceTask for each, in order (each task once); two statements for all
+  // of them on PostgreSQL.
+  struct Placement {
+    TaskKey task = 0;
+    std::string node;
+    Allocation allocation;
+    std::string message;
+  };
+  Status PlaceTasks(const std::vector<Placement>& placements);
   // Removes the allocation and its grants; OK when there was none.
   Status DeleteAllocation(TaskKey id);
 

@@ -797,6 +797,58 @@ TEST_P(StoreGpuTest, PlacingATaskWritesAllocationStateAndEventUnderTheSameGuards
   EXPECT_TRUE(place(b, "n1", OneGrant(1, 1000, 16000)).ok());
 }
 
+TEST_P(StoreGpuTest, PlacingTasksTogetherIsPlacingThemOneByOne) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Write([](Tx& tx) {
+    HF_RETURN_IF_ERROR(tx.PutNode(GpuNode("n1", 2, 16000)));
+    return tx.PutNode(GpuNode("n2", 1, 16000));
+  }).ok());
+  std::vector<TaskKey> k;
+  for (int i = 0; i < 4; ++i) k.push_back(Insert(*store, MakeTask(Numbered("t", i), "", 0)));
+  std::vector<Tx::Placement> ps;
+  ps.push_back({k[0], "n1", OneGrant(0, 500, 8000), "first"});
+  ps.push_back({k[1], "n1", OneGrant(0, 500, 8000), "second"});
+  Allocation cpu_only;
+  cpu_only.cpu_milli = 250;
+  ps.push_back({k[2], "n2", cpu_only, "third"});
+  Allocation both = OneGrant(1, 1000, 16000);
+  ps.push_back({k[3], "n1", both, "fourth"});
+  ASSERT_TRUE(store->Write([&](Tx& tx) { return tx.PlaceTasks(ps); }).ok());
+  ASSERT_TRUE(store->Read([&](const ReadTx& tx) -> Status {
+    for (const Tx::Placement& p : ps) {
+      HF_ASSIGN_OR_RETURN(StoredAllocation al, tx.GetAllocation(p.task));
+      EXPECT_EQ(al.node, p.node);
+      EXPECT_EQ(al.gpus, p.allocation.gpus);
+      EXPECT_EQ(al.cpu_milli, p.allocation.cpu_milli);
+      HF_ASSIGN_OR_RETURN(TaskRecord t, tx.GetTask(p.task));
+      EXPECT_EQ(t.state, TaskState::kScheduled);
+      HF_ASSIGN_OR_RETURN(std::vector<TaskEvent> ev, tx.ListTaskEvents(p.task));
+      EXPECT_TRUE(!ev.empty() && ev.back().kind == "scheduled" && ev.back().message == p.message);
+    }
+    return Status::Ok();
+  }).ok());
+  EXPECT_EQ(RawCount("SELECT SUM(milli) FROM gpu_grants"), 2000);
+  // One grant too many among several: the whole write is refused, nothing kept.
+  TaskKey extra = Insert(*store, MakeTask("extra", "", 0));
+  TaskKey extra2 = Insert(*store, MakeTask("extra2", "", 0));
+  std::vector<Tx::Placement> over = {{extra2, "n2", OneGrant(0, 1000, 0), "ok alone"},
+                                     {extra, "n1", OneGrant(0, 1, 0), "one milli too many"}};
+  Status s = store->Write([&](Tx& tx) { return tx.PlaceTasks(over); });
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_EQ(RawCount("SELECT SUM(milli) FROM gpu_grants"), 2000);
+  std::vector<Tx::Placement> ghost = {{extra, "n2", cpu_only, "x"}, {extra2, "ghost", cpu_only, "y"}};
+  EXPECT_EQ(store->Write([&](Tx& tx) { return tx.PlaceTasks(ghost); }).code(),
+            StatusCode::kFailedPrecondition);
+  std::vector<Tx::Placement> missing = {{extra, "n2", cpu_only, "x"}, {99999, "n2", cpu_only, "y"}};
+  EXPECT_EQ(store->Write([&](Tx& tx) { return tx.PlaceTasks(missing); }).code(), StatusCode::kNotFound);
+  // Placed again together: their own old grants are replaced, not added to.
+  std::vector<Tx::Placement> again = {{k[0], "n1", OneGrant(0, 500, 8000), "again"},
+                                      {k[1], "n1", OneGrant(0, 500, 8000), "again"}};
+  EXPECT_TRUE(store->Write([&](Tx& tx) { return tx.PlaceTasks(again); }).ok());
+  EXPECT_EQ(RawCount("SELECT SUM(milli) FROM gpu_grants"), 2000);
+}
+
 TEST_P(StoreGpuTest, ReplacingAnAllocationFreesTheOldGrants) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);

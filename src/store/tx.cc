@@ -636,6 +636,72 @@ Status Tx::PlaceTask(TaskKey id, const std::string& node, const Allocation& a,
   return Status::Ok();
 }
 
+Status Tx::PlaceTasks(const std::vector<Placement>& placements) {
+  if (db_->dialect() != Dialect::kPostgres || placements.size() == 1) {
+    for (const Placement& p : placements) HF_RETURN_IF_ERROR(PlaceTask(p.task, p.node, p.allocation, p.message));
+    return Status::Ok();
+  }
+  if (placements.empty()) return Status::Ok();
+  // PostgreSQL: two statements for all of them, the rows as JSON arrays.
+  json rows = json::array();
+  json grants = json::array();
+  for (size_t i = 0; i < placements.size(); ++i) {
+    const Placement& p = placements[i];
+    rows.push_back(json{{"ord", i},
+                        {"task_id", p.task},
+                        {"node", p.node},
+                        {"cpu_milli", p.allocation.cpu_milli},
+                        {"memory_mib", p.allocation.memory_mib},
+                        {"rdma_device", p.allocation.rdma_device},
+                        {"message", p.message}});
+    for (const GpuGrant& g : p.allocation.gpus) {
+      grants.push_back(json{{"task_id", p.task},
+                            {"node", p.node},
+                            {"gpu_index", g.index},
+                            {"milli", g.milli},
+                            {"memory_mib", g.memory_mib}});
+    }
+  }
+  const std::string rows_text = rows.dump();
+  {
+    // Drops what the tasks held (as PutAllocation does), and names a task
+    // or node that does not exist.
+    HF_ASSIGN_STMT(
+        stmt, db_->Prepare("WITH p AS (SELECT * FROM jsonb_to_recordset(CAST(?1 AS jsonb))"
+                           " AS p(task_id bigint, node text)),"
+                           " g AS (DELETE FROM gpu_grants WHERE task_id IN (SELECT task_id FROM p)),"
+                           " a AS (DELETE FROM allocations WHERE task_id IN (SELECT task_id FROM p))"
+                           " SELECT (SELECT MIN(p.task_id) FROM p WHERE NOT EXISTS"
+                           " (SELECT 1 FROM tasks WHERE id = p.task_id)),"
+                           " (SELECT MIN(p.node) FROM p WHERE NOT EXISTS"
+                           " (SELECT 1 FROM nodes WHERE name = p.node))"));
+    stmt.Bind(1, rows_text);
+    HF_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) return Internal("placing tasks: no answer to the existence check");
+    if (!stmt.IsNull(0)) return NotFound("task " + stmt.Text(0) + " not found");
+    if (!stmt.IsNull(1)) return FailedPrecondition("cannot allocate a task on node " + stmt.Text(1) + ": no such node");
+  }
+  HF_ASSIGN_STMT(
+      stmt,
+      db_->Prepare(
+          "WITH p AS (SELECT * FROM jsonb_to_recordset(CAST(?1 AS jsonb)) AS p(ord bigint, task_id bigint,"
+          " node text, cpu_milli bigint, memory_mib bigint, rdma_device text, message text)),"
+          " q AS (SELECT * FROM jsonb_to_recordset(CAST(?2 AS jsonb)) AS q(task_id bigint, node text,"
+          " gpu_index integer, milli integer, memory_mib bigint)),"
+          " a AS (INSERT INTO allocations (task_id, node, cpu_milli, memory_mib, rdma_device)"
+          " SELECT task_id, node, cpu_milli, memory_mib, rdma_device FROM p ORDER BY ord RETURNING task_id),"
+          " g AS (INSERT INTO gpu_grants (task_id, node, gpu_index, milli, memory_mib)"
+          " SELECT q.task_id, q.node, q.gpu_index, q.milli, q.memory_mib FROM q JOIN a ON a.task_id = q.task_id"
+          " ORDER BY q.task_id, q.gpu_index),"
+          " u AS (UPDATE tasks SET state = 'scheduled', pending_reason = '', updated_at = ?3 FROM p"
+          " WHERE tasks.id = p.task_id RETURNING tasks.id)"
+          " INSERT INTO task_events (task_id, time, kind, message)"
+          " SELECT p.task_id, ?3, 'scheduled', p.message FROM p JOIN u ON u.id = p.task_id ORDER BY p.ord"));
+  Status s = stmt.Bind(1, rows_text).Bind(2, grants.dump()).Bind(3, now_ms_).Run();
+  if (!s.ok()) return Status(s.code(), "cannot place " + std::to_string(placements.size()) + " tasks (" + s.message() + ")");
+  return Status::Ok();
+}
+
 Status Tx::DeleteAllocation(TaskKey id) {
   // Explicit rather than relying on the cascade, so the grants go even on a
   // connection opened without foreign_keys (e.g. by hand).
