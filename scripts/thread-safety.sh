@@ -12,5 +12,5 @@ cmake -S . -B "$out" -G Ninja -DHF_THREAD_SAFETY=ON -DCMAKE_CXX_COMPILER=clang++
   -DCMAKE_BUILD_TYPE=Debug -DHF_BUILD_BENCH=OFF >/dev/null
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake --build "$out" -j"$jobs" --target hf_core hf_framework hf_plugins hf_store hf_http \
-  hf_scheduler hf_inference hf_server hf_sim hf_cli hf_agent
+  hf_leader hf_scheduler hf_inference hf_server hf_sim hf_cli hf_agent
 echo "thread-safety: every library builds with -Wthread-safety -Werror"
