@@ -17,12 +17,14 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/log.h"
+#include "framework/policy.h"
 #include "http/client.h"
 #include "store/postgres.h"
 
@@ -104,8 +106,8 @@ int RunServerCommand(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--store", options.store,
                  "the PostgreSQL database to keep the cluster in: a libpq URI, postgresql://... "
-                 "(several hosts allowed; the password from ~/.pgpass or PGPASSFILE, not the URI); "
-                 "default: SQLite in --data-dir (docs/STORE.md)")
+                 "(several hosts allowed; the password from ~/.pgpass or PGPASSFILE, not the URI), or "
+                 "store: in --config; default: SQLite in --data-dir (docs/STORE.md)")
       ->check([](const std::string& v) -> std::string {
         return store::IsPostgresUri(v) ? "" : "--store must be a postgresql:// URI";
       });
@@ -187,6 +189,19 @@ int RunServerCommand(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  // The store may be named in the config file too (`store: postgresql://...`);
+  // --store wins.
+  if (options.store.empty() && !options.config_path.empty()) {
+    Result<nlohmann::json> block = framework::LoadConfigBlock(options.config_path, "store");
+    if (block.ok() && !block->is_null()) {
+      if (!block->is_string() || !store::IsPostgresUri(block->get<std::string>())) {
+        std::fprintf(stderr, "heteroflow server: %s: store must be a postgresql:// URI\n",
+                     options.config_path.c_str());
+        return 2;
+      }
+      options.store = block->get<std::string>();
+    }
   }
   if (Status st = log::Init("server", log_level, log_format); !st.ok()) {
     std::fprintf(stderr, "heteroflow server: %s\n", st.message().c_str());

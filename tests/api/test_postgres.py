@@ -10,6 +10,8 @@ scripts/test-postgres.sh), each run in a database of its own.
 - The cluster survives a restart of the server: tasks, config and tokens.
 - A second server on the same database follows the first and relays the
   API to it (docs/HA.md).
+- `store:` in the config file names the database as --store does; one
+  that is no postgresql:// URI is refused (exit 2).
 - A --store that is no postgresql:// URI, and a server that cannot be
   reached, stop the server at start with a clear message that never shows
   the URI's password.
@@ -117,6 +119,25 @@ def main(binary, tmp):
             fail("the follower's answer is not the leader's")
         second.stop()
 
+    def store_in_config():
+        # `store:` in --config names the database as --store does.
+        cfg = os.path.join(tmp, "store.yaml")
+        with open(cfg, "w") as f:
+            f.write("store: %s\n" % uri)
+        third = Server(binary, os.path.join(tmp, "data5"), config=cfg)
+        r = third.call("GET", "/readyz", token=None)
+        if r.status != 200 or r.body.get("role") not in ("follower", "leader"):
+            fail("a server with store: in its config is not a replica on PostgreSQL: %r" % (r.body,))
+        if os.path.exists(os.path.join(tmp, "data5", "heteroflow.db")):
+            fail("store: in the config file, yet a SQLite file was written")
+        third.stop()
+        with open(cfg, "w") as f:
+            f.write("store: /var/lib/heteroflow/x.db\n")
+        out = subprocess.run([binary, "server", "--listen", "127.0.0.1:0", "--data-dir", os.path.join(tmp, "data6"),
+                              "--config", cfg], capture_output=True, text=True, timeout=30)
+        if out.returncode != 2 or "store must be a postgresql:// URI" not in out.stderr:
+            fail("store: with a file path: rc %d, %s" % (out.returncode, out.stderr[-400:]))
+
     def bad_store():
         out = subprocess.run([binary, "server", "--data-dir", os.path.join(tmp, "data3"), "--store",
                               "/var/lib/heteroflow/x.db"], capture_output=True, text=True, timeout=30)
@@ -134,6 +155,7 @@ def main(binary, tmp):
     if c.run("a real agent's tasks placed, run and recorded in PostgreSQL", run_tasks):
         c.run("tasks, config and a running task survive a restart", restart)
     c.run("a second server on the same database follows the first", second_server)
+    c.run("store: in the config file", store_in_config)
     c.run("a bad --store or an unreachable server: a clear message, no password", bad_store)
     srv.stop()
     psql(base, "postgres", "DROP DATABASE IF EXISTS %s WITH (FORCE)" % db)
