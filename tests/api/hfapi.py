@@ -244,6 +244,60 @@ def wait_until(fn, timeout, what, interval=0.1):
         time.sleep(interval)
 
 
+# --- PostgreSQL and replicas (docs/STORE.md, docs/HA.md) ----------------------
+PG_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                         "scripts", "test-postgres.sh")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def psql(base, dbname, sql):
+    """One statement through psql on database `dbname` of the server `base`
+    (a URI with a query string and no database); its unaligned output."""
+    out = subprocess.run(["psql", "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", base + "&dbname=" + dbname,
+                          "-c", sql], capture_output=True, text=True, timeout=30)
+    if out.returncode != 0:
+        fail("psql %r: %s" % (sql, out.stderr.strip()))
+    return out.stdout.strip()
+
+
+def postgres_server():
+    """(base URI, folder to stop or None): the server HF_TEST_POSTGRES names,
+    as scripts/test.sh starts it, or one started here, in /tmp itself (it may
+    run as the postgres user, who cannot enter a test's private folder)."""
+    base = os.environ.get("HF_TEST_POSTGRES", "")
+    if base:
+        return base, None
+    own = tempfile.mkdtemp(prefix="hf-pg-")
+    base = subprocess.run([PG_SCRIPT, "start", own], capture_output=True, text=True, check=True).stdout.strip()
+    return base, own
+
+
+def stop_postgres(own):
+    if own:
+        subprocess.run([PG_SCRIPT, "stop", own], capture_output=True)
+
+
+def replica_role(srv):
+    """(role, body) from a server's /readyz: its role among the control
+    plane's replicas, "unready" on a non-200 answer; (None, {}) when it does
+    not answer."""
+    if not srv.alive():
+        return None, {}
+    try:
+        r = srv.call("GET", "/readyz", token=None, timeout=2)
+    except Failure:
+        return None, {}
+    body = r.body if isinstance(r.body, dict) else {}
+    return (body.get("role") if r.status == 200 else "unready"), body
+
+
 class Server:
     def __init__(self, binary, data_dir, token=ADMIN_TOKEN, config=None, start=True, env=None,
                  args=None, port=0):

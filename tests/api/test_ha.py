@@ -24,37 +24,19 @@ usage: test_ha.py HETEROFLOW_BINARY [CYCLES]
 import os
 import random
 import signal
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hfapi import (API, Checks, Failure, Server, _LIVE, expect, fail, main_guard, wait_until)  # noqa: E402
+from hfapi import (API, Checks, Failure, Server, _LIVE, expect, fail, free_port, main_guard,  # noqa: E402
+                   postgres_server, psql, replica_role, stop_postgres, wait_until)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CYCLES = int(os.environ.get("HF_HA_CYCLES", "20"))
 BURST_THREADS = 32
-
-
-def psql(base, dbname, sql):
-    out = subprocess.run(["psql", "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", base + "&dbname=" + dbname,
-                          "-c", sql], capture_output=True, text=True, timeout=30)
-    if out.returncode != 0:
-        fail("psql %r: %s" % (sql, out.stderr.strip()))
-    return out.stdout.strip()
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def whole_log(srv):
@@ -62,26 +44,8 @@ def whole_log(srv):
         return f.read().decode("utf-8", "replace")
 
 
-def role_of(srv):
-    """(role, body) from the replica's /readyz, or (None, None) when it does
-    not answer."""
-    if not srv.alive():
-        return None, None
-    try:
-        r = srv.call("GET", "/readyz", token=None, timeout=2)
-    except Failure:
-        return None, None
-    body = r.body if isinstance(r.body, dict) else {}
-    return body.get("role") if r.status == 200 else "unready", body
-
-
 def main(binary, tmp):
-    base = os.environ.get("HF_TEST_POSTGRES", "")
-    own = None
-    if not base:
-        own = tempfile.mkdtemp(prefix="hf-pg-")
-        base = subprocess.run([os.path.join(ROOT, "scripts", "test-postgres.sh"), "start", own],
-                              capture_output=True, text=True, check=True).stdout.strip()
+    base, own = postgres_server()
     db = "hf_ha_%d" % os.getpid()
     psql(base, "postgres", "DROP DATABASE IF EXISTS %s" % db)
     psql(base, "postgres", "CREATE DATABASE %s" % db)
@@ -98,7 +62,7 @@ def main(binary, tmp):
     def leader(timeout=10):
         def find():
             for r in replicas:
-                role, body = role_of(r)
+                role, body = replica_role(r)
                 if role == "leader":
                     return r, body
             return None
@@ -110,8 +74,8 @@ def main(binary, tmp):
         for r in replicas:
             if r is ldr:
                 continue
-            wait_until(lambda r=r: role_of(r)[0] == "follower", 10, "r%d a follower" % replicas.index(r))
-            role, fb = role_of(r)
+            wait_until(lambda r=r: replica_role(r)[0] == "follower", 10, "r%d a follower" % replicas.index(r))
+            role, fb = replica_role(r)
             if fb.get("leader") != body["replica"] or fb.get("leader_url") != "http://127.0.0.1:%d" % ldr.port:
                 fail("follower r%d names %r at %r, want %r" % (replicas.index(r), fb.get("leader"),
                                                                fb.get("leader_url"), body["replica"]))
@@ -207,7 +171,7 @@ def main(binary, tmp):
 
                 def new_leader():
                     for r in replicas:
-                        role, b = role_of(r)
+                        role, b = replica_role(r)
                         if role == "leader" and b["epoch"] > old_epoch:
                             return r
                     return None
@@ -217,7 +181,7 @@ def main(binary, tmp):
                 print("  cycle %2d: killed r%d (epoch %d); failover in %.2f s" % (
                     cycle + 1, replicas.index(ldr), old_epoch, took))
                 ldr.start()
-                wait_until(lambda: role_of(ldr)[0] == "follower", 15, "the restarted replica following")
+                wait_until(lambda: replica_role(ldr)[0] == "follower", 15, "the restarted replica following")
         finally:
             stop.set()
             for t in threads:
@@ -268,7 +232,7 @@ def main(binary, tmp):
                 for r in replicas:
                     if r is ldr:
                         continue
-                    role, b = role_of(r)
+                    role, b = replica_role(r)
                     if role == "leader" and b["epoch"] > old_epoch:
                         return r, b
                 return None
@@ -283,7 +247,7 @@ def main(binary, tmp):
             os.kill(ldr.pid, signal.SIGCONT)
         wait_until(lambda: "fenced: epoch %d is no longer the leader's" % old_epoch in whole_log(ldr),
                    10, "the database's refusal in the old leader's log")
-        wait_until(lambda: role_of(ldr)[0] == "follower", 20, "the old leader following")
+        wait_until(lambda: replica_role(ldr)[0] == "follower", 20, "the old leader following")
         row = psql(base, db, "SELECT epoch, holder FROM leader_lease").split("|")
         if int(row[0]) != nb["epoch"] or row[1] != nb["replica"]:
             fail("the lease after the freeze: %s, want epoch %d held by %s" % (row, nb["epoch"], nb["replica"]))
@@ -298,7 +262,7 @@ def main(binary, tmp):
 
         def new_leader():
             for r in replicas:
-                role, b = role_of(r)
+                role, b = replica_role(r)
                 if r is not ldr and role == "leader" and b["epoch"] > body["epoch"]:
                     return r
             return None
@@ -315,8 +279,7 @@ def main(binary, tmp):
         if r.alive():
             r.kill()
     psql(base, "postgres", "DROP DATABASE IF EXISTS %s WITH (FORCE)" % db)
-    if own:
-        subprocess.run([os.path.join(ROOT, "scripts", "test-postgres.sh"), "stop", own])
+    stop_postgres(own)
     c.finish()
 
 

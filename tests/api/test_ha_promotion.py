@@ -16,7 +16,6 @@ usage: test_ha_promotion.py HETEROFLOW_BINARY
 """
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,37 +24,9 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hfapi import (API, Checks, Failure, Server, fail, main_guard, wait_until)  # noqa: E402
+from hfapi import (API, Checks, Failure, PG_SCRIPT as PG, Server, fail, free_port, main_guard,  # noqa: E402
+                   psql, replica_role, wait_until)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PG = os.path.join(ROOT, "scripts", "test-postgres.sh")
-
-
-def psql(uri, sql):
-    out = subprocess.run(["psql", "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", uri, "-c", sql],
-                         capture_output=True, text=True, timeout=30)
-    if out.returncode != 0:
-        fail("psql %r: %s" % (sql, out.stderr.strip()))
-    return out.stdout.strip()
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def role_of(srv):
-    if not srv.alive():
-        return None, {}
-    try:
-        r = srv.call("GET", "/readyz", token=None, timeout=2)
-    except Failure:
-        return None, {}
-    body = r.body if isinstance(r.body, dict) else {}
-    return (body.get("role") if r.status == 200 else "unready"), body
 
 
 def main(binary, tmp):
@@ -67,7 +38,7 @@ def main(binary, tmp):
     try:
         primary = subprocess.run([PG, "start", p_dir], capture_output=True, text=True, check=True).stdout.strip()
         dirs.append(p_dir)
-        psql(primary + "&dbname=postgres", "CREATE DATABASE hf")
+        psql(primary, "postgres", "CREATE DATABASE hf")
         standby = subprocess.run([PG, "standby", p_dir, s_dir], capture_output=True, text=True,
                                  check=True).stdout.strip()
         dirs.append(s_dir)
@@ -81,7 +52,7 @@ def main(binary, tmp):
         def leader():
             def find():
                 for r in replicas:
-                    role, body = role_of(r)
+                    role, body = replica_role(r)
                     if role == "leader":
                         return r, body
                 return None
@@ -134,8 +105,8 @@ def main(binary, tmp):
                 for t in threads:
                     t.join(timeout=30)
             ids = sorted(set(acked))
-            promoted_uri = "postgresql://postgres@/hf?host=%s&port=5432" % s_dir
-            have = int(psql(promoted_uri, "SELECT COUNT(*) FROM tasks WHERE id IN (%s)" % ",".join(map(str, ids))))
+            promoted_base = "postgresql://postgres@/?host=%s&port=5432" % s_dir
+            have = int(psql(promoted_base, "hf", "SELECT COUNT(*) FROM tasks WHERE id IN (%s)" % ",".join(map(str, ids))))
             if have != len(ids):
                 fail("%d of %d acknowledged submissions are missing from the promoted database"
                      % (len(ids) - have, len(ids)))

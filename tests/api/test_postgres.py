@@ -21,32 +21,16 @@ usage: test_postgres.py HETEROFLOW_BINARY
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hfapi import (API, Checks, Server, _LIVE, expect, fail, main_guard, wait_until)  # noqa: E402
+from hfapi import (API, Checks, Server, _LIVE, expect, fail, main_guard, postgres_server, psql,  # noqa: E402
+                   stop_postgres, wait_until)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def psql(base, dbname, sql):
-    out = subprocess.run(["psql", "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", base + "&dbname=" + dbname,
-                          "-c", sql], capture_output=True, text=True, timeout=30)
-    if out.returncode != 0:
-        fail("psql %r: %s" % (sql, out.stderr.strip()))
-    return out.stdout.strip()
 
 
 def main(binary, tmp):
-    base = os.environ.get("HF_TEST_POSTGRES", "")
-    own = None
-    if not base:
-        # In /tmp itself: the server may run as the postgres user, who
-        # cannot enter this test's private temp dir.
-        own = tempfile.mkdtemp(prefix="hf-pg-")
-        base = subprocess.run([os.path.join(ROOT, "scripts", "test-postgres.sh"), "start", own],
-                              capture_output=True, text=True, check=True).stdout.strip()
+    base, own = postgres_server()
     db = "hf_e2e_%d" % os.getpid()
     psql(base, "postgres", "DROP DATABASE IF EXISTS %s" % db)
     psql(base, "postgres", "CREATE DATABASE %s" % db)
@@ -159,8 +143,7 @@ def main(binary, tmp):
     c.run("a bad --store or an unreachable server: a clear message, no password", bad_store)
     srv.stop()
     psql(base, "postgres", "DROP DATABASE IF EXISTS %s WITH (FORCE)" % db)
-    if own:
-        subprocess.run([os.path.join(ROOT, "scripts", "test-postgres.sh"), "stop", own])
+    stop_postgres(own)
     c.finish()
 
 
