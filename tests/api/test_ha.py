@@ -80,15 +80,15 @@ def main(binary, tmp):
                 fail("follower r%d names %r at %r, want %r" % (replicas.index(r), fb.get("leader"),
                                                                fb.get("leader_url"), body["replica"]))
         for r in replicas:
-            m = expect(r.get("/metrics"), 200)
-            text = r.get("/metrics").raw.decode()
+            resp = r.get("/metrics")
+            expect(resp, 200)
+            text = resp.raw.decode()
             want = 1 if r is ldr else 0
             line = 'heteroflow_leader{replica="r%d"} %d' % (replicas.index(r), want)
             if line not in text:
                 fail("r%d's /metrics lacks %r" % (replicas.index(r), line))
             if "heteroflow_leader_lease_age_seconds" not in text:
                 fail("r%d's /metrics lacks the lease age" % replicas.index(r))
-            del m
         # A follower relays the API: the task it took is the leader's.
         follower = next(r for r in replicas if r is not ldr)
         resp = follower.call("POST", API + "/tasks", {"name": "via-follower", "command": ["true"],
@@ -224,7 +224,6 @@ def main(binary, tmp):
     def frozen_leader():
         ldr, body = leader()
         old_epoch = body["epoch"]
-        name = body["replica"]
         os.kill(ldr.pid, signal.SIGSTOP)
         t0 = time.monotonic()
         try:
@@ -253,7 +252,6 @@ def main(binary, tmp):
             fail("the lease after the freeze: %s, want epoch %d held by %s" % (row, nb["epoch"], nb["replica"]))
         if "stepping down" not in whole_log(ldr):
             fail("the old leader's log does not say it stepped down: %s" % whole_log(ldr)[-800:])
-        del name
 
     def graceful_handover():
         ldr, body = leader()

@@ -33,16 +33,11 @@ def main(binary, tmp):
     # In /tmp itself: the servers may run as the postgres user.
     p_dir = tempfile.mkdtemp(prefix="hf-pg-primary-")
     s_dir = tempfile.mkdtemp(prefix="hf-pg-standby-")
-    dirs = []
     c = Checks("ha promotion")
     try:
         primary = subprocess.run([PG, "start", p_dir], capture_output=True, text=True, check=True).stdout.strip()
-        dirs.append(p_dir)
         psql(primary, "postgres", "CREATE DATABASE hf")
-        standby = subprocess.run([PG, "standby", p_dir, s_dir], capture_output=True, text=True,
-                                 check=True).stdout.strip()
-        dirs.append(s_dir)
-        del standby
+        subprocess.run([PG, "standby", p_dir, s_dir], capture_output=True, text=True, check=True)
         uri = ("postgresql://postgres@/hf?host=%s,%s&port=5432,5432&target_session_attrs=read-write"
                % (p_dir, s_dir))
         replicas = [Server(binary, os.path.join(tmp, "r%d" % i), port=free_port(),
