@@ -131,7 +131,28 @@ TEST_F(ElectorTest, AFrozenLeaderLosesTheLeaseAndTheDatabaseRefusesItsRenewal) {
       << why;
 }
 
-TEST_F(ElectorTest, ALeaderThatCannotRenewStepsDownBeforeItsLeaseRunsOut) {
+TEST_F(ElectorTest, ALeaderWhoseRenewalsFailPastTheDeadlineStepsDown) {
+  std::atomic<int> deposed{0};
+  std::string why;
+  auto a = Make("a", &deposed, &why);
+  a->Round();
+  ASSERT_TRUE(a->leading());
+  // Another session holds the lease row: every renewal times out.
+  auto blocker = store::PgDb::Connect(uri_);
+  ASSERT_TRUE(blocker.ok());
+  ASSERT_TRUE((*blocker)->Exec("BEGIN").ok());
+  ASSERT_TRUE((*blocker)->Exec("SELECT * FROM leader_lease FOR UPDATE").ok());
+  a->Round();
+  EXPECT_TRUE(a->leading()) << "one failed renewal is within the deadline";
+  std::this_thread::sleep_for(milliseconds(450));  // past the 400 ms renew deadline
+  a->Round();
+  EXPECT_FALSE(a->leading());
+  EXPECT_EQ(deposed.load(), 1);
+  EXPECT_NE(why.find("no renewal went through"), std::string::npos) << why;
+  (void)(*blocker)->Exec("ROLLBACK");
+}
+
+TEST_F(ElectorTest, ALeaderSurvivesALostConnectionAndStepsDownWhenTheRowMovesOn) {
   std::atomic<int> deposed{0};
   std::string why;
   auto a = Make("a", &deposed, &why);

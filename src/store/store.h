@@ -280,12 +280,9 @@ class Tx : public ReadTx {
   // unknown node; ResourceExhausted when a grant exceeds a GPU's remaining
   // milli or memory, or names a GPU the node does not have.
   Status PutAllocation(TaskKey id, const std::string& node, const Allocation& allocation);
+  // What placing tasks writes, for each in order (each task once):
   // PutAllocation, then the task's state to scheduled and its "scheduled"
-  // event with `message`: what placing a task writes. Two statements on
-  // PostgreSQL.
-  Status PlaceTask(TaskKey id, const std::string& node, const Allocation& a, const std::string& message);
-  // PlaceTask for each, in order (each task once); two statements for all
-  // of them on PostgreSQL.
+  // event with `message`. Two statements for all of them on PostgreSQL.
   struct Placement {
     TaskKey task = 0;
     std::string node;
@@ -326,9 +323,8 @@ class Tx : public ReadTx {
  private:
   friend class Store;
   using ReadTx::ReadTx;
-  // InsertTask, giving the row; with its "submitted" event (message) in
-  // the same statement when `submitted` is set (PostgreSQL only).
-  Result<TaskRecord> InsertTaskRecord(const Task& task, const std::string* submitted);
+  // InsertTask, giving the row as GetTask reads it.
+  Result<TaskRecord> InsertTaskRecord(const Task& task);
 };
 
 struct StoreOptions {

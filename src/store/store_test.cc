@@ -510,7 +510,9 @@ class HeldWriter {
     });
     while (!holding_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  ~HeldWriter() { Join(); }
+  ~HeldWriter() {
+    if (thread_.joinable()) thread_.join();
+  }
   void Arrive() { ++arrived_; }
   Status Join() {
     if (thread_.joinable()) thread_.join();
@@ -748,8 +750,8 @@ TEST_P(StoreGpuTest, DeletingTaskCascadesItsAllocationAndGrants) {
   EXPECT_EQ(again.code(), StatusCode::kNotFound);
 }
 
-// PlaceTask: the allocation with its grants, state and event, one
-// statement on PostgreSQL; the same guards as PutAllocation.
+// Placing one task: the allocation with its grants, state and event; the
+// same guards as PutAllocation.
 TEST_P(StoreGpuTest, PlacingATaskWritesAllocationStateAndEventUnderTheSameGuards) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
@@ -757,7 +759,7 @@ TEST_P(StoreGpuTest, PlacingATaskWritesAllocationStateAndEventUnderTheSameGuards
   TaskKey a = Insert(*store, MakeTask("a", "", 0));
   TaskKey b = Insert(*store, MakeTask("b", "", 0));
   auto place = [&](TaskKey k, const std::string& node, const Allocation& al) {
-    return store->Write([&](Tx& tx) { return tx.PlaceTask(k, node, al, "scheduled to " + node); });
+    return store->Write([&](Tx& tx) { return tx.PlaceTasks({{k, node, al, "scheduled to " + node}}); });
   };
   Allocation two = OneGrant(0, 600, 10000);
   two.gpus.push_back({.index = 1, .milli = 1000, .memory_mib = 16000});
@@ -1008,7 +1010,9 @@ TEST_P(StoreTaskTest, SubmittedTogetherTheTasksKeepTheirOrderRowsAndEvents) {
   }).ok());
   ASSERT_EQ(made.size(), tasks.size());
   for (size_t i = 0; i < made.size(); ++i) {
-    if (i > 0) EXPECT_GT(made[i].task.key, made[i - 1].task.key);
+    if (i > 0) {
+      EXPECT_GT(made[i].task.key, made[i - 1].task.key);
+    }
     Task expected = tasks[i];
     expected.key = made[i].task.key;
     EXPECT_EQ(TaskToJson(made[i].task), TaskToJson(expected));

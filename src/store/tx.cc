@@ -287,24 +287,32 @@ Result<std::vector<TaskRecord>> ReadTx::ListTasks(const TaskFilter& f) const {
 }
 
 Result<TaskKey> Tx::InsertTask(const Task& task) {
-  HF_ASSIGN_OR_RETURN(TaskRecord r, InsertTaskRecord(task, nullptr));
+  HF_ASSIGN_OR_RETURN(TaskRecord r, InsertTaskRecord(task));
   return r.task.key;
 }
 
 Result<TaskRecord> Tx::SubmitTask(const Task& task, const std::string& message) {
-  if (db_->dialect() == Dialect::kPostgres) return InsertTaskRecord(task, &message);
-  HF_ASSIGN_OR_RETURN(TaskRecord r, InsertTaskRecord(task, nullptr));
-  HF_RETURN_IF_ERROR(AppendTaskEvent(r.task.key, "submitted", message));
-  return r;
+  HF_ASSIGN_OR_RETURN(std::vector<TaskRecord> r, SubmitTasks({task}, message));
+  return std::move(r.front());
 }
+
+namespace {
+
+Status CheckNewTask(const Task& task) {
+  if (task.name.empty()) return InvalidArgument("task name must not be empty");
+  return task.requests.Validate();
+}
+
+}  // namespace
 
 Result<std::vector<TaskRecord>> Tx::SubmitTasks(const std::vector<Task>& tasks,
                                                  const std::string& message) {
   std::vector<TaskRecord> out;
   out.reserve(tasks.size());
-  if (db_->dialect() != Dialect::kPostgres || tasks.size() == 1) {
+  if (db_->dialect() != Dialect::kPostgres) {
     for (const Task& t : tasks) {
-      HF_ASSIGN_OR_RETURN(TaskRecord r, SubmitTask(t, message));
+      HF_ASSIGN_OR_RETURN(TaskRecord r, InsertTaskRecord(t));
+      HF_RETURN_IF_ERROR(AppendTaskEvent(r.task.key, "submitted", message));
       out.push_back(std::move(r));
     }
     return out;
@@ -316,8 +324,7 @@ Result<std::vector<TaskRecord>> Tx::SubmitTasks(const std::vector<Task>& tasks,
   json rows = json::array();
   for (size_t i = 0; i < tasks.size(); ++i) {
     const Task& t = tasks[i];
-    if (t.name.empty()) return InvalidArgument("task name must not be empty");
-    HF_RETURN_IF_ERROR(t.requests.Validate());
+    HF_RETURN_IF_ERROR(CheckNewTask(t));
     rows.push_back(json{{"ord", i},
                         {"name", t.name},
                         {"grp", t.group},
@@ -351,24 +358,15 @@ Result<std::vector<TaskRecord>> Tx::SubmitTasks(const std::vector<Task>& tasks,
   return out;
 }
 
-Result<TaskRecord> Tx::InsertTaskRecord(const Task& task, const std::string* submitted) {
-  if (task.name.empty()) return InvalidArgument("task name must not be empty");
-  HF_RETURN_IF_ERROR(task.requests.Validate());
+Result<TaskRecord> Tx::InsertTaskRecord(const Task& task) {
+  HF_RETURN_IF_ERROR(CheckNewTask(task));
   // The new row as GetTask reads it (kTaskColumns; no allocation yet), in
-  // the same round trip; on PostgreSQL with its "submitted" event too.
-  static constexpr char kInsert[] =
-      "INSERT INTO tasks (name, grp, priority, kind, state, spec, created_at, updated_at,"
-      " job_id) VALUES (?, ?, ?, ?, 'pending', ?, ?7, ?7, ?8)"
-      " RETURNING id, spec, state, pending_reason, created_at, updated_at, ''";
-  static constexpr char kInsertWithEvent[] =
-      "WITH t AS (INSERT INTO tasks (name, grp, priority, kind, state, spec, created_at,"
-      " updated_at, job_id) VALUES (?, ?, ?, ?, 'pending', ?, ?7, ?7, ?8)"
-      " RETURNING id, spec, state, pending_reason, created_at, updated_at),"
-      " e AS (INSERT INTO task_events (task_id, time, kind, message)"
-      " SELECT id, ?7, 'submitted', ?9 FROM t)"
-      " SELECT id, spec, state, pending_reason, created_at, updated_at, '' FROM t";
-  HF_ASSIGN_STMT(stmt, db_->Prepare(submitted != nullptr ? kInsertWithEvent : kInsert));
-  if (submitted != nullptr) stmt.Bind(9, *submitted);
+  // the same round trip.
+  HF_ASSIGN_STMT(
+      stmt, db_->Prepare(
+                "INSERT INTO tasks (name, grp, priority, kind, state, spec, created_at, updated_at,"
+                " job_id) VALUES (?, ?, ?, ?, 'pending', ?, ?7, ?7, ?8)"
+                " RETURNING id, spec, state, pending_reason, created_at, updated_at, ''"));
   if (task.job.id != 0) {
     stmt.Bind(8, static_cast<int64_t>(task.job.id));
   } else {
@@ -579,66 +577,13 @@ Status Tx::PutAllocation(TaskKey id, const std::string& node, const Allocation& 
   return Status::Ok();
 }
 
-Status Tx::PlaceTask(TaskKey id, const std::string& node, const Allocation& a,
-                     const std::string& message) {
-  if (db_->dialect() != Dialect::kPostgres) {
-    HF_RETURN_IF_ERROR(PutAllocation(id, node, a));
-    HF_RETURN_IF_ERROR(UpdateTaskState(id, TaskState::kScheduled, ""));
-    return AppendTaskEvent(id, "scheduled", message);
-  }
-  // PostgreSQL: two round trips instead of six or more. The first drops
-  // any allocation the task had (as PutAllocation does) and says whether
-  // the task exists; the second writes the allocation, its grants (the
-  // capacity triggers check each), the state and the event.
-  const int64_t key = static_cast<int64_t>(id);
-  {
-    HF_ASSIGN_STMT(stmt, db_->Prepare("WITH g AS (DELETE FROM gpu_grants WHERE task_id = ?1),"
-                                      " a AS (DELETE FROM allocations WHERE task_id = ?1)"
-                                      " SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?1),"
-                                      " EXISTS (SELECT 1 FROM nodes WHERE name = ?2)"));
-    stmt.Bind(1, key).Bind(2, node);
-    HF_ASSIGN_OR_RETURN(bool row, stmt.Step());
-    if (!row || stmt.Text(0) != "t") return NotFound("task " + std::to_string(id) + " not found");
-    if (stmt.Text(1) != "t") {
-      return FailedPrecondition("cannot allocate task " + std::to_string(id) + " on node " + node +
-                                ": no such node");
-    }
-  }
-  json grants = json::array();
-  for (const GpuGrant& g : a.gpus) {
-    grants.push_back(json{{"gpu_index", g.index}, {"milli", g.milli}, {"memory_mib", g.memory_mib}});
-  }
-  HF_ASSIGN_STMT(
-      stmt,
-      db_->Prepare(
-          "WITH a AS (INSERT INTO allocations (task_id, node, cpu_milli, memory_mib, rdma_device)"
-          " VALUES (?1, ?2, ?3, ?4, ?5) RETURNING task_id),"
-          " g AS (INSERT INTO gpu_grants (task_id, node, gpu_index, milli, memory_mib)"
-          " SELECT a.task_id, ?2, x.gpu_index, x.milli, x.memory_mib FROM a,"
-          " jsonb_to_recordset(CAST(?6 AS jsonb)) AS x(gpu_index integer, milli integer, memory_mib bigint)"
-          " ORDER BY x.gpu_index),"
-          " u AS (UPDATE tasks SET state = 'scheduled', pending_reason = '', updated_at = ?7"
-          " WHERE id = ?1 RETURNING id)"
-          " INSERT INTO task_events (task_id, time, kind, message) SELECT id, ?7, 'scheduled', ?8 FROM u"));
-  Status s = stmt.Bind(1, key)
-                 .Bind(2, node)
-                 .Bind(3, a.cpu_milli)
-                 .Bind(4, a.memory_mib)
-                 .Bind(5, a.rdma_device)
-                 .Bind(6, grants.dump())
-                 .Bind(7, now_ms_)
-                 .Bind(8, message)
-                 .Run();
-  if (!s.ok()) {
-    return Status(s.code(), "cannot place task " + std::to_string(id) + " on node " + node + " (" +
-                                s.message() + ")");
-  }
-  return Status::Ok();
-}
-
 Status Tx::PlaceTasks(const std::vector<Placement>& placements) {
-  if (db_->dialect() != Dialect::kPostgres || placements.size() == 1) {
-    for (const Placement& p : placements) HF_RETURN_IF_ERROR(PlaceTask(p.task, p.node, p.allocation, p.message));
+  if (db_->dialect() != Dialect::kPostgres) {
+    for (const Placement& p : placements) {
+      HF_RETURN_IF_ERROR(PutAllocation(p.task, p.node, p.allocation));
+      HF_RETURN_IF_ERROR(UpdateTaskState(p.task, TaskState::kScheduled, ""));
+      HF_RETURN_IF_ERROR(AppendTaskEvent(p.task, "scheduled", p.message));
+    }
     return Status::Ok();
   }
   if (placements.empty()) return Status::Ok();
