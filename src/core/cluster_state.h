@@ -353,6 +353,9 @@ class ClusterState {
     return model_vendors_[model_bit].empty() ? model_names_[model_bit]
                                              : model_vendors_[model_bit] + " " + model_names_[model_bit];
   }
+  // The free milli of every GPU of model bit m, over all nodes whatever
+  // their condition: kept current by every change.
+  int64_t model_free_milli(size_t model_bit) const { return model_free_milli_[model_bit]; }
   const NodeBitmap& mixed_model_nodes() const { return mixed_; }
   const NodeBitmap& whole_gpu_nodes(int k) const { return whole_ge_[k - 1]; }
   const NodeBitmap& share_nodes(int b) const { return share_ge_[b - 1]; }
@@ -389,6 +392,9 @@ class ClusterState {
   void RebuildIndexes();
   void NewNodesVersion();
   void RecomputeGpuSummary(NodeId n);
+  // Adds (sign +1) or takes away (-1) flat GPU `flat`'s free milli to its
+  // model's total (model_free_milli_).
+  void CountModelFree(size_t flat, int64_t sign);
   void RecomputeUtilization(NodeId n);
   void UpdateEstimates(NodeId n);
   // The maps keyed by placed task (placed_, and the name and group indexes)
@@ -447,6 +453,7 @@ class ClusterState {
   std::vector<int64_t> gpu_free_mem_;  // less what is used outside HeteroFlow
   std::vector<int64_t> gpu_outside_mem_;  // measured use beyond the grants
   std::vector<ModelMask> gpu_model_bit_;
+  std::vector<int64_t> model_free_milli_;  // by model bit
 
   std::unordered_map<TaskKey, PlacedTask> placed_;
   // Placed tasks by job (PlacedTask::job), for jobs with any placed.

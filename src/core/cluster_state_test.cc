@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <random>
 
 #include "core/fit.h"
@@ -634,6 +635,63 @@ TEST(NodeIndexTest, BitmapsAgreeWithNodeStateUnderRandomChurn) {
   }
   EXPECT_TRUE(c.mixed_model_nodes().Test(7));
   EXPECT_FALSE(c.mixed_model_nodes().Test(8));
+}
+
+TEST(ClusterStateTest, ModelFreeMilliFollowsEveryChange) {
+  // Random binds and releases of whole and shared GPUs, node additions,
+  // updates (a model swapped on an empty node, a GPU added to a busy one)
+  // and removals; after each step every model's free milli must equal the
+  // sum over its GPUs.
+  ClusterState c;
+  std::mt19937 rng(5);
+  int named = 0;
+  const auto add = [&] {
+    NodeSpec s = GpuNode("n" + std::to_string(named++), 1 + int(rng() % 8), rng() % 3 ? "A100" : "T4");
+    if (rng() % 7 == 0) s.gpus[0].model = "H100";
+    ASSERT_TRUE(c.AddNode(s).ok());
+  };
+  for (int i = 0; i < 12; ++i) add();
+  std::vector<TaskKey> placed;
+  TaskKey next = 1;
+  for (int step = 0; step < 2000; ++step) {
+    const int op = int(rng() % 20);
+    const NodeId n = NodeId(rng() % c.node_count());
+    if (op == 0) {
+      add();
+    } else if (op == 1 && c.TasksOn(n).empty() && c.node_count() > 1) {
+      ASSERT_TRUE(c.RemoveNode(n).ok());
+    } else if (op == 2) {
+      NodeSpec s = c.spec(n);
+      if (c.TasksOn(n).empty()) {
+        for (GpuDevice& g : s.gpus) g.model = g.model == "T4" ? "A100" : "T4";
+      } else {
+        GpuDevice g = s.gpus.back();
+        g.index = s.gpus.back().index + 1;
+        s.gpus.push_back(g);
+      }
+      ASSERT_TRUE(c.UpdateNode(n, s).ok());
+    } else if (op < 9 && !placed.empty()) {
+      const size_t i = rng() % placed.size();
+      ASSERT_TRUE(c.Release(placed[i]).ok());
+      placed.erase(placed.begin() + ptrdiff_t(i));
+    } else {
+      const auto free = c.gpu_free_milli(n);
+      const size_t slot = rng() % free.size();
+      const int milli = rng() % 2 ? 1000 : 1 + int(rng() % 999);
+      if (free[slot] < milli) continue;
+      ASSERT_TRUE(c.Bind(MakeTask(next, 1, milli), Alloc(n, {{c.spec(n).gpus[slot].index, milli, 0}})).ok());
+      placed.push_back(next++);
+    }
+    std::vector<int64_t> want(c.model_count(), 0);
+    for (NodeId m = 0; m < c.node_count(); ++m) {
+      const auto free = c.gpu_free_milli(m);
+      const auto bits = c.gpu_model_bits(m);
+      for (size_t g = 0; g < free.size(); ++g) want[size_t(std::countr_zero(bits[g]))] += free[g];
+    }
+    for (size_t b = 0; b < want.size(); ++b) {
+      ASSERT_EQ(c.model_free_milli(b), want[b]) << "step " << step << " model " << c.model_name(b);
+    }
+  }
 }
 
 TEST(ClusterStateTest, BriefsFollowEveryTaskOnItsNode) {

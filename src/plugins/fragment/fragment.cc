@@ -72,6 +72,14 @@ Status Fragment::Configure(const framework::PluginArgs& args) {
     }
     resolution = it->get<double>();
   }
+  double scarcity = kDefaultScarcity;
+  if (const auto it = args.config.find("scarcity"); it != args.config.end()) {
+    if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0 ||
+        it->get<double>() > 1000) {
+      return InvalidArgument("plugins.fragment.scarcity must be a number in [0, 1000] (0: off)");
+    }
+    scarcity = it->get<double>();
+  }
   if (const auto it = args.config.find("half_life"); it != args.config.end()) {
     if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 1 ||
         it->get<double>() > 1e9) {
@@ -82,6 +90,7 @@ Status Fragment::Configure(const framework::PluginArgs& args) {
   configured_ = std::move(shapes);
   half_life_ = half_life;
   resolution_ = resolution;
+  scarcity_ = scarcity;
   prepared_refresh_ = ~uint64_t{0};
   return Status::Ok();
 }
@@ -195,6 +204,40 @@ void Fragment::Prepare(const ClusterState& cluster) const {
     std::sort(steps->begin(), steps->end());
     steps->erase(std::unique(steps->begin(), steps->end()), steps->end());
   }
+  // The model-limited shapes' demand, by the set of models they accept
+  // among those the cluster has.
+  ClusterState::ModelMask present = 0;
+  const ClusterState::Arrays a = cluster.arrays();
+  for (NodeId n = 0; n < NodeId(cluster.node_count()); ++n) present |= a.model_mask[n];
+  std::map<ClusterState::ModelMask, double> limited;
+  double demand = 0;
+  for (const Resolved& m : shapes_) demand += m.weight * m.gpus * m.milli;
+  for (const Resolved& m : shapes_) {
+    const ClusterState::ModelMask accepted = m.models & present;
+    if (accepted != present && demand > 0) limited[accepted] += m.weight * m.gpus * m.milli / demand;
+  }
+  limited_.assign(limited.begin(), limited.end());
+}
+
+std::vector<double> Fragment::ModelPressure(const ClusterState& cluster) const {
+  Prepare(cluster);
+  std::vector<double> pressure(cluster.model_count(), 0.0);
+  if (limited_.empty()) return pressure;
+  int64_t free_total = 0;
+  for (size_t b = 0; b < pressure.size(); ++b) free_total += cluster.model_free_milli(b);
+  for (const auto& [models, share] : limited_) {
+    int64_t free = 0;
+    for (size_t b = 0; b < pressure.size(); ++b) {
+      if (models >> b & 1) free += cluster.model_free_milli(b);
+    }
+    const double p = free_total <= 0 || share * double(free_total) >= kMaxPressure * double(free)
+                         ? kMaxPressure
+                         : share * double(free_total) / double(free);
+    for (size_t b = 0; b < pressure.size(); ++b) {
+      if (models >> b & 1) pressure[b] += p;
+    }
+  }
+  return pressure;
 }
 
 namespace {
@@ -453,10 +496,20 @@ void Fragment::Score(const Task& task, const ClusterState& cluster, std::span<co
   // that more is better; within a step, the node with fuller GPUs (as
   // binpack-gpu would). A node the task does not fit after all (a GPU memory
   // corner Filter let through) gets kNoScore, and 0 once normalised.
+  // Less, by `scarcity` steps per unit of pressure, on a node whose models
+  // (those the task accepts; the most pressed of them on a node of several)
+  // limited work needs.
   const ClusterState::ModelMask allowed = cluster.AllowedModels(task.requests);
+  const std::vector<double> pressure =
+      scarcity_ > 0 ? ModelPressure(cluster) : std::vector<double>(cluster.model_count(), 0.0);
   for (size_t i = 0; i < nodes.size(); ++i) {
-    const std::optional<Choice> c = Best(task, cluster, nodes[i], allowed);
-    scores[i] = c ? -std::round(c->delta / resolution_) + 0.5 * a.util_gpu[nodes[i]] : kNoScore;
+    const NodeId n = nodes[i];
+    const std::optional<Choice> c = Best(task, cluster, n, allowed);
+    double pressed = 0;
+    for (ClusterState::ModelMask m = a.model_mask[n] & allowed; m != 0; m &= m - 1) {
+      pressed = std::max(pressed, pressure[size_t(std::countr_zero(m))]);
+    }
+    scores[i] = c ? -std::round(c->delta / resolution_) + 0.5 * a.util_gpu[n] - scarcity_ * pressed : kNoScore;
   }
 }
 

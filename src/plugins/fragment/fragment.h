@@ -25,7 +25,12 @@
 //     50): within a step, the node with fuller GPUs wins, as binpack-gpu
 //     would place it (exact increases with the same tie rule: -0.4 points);
 //   - a task without GPUs goes to the node with the least free GPU capacity,
-//     where its CPU and memory strand the least (+1.1 points on cpu250).
+//     where its CPU and memory strand the least (+1.1 points on cpu250);
+//   - model scarcity: a node whose GPU model the workload's model-limited
+//     shapes need more than its share of the free capacity scores less, by
+//     `scarcity` steps per unit of that pressure (ModelPressure), so that
+//     work that can run anywhere leaves the scarce models to the work that
+//     cannot (+6.1 points on gpuspec33, +0.2 and +0.8 on gpuspec20/25).
 //
 // Speed: F depends on a node's state only through its GPUs' (model, free
 // milli), sorted, and which shape thresholds its free CPU and memory pass;
@@ -75,7 +80,7 @@ class Fragment final : public framework::ScorePlugin,
   uint32_t Points() const override { return framework::kScorePoint | framework::kBindPoint; }
   Status Configure(const framework::PluginArgs& args) override;
   std::vector<std::string> ConfigKeys() const override {
-    return {"workload", "half_life", "resolution"};
+    return {"workload", "half_life", "resolution", "scarcity"};
   }
 
   void Observe(const Task& task) override;
@@ -133,6 +138,15 @@ class Fragment final : public framework::ScorePlugin,
   // F of `s` for `cluster`'s models (exposed for tests): the weighted mean
   // over the workload of the free milli each shape cannot use.
   double Expected(const ClusterState& cluster, const NodeState& s) const;
+  // Per model bit, how much the workload's model-limited shapes press on it:
+  // the sum, over each set S of models that some shapes are limited to and
+  // that holds the model, of S's share of the workload's GPU demand (shapes
+  // weighted by GPUs x milli) over S's share of the cluster's free GPU
+  // capacity (capped at kMaxPressure). A shape is limited when its models
+  // leave out some model the cluster has. 0 for every model when no shape
+  // is limited.
+  static constexpr double kMaxPressure = 10;
+  std::vector<double> ModelPressure(const ClusterState& cluster) const;
 
  private:
   // The best placement of `task` on node n: the increase of F, and for a
@@ -163,6 +177,8 @@ class Fragment final : public framework::ScorePlugin,
   double half_life_ = 2000;        // arrivals
   static constexpr double kDefaultResolution = 50;  // milli-GPUs
   double resolution_ = kDefaultResolution;
+  static constexpr double kDefaultScarcity = 20;  // steps per unit of pressure
+  double scarcity_ = kDefaultScarcity;
 
   // The learned workload (when none is configured).
   std::map<Shape::Key, double> learned_;
@@ -181,6 +197,9 @@ class Fragment final : public framework::ScorePlugin,
   // Where each GPU part's shapes start in shapes_ (and the end).
   mutable std::vector<size_t> groups_;
   mutable std::vector<int64_t> cpu_steps_, memory_steps_;  // shapes' thresholds, sorted
+  // The sets of models some shapes are limited to, each with those shapes'
+  // share of the GPU demand (ModelPressure).
+  mutable std::vector<std::pair<ClusterState::ModelMask, double>> limited_;
   mutable uint64_t prepared_version_ = 0;
   mutable uint64_t prepared_refresh_ = ~uint64_t{0};
   mutable std::vector<std::string> prepared_exclusive_;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
+
 #include "core/testing/nodes.h"
 #include "framework/args.h"
 
@@ -152,6 +154,91 @@ TEST(FragmentTest, ExclusiveVendorsAndConfiguredWorkloadsTakeEffect) {
   EXPECT_DOUBLE_EQ(f.Expected(c, s), 6);
 }
 
+TEST(FragmentTest, ModelPressureByHand) {
+  // Two A100 nodes and one T4 node of two GPUs each (6,000 milli). The
+  // workload: whole T4s (weight 1, 1,000 milli of demand each), shares of
+  // 500 anywhere (weight 2), and pairs of A100|T4 (weight 1, 2,000 milli):
+  // limited demand is T4 1000 / 4000 = 0.25 (A100|T4 is every model there
+  // is: not limited).
+  ClusterState c;
+  ASSERT_TRUE(c.AddNode(Node("a0", 8000, 65536, 2, "A100")).ok());
+  ASSERT_TRUE(c.AddNode(Node("a1", 8000, 65536, 2, "A100")).ok());
+  ASSERT_TRUE(c.AddNode(Node("t", 8000, 65536, 2, "T4")).ok());
+  const size_t a100 = size_t(std::countr_zero(c.MaskOf({"A100"})));
+  const size_t t4 = size_t(std::countr_zero(c.MaskOf({"T4"})));
+  const Fragment f = Configured(json::parse(R"({"workload": [
+    {"gpu": 1, "gpu_milli": 1000, "gpu_models": ["T4"], "weight": 1},
+    {"gpu": 1, "gpu_milli": 500, "weight": 2},
+    {"gpu": 2, "gpu_milli": 1000, "gpu_models": ["A100", "T4"], "weight": 1}]})"));
+  struct Row {
+    const char* name;
+    std::vector<std::pair<NodeId, int32_t>> taken;  // (node, milli on its GPU 0)
+    double t4;
+  } rows[] = {
+      // T4 holds 2000 of 6000 free: 0.25 / (1/3).
+      {"all free", {}, 0.75},
+      // 1000 taken on an A100: T4 2000 of 5000 free: 0.25 / 0.4.
+      {"an A100 GPU taken", {{0, 1000}}, 0.625},
+      // Then 500 on the T4: 1500 of 4500: 0.25 / (1/3).
+      {"and half a T4", {{2, 500}}, 0.75},
+      // Then the rest of that T4 GPU: 1000 of 4000: 0.25 / 0.25.
+      {"and the rest of it", {{2, 500}}, 1.0},
+  };
+  TaskKey key = 1;
+  for (const Row& r : rows) {
+    for (const auto& [node, milli] : r.taken) {
+      Task t = MakeTask(key++, 0, 0, 1, milli);
+      ASSERT_TRUE(c.Bind(t, AllocFor(t, node, {{0, milli, 0}})).ok()) << r.name;
+    }
+    const std::vector<double> p = f.ModelPressure(c);
+    ASSERT_EQ(p.size(), 2u);
+    EXPECT_DOUBLE_EQ(p[t4], r.t4) << r.name;
+    EXPECT_DOUBLE_EQ(p[a100], 0) << r.name;
+  }
+  // No T4 left at all: the pressure is capped.
+  Task rest = MakeTask(key++, 0, 0, 1);
+  ASSERT_TRUE(c.Bind(rest, AllocFor(rest, 2, {{1, 1000, 0}})).ok());
+  EXPECT_DOUBLE_EQ(f.ModelPressure(c)[t4], Fragment::kMaxPressure);
+}
+
+TEST(FragmentTest, WorkThatRunsAnywhereLeavesTheScarceModel) {
+  // Workload: shares of 500 anywhere, and whole T4s, half and half. Node t
+  // (T4) has GPUs of 500 and 1000 free; node a (A100) two whole ones. A
+  // share of 500 increases F alike on both (-250: on t it fills the hole
+  // the whole T4s could not use; on a the whole T4s could use nothing
+  // anyway), and t is fuller. The T4's pressure: (2/3 of the demand) /
+  // (3/7 of the free capacity) = 14/9. With scarcity 20 the share goes to
+  // the A100; with scarcity 0, to the fuller T4 node.
+  for (double scarcity : {20.0, 0.0}) {
+    ClusterState c;
+    ASSERT_TRUE(c.AddNode(Node("a", 8000, 65536, 2, "A100")).ok());
+    ASSERT_TRUE(c.AddNode(Node("t", 8000, 65536, 2, "T4")).ok());
+    Task filler = MakeTask(100, 0, 0, 1, 500);
+    ASSERT_TRUE(c.Bind(filler, AllocFor(filler, 1, {{0, 500, 0}})).ok());
+    json config = json::parse(R"({"workload": [
+      {"gpu": 1, "gpu_milli": 500, "weight": 1},
+      {"gpu": 1, "gpu_milli": 1000, "gpu_models": ["T4"], "weight": 1}]})");
+    config["scarcity"] = scarcity;
+    const Fragment f = Configured(config);
+    EXPECT_DOUBLE_EQ(f.ModelPressure(c)[size_t(std::countr_zero(c.MaskOf({"T4"})))], 14.0 / 9);
+    std::vector<NodeId> nodes = {0, 1};
+    std::vector<double> scores(2);
+    framework::CycleState state;
+    f.Score(MakeTask(1, 1000, 1024, 1, 500), c, nodes, scores, state);
+    if (scarcity > 0) {
+      EXPECT_GT(scores[0], scores[1]);
+    } else {
+      EXPECT_LT(scores[0], scores[1]);
+    }
+    // A whole T4 task has one choice; the pressure does not stop it.
+    Task limited = MakeTask(2, 1000, 1024, 1);
+    limited.requests.gpu_models = {"T4"};
+    f.Score(limited, c, nodes, scores, state);
+    EXPECT_EQ(scores[0], Fragment::kNoScore);
+    EXPECT_NE(scores[1], Fragment::kNoScore);
+  }
+}
+
 TEST(FragmentTest, TasksWithoutGpusGoWhereLeastGpuCapacityIsFree) {
   ClusterState c;
   ASSERT_TRUE(c.AddNode(Node("busy", 8000, 65536, 2, "A100")).ok());
@@ -195,7 +282,9 @@ TEST(FragmentTest, ConfigIsCheckedNamingTheField) {
            {R"({"workload": [{"gpu": 1, "weight": -1}]})", "plugins.fragment.workload[0].weight"},
            {R"({"workload": [{"gpu": 1, "weight": 1, "bogus": 1}]})", "bogus"},
            {R"({"half_life": 0})", "plugins.fragment.half_life"},
-           {R"({"resolution": "fine"})", "plugins.fragment.resolution"}}) {
+           {R"({"resolution": "fine"})", "plugins.fragment.resolution"},
+           {R"({"scarcity": -1})", "plugins.fragment.scarcity"},
+           {R"({"scarcity": "high"})", "plugins.fragment.scarcity"}}) {
     framework::PluginArgs args;
     args.config = json::parse(config);
     const Status s = f.Configure(args);
