@@ -482,13 +482,20 @@ void Fragment::Score(const Task& task, const ClusterState& cluster, std::span<co
   const ClusterState::Arrays a = cluster.arrays();
   if (task.requests.gpu == 0) {
     // A task without GPUs: where its CPU and memory strand the least GPU
-    // capacity, on the node with the least free GPU capacity (then the
-    // fullest GPUs). Weighing it by the increase of F sends it away from
-    // nodes short of CPU, onto nodes whose free GPUs then lose their CPU
-    // (docs/PLUGINS.md).
+    // capacity. By the increase of F in steps of `resolution`; within a
+    // step, on the node with the least free GPU capacity, then the fullest
+    // GPUs (the second term stays under one step). Weighing it by the exact
+    // increase of F sends it away from nodes short of CPU, onto nodes whose
+    // free GPUs then lose their CPU (docs/PLUGINS.md).
     for (size_t i = 0; i < nodes.size(); ++i) {
       const NodeId n = nodes[i];
-      scores[i] = -double(cluster.total_gpu_milli(n) - a.used_gpu_milli[n]) + 0.5 * a.util_gpu[n];
+      const std::optional<Choice> c = Best(task, cluster, n, 0);
+      if (!c) {
+        scores[i] = kNoScore;
+        continue;
+      }
+      const double free = double(cluster.total_gpu_milli(n) - a.used_gpu_milli[n]);
+      scores[i] = -std::round(c->delta / resolution_) - free / (free + kWholeGpuMilli) + 1e-6 * a.util_gpu[n];
     }
     return;
   }

@@ -24,8 +24,9 @@
 //   - increases of F are compared in steps of `resolution` milli (default
 //     50): within a step, the node with fuller GPUs wins, as binpack-gpu
 //     would place it (exact increases with the same tie rule: -0.4 points);
-//   - a task without GPUs goes to the node with the least free GPU capacity,
-//     where its CPU and memory strand the least (+1.1 points on cpu250);
+//   - a task without GPUs: by the increase of F in steps, then on the node
+//     with the least free GPU capacity, where its CPU and memory strand the
+//     least (+1.4 points on cpu250 over FGD's exact increase);
 //   - model scarcity: a node whose GPU model the workload's model-limited
 //     shapes need more than its share of the free capacity scores less, by
 //     `scarcity` steps per unit of that pressure (ModelPressure), so that

@@ -253,6 +253,29 @@ TEST(FragmentTest, TasksWithoutGpusGoWhereLeastGpuCapacityIsFree) {
   EXPECT_GT(scores[0], scores[1]);  // its CPU strands no GPU on the busy node
 }
 
+TEST(FragmentTest, TasksWithoutGpusDoNotTakeTheCpuOfFreeGpus) {
+  // Node "short": one GPU taken, one free, 3 cores. Node "roomy": two free
+  // GPUs, 8 cores. A task of 2.5 cores and no GPU: on "short" it leaves half
+  // a core, so the half shape can no longer use the free GPU (F 500 -> 1000,
+  // ten steps); on "roomy" both shapes still fit (F stays 0). It goes to
+  // "roomy" although "short" has less GPU capacity free.
+  ClusterState c;
+  ASSERT_TRUE(c.AddNode(Node("short", 3000, 65536, 2, "A100")).ok());
+  ASSERT_TRUE(c.AddNode(Node("roomy", 8000, 65536, 2, "A100")).ok());
+  Task gpu = MakeTask(100, 0, 0, 1);
+  ASSERT_TRUE(c.Bind(gpu, AllocFor(gpu, 0, {{0, 1000, 0}})).ok());
+  Fragment f = Configured(TwoShapes());
+  std::vector<NodeId> nodes = {0, 1};
+  std::vector<double> scores(2);
+  framework::CycleState state;
+  f.Score(MakeTask(1, 2500, 1024), c, nodes, scores, state);
+  EXPECT_LT(scores[0], scores[1]);
+  // A task small enough to leave "short" its core goes there (F unchanged on
+  // both; less GPU capacity free).
+  f.Score(MakeTask(2, 1500, 1024), c, nodes, scores, state);
+  EXPECT_GT(scores[0], scores[1]);
+}
+
 TEST(FragmentTest, LearnsTheWorkloadOnceATaskWithDecay) {
   Fragment f({nullptr, nullptr});
   framework::PluginArgs args;
