@@ -251,6 +251,8 @@ def field_cases():
         "min_runtime_seconds")
     add("PUT", API + "/plugins/preempt", {"config": {"min_runtime_seconds": "60"}},
         "min_runtime_seconds")
+    for v in (-1, 1001, "high", None, [], True):
+        add("PUT", API + "/plugins/fragment", {"config": {"scarcity": v}}, "scarcity")
     for key in ("enable", "Enabled", "name", "status", "type"):
         add("PUT", pp, {key: True}, key, label="unknown field %s" % key)
     add("PUT", pp, {"enabled": True, "weight": -5}, "weight", label="good enabled, bad weight")

@@ -182,8 +182,9 @@ void Fragment::Prepare(const ClusterState& cluster) const {
     r.gpu_milli = s.milli;
     r.gpu_models = s.gpu_models;
     r.gpu_vendors = s.gpu_vendors;
-    shapes_.push_back({s.gpus, s.milli, s.cpu_milli, s.memory_mib, cluster.AllowedModels(r),
-                       total > 0 ? s.weight / total : 0});
+    const double share = total > 0 ? s.weight / total : 0;
+    shapes_.push_back({s.gpus, s.milli, s.cpu_milli, s.memory_mib, cluster.AllowedModels(r), share,
+                       share / s.gpus});
     cpu_steps_.push_back(s.cpu_milli);
     memory_steps_.push_back(s.memory_mib);
   }
@@ -311,7 +312,7 @@ double Fragment::ExpectedUncached(const Sig& sig) const {
     for (size_t s = groups_[g]; s < groups_[g + 1]; ++s) {
       const Resolved& m = shapes_[s];
       const bool fits = room >= m.gpus && cpu >= m.cpu_milli && memory >= m.memory_mib;
-      f += m.weight * double(fits ? unusable : free_total);
+      f += m.in_f * double(fits ? unusable : free_total);
     }
   }
   return f;
@@ -340,7 +341,7 @@ double Fragment::ExpectedUncached(const NodeState& s) const {
       }
     }
     const bool fits = room >= m.gpus && s.free_cpu >= m.cpu_milli && s.free_memory >= m.memory_mib;
-    f += m.weight * double(fits ? unusable : free_total);
+    f += m.in_f * double(fits ? unusable : free_total);
   }
   return f;
 }

@@ -16,7 +16,8 @@
 // m's models); otherwise the free milli of the GPUs m cannot use (another
 // model, or less free than m's share per GPU). A node's expected
 // fragmentation F is the mean over the workload, weighted by each shape's
-// share. A task with GPUs scores each feasible node by how little placing it
+// share, a shape of k GPUs counting 1/k of its share. A task with GPUs
+// scores each feasible node by how little placing it
 // there increases F (the best GPU choice on that node), normalised to
 // 0..100; Bind gives a shared-GPU task that best GPU.
 //
@@ -193,6 +194,7 @@ class Fragment final : public framework::ScorePlugin,
     int64_t cpu_milli, memory_mib;
     ClusterState::ModelMask models;
     double weight;  // share of the workload
+    double in_f;    // its weight in F: the share over the shape's GPUs
   };
   mutable std::vector<Resolved> shapes_;  // grouped by their GPU part (gpus, milli, models)
   // Where each GPU part's shapes start in shapes_ (and the end).

@@ -18,6 +18,8 @@ using nlohmann::json;
 // A configured workload of two shapes, equally likely:
 //   half: 1 GPU x 500 milli, 1 core, 1 GiB;
 //   pair: 2 whole GPUs, 2 cores, 2 GiB.
+// In F, half weighs 0.5 and pair 0.25 (a shape of k GPUs counts 1/k of its
+// share).
 json TwoShapes() {
   return json::parse(R"({"workload": [
     {"gpu": 1, "gpu_milli": 500, "cpu_milli": 1000, "memory_mib": 1024, "weight": 1},
@@ -44,17 +46,18 @@ TEST(FragmentTest, ExpectedFragmentationByHand) {
     double want;
   } rows[] = {
       // half fits (GPU 0), GPU 1's 300 unusable for it; pair does not fit:
-      // all 1300 free. 0.5 x 300 + 0.5 x 1300.
-      {"one whole, one 300 left", {1000, 300}, 8000, 65536, 800},
+      // all 1300 free. 0.5 x 300 + 0.25 x 1300.
+      {"one whole, one 300 left", {1000, 300}, 8000, 65536, 475},
       // Both fit, nothing unusable.
       {"empty node", {1000, 1000}, 8000, 65536, 0},
       // half fits on both (no GPU below 500); pair needs whole GPUs: none
-      // fits, all 1200 free unusable.
-      {"two 600s", {600, 600}, 8000, 65536, 600},
-      // Half a core left: neither fits, every free milli counts for both.
-      {"CPU gone", {1000, 1000}, 500, 65536, 2000},
-      // 1.5 GiB left: half fits (nothing unusable); pair does not: 2000.
-      {"memory short for pair", {1000, 1000}, 8000, 1536, 1000},
+      // fits, all 1200 free unusable: 0.25 x 1200.
+      {"two 600s", {600, 600}, 8000, 65536, 300},
+      // Half a core left: neither fits, every free milli counts for both:
+      // 0.5 x 2000 + 0.25 x 2000.
+      {"CPU gone", {1000, 1000}, 500, 65536, 1500},
+      // 1.5 GiB left: half fits (nothing unusable); pair does not: 0.25 x 2000.
+      {"memory short for pair", {1000, 1000}, 8000, 1536, 500},
       {"full node", {0, 0}, 8000, 65536, 0},
   };
   for (const Row& r : rows) {
@@ -117,7 +120,7 @@ TEST(FragmentTest, PlacesWhereFragmentationGrowsLeastAndBindsThatGpu) {
 TEST(FragmentTest, NodesOfOneStateButDifferentCpuLeftAreTold) {
   // Both nodes: four free GPUs, CPU past both thresholds (1000, 2000). A task
   // of one GPU and 2 cores leaves node a 1 core (the pair no longer fits: its
-  // three free GPUs fragment, 0.5 x 3000) and node b 6 (nothing changes).
+  // three free GPUs fragment, 0.25 x 3000) and node b 6 (nothing changes).
   // The memo of increases must not hand one node's answer to the other.
   ClusterState c;
   ASSERT_TRUE(c.AddNode(Node("a", 3000, 65536, 4, "A100")).ok());
@@ -256,7 +259,7 @@ TEST(FragmentTest, TasksWithoutGpusGoWhereLeastGpuCapacityIsFree) {
 TEST(FragmentTest, TasksWithoutGpusDoNotTakeTheCpuOfFreeGpus) {
   // Node "short": one GPU taken, one free, 3 cores. Node "roomy": two free
   // GPUs, 8 cores. A task of 2.5 cores and no GPU: on "short" it leaves half
-  // a core, so the half shape can no longer use the free GPU (F 500 -> 1000,
+  // a core, so the half shape can no longer use the free GPU (F 250 -> 750,
   // ten steps); on "roomy" both shapes still fit (F stays 0). It goes to
   // "roomy" although "short" has less GPU capacity free.
   ClusterState c;
