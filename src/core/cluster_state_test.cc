@@ -646,7 +646,8 @@ TEST(ClusterStateTest, ModelFreeMilliFollowsEveryChange) {
   std::mt19937 rng(5);
   int named = 0;
   const auto add = [&] {
-    NodeSpec s = GpuNode("n" + std::to_string(named++), 1 + int(rng() % 8), rng() % 3 ? "A100" : "T4");
+    NodeSpec s =
+        GpuNode("n" + std::to_string(named++), 1 + int(rng() % 8), rng() % 3 ? "A100" : "T4");
     if (rng() % 7 == 0) s.gpus[0].model = "H100";
     ASSERT_TRUE(c.AddNode(s).ok());
   };
@@ -679,7 +680,9 @@ TEST(ClusterStateTest, ModelFreeMilliFollowsEveryChange) {
       const size_t slot = rng() % free.size();
       const int milli = rng() % 2 ? 1000 : 1 + int(rng() % 999);
       if (free[slot] < milli) continue;
-      ASSERT_TRUE(c.Bind(MakeTask(next, 1, milli), Alloc(n, {{c.spec(n).gpus[slot].index, milli, 0}})).ok());
+      ASSERT_TRUE(
+          c.Bind(MakeTask(next, 1, milli), Alloc(n, {{c.spec(n).gpus[slot].index, milli, 0}}))
+              .ok());
       placed.push_back(next++);
     }
     std::vector<int64_t> want(c.model_count(), 0);

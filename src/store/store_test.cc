@@ -759,7 +759,9 @@ TEST_P(StoreGpuTest, PlacingATaskWritesAllocationStateAndEventUnderTheSameGuards
   TaskKey a = Insert(*store, MakeTask("a", "", 0));
   TaskKey b = Insert(*store, MakeTask("b", "", 0));
   auto place = [&](TaskKey k, const std::string& node, const Allocation& al) {
-    return store->Write([&](Tx& tx) { return tx.PlaceTasks({{k, node, al, "scheduled to " + node}}); });
+    return store->Write([&](Tx& tx) {
+      return tx.PlaceTasks({{k, node, al, "scheduled to " + node}});
+    });
   };
   Allocation two = OneGrant(0, 600, 10000);
   two.gpus.push_back({.index = 1, .milli = 1000, .memory_mib = 16000});

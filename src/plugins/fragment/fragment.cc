@@ -215,7 +215,9 @@ void Fragment::Prepare(const ClusterState& cluster) const {
   for (const Resolved& m : shapes_) demand += m.weight * m.gpus * m.milli;
   for (const Resolved& m : shapes_) {
     const ClusterState::ModelMask accepted = m.models & present;
-    if (accepted != present && demand > 0) limited[accepted] += m.weight * m.gpus * m.milli / demand;
+    if (accepted != present && demand > 0) {
+      limited[accepted] += m.weight * m.gpus * m.milli / demand;
+    }
   }
   limited_.assign(limited.begin(), limited.end());
 }
@@ -496,7 +498,8 @@ void Fragment::Score(const Task& task, const ClusterState& cluster, std::span<co
         continue;
       }
       const double free = double(cluster.total_gpu_milli(n) - a.used_gpu_milli[n]);
-      scores[i] = -std::round(c->delta / resolution_) - free / (free + kWholeGpuMilli) + 1e-6 * a.util_gpu[n];
+      scores[i] = -std::round(c->delta / resolution_) - free / (free + kWholeGpuMilli) +
+                  1e-6 * a.util_gpu[n];
     }
     return;
   }
@@ -517,7 +520,8 @@ void Fragment::Score(const Task& task, const ClusterState& cluster, std::span<co
     for (ClusterState::ModelMask m = a.model_mask[n] & allowed; m != 0; m &= m - 1) {
       pressed = std::max(pressed, pressure[size_t(std::countr_zero(m))]);
     }
-    scores[i] = c ? -std::round(c->delta / resolution_) + 0.5 * a.util_gpu[n] - scarcity_ * pressed : kNoScore;
+    scores[i] = c ? -std::round(c->delta / resolution_) + 0.5 * a.util_gpu[n] - scarcity_ * pressed
+                  : kNoScore;
   }
 }
 
