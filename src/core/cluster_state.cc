@@ -89,8 +89,8 @@ Status ClusterState::InternModels(const NodeSpec& spec) {
   return Status::Ok();
 }
 
-void ClusterState::CountModelFree(size_t flat, int64_t sign) {
-  model_free_milli_[size_t(std::countr_zero(gpu_model_bit_[flat]))] += sign * gpu_free_milli_[flat];
+int64_t& ClusterState::ModelFreeOf(size_t flat) {
+  return model_free_milli_[size_t(std::countr_zero(gpu_model_bit_[flat]))];
 }
 
 void ClusterState::ApplySpec(NodeId n, const NodeSpec& spec) {
@@ -109,7 +109,7 @@ void ClusterState::ApplySpec(NodeId n, const NodeSpec& spec) {
   const size_t begin = gpu_begin_[n];
   const size_t old_count = size_t(gpu_count_[n]);
   const size_t new_count = spec.gpus.size();
-  for (size_t i = begin; i < begin + old_count; ++i) CountModelFree(i, -1);
+  for (size_t i = begin; i < begin + old_count; ++i) ModelFreeOf(i) -= gpu_free_milli_[i];
   const auto resize_range = [&](auto& v, auto fill) {
     v.erase(v.begin() + begin, v.begin() + begin + old_count);
     v.insert(v.begin() + begin, new_count, fill);
@@ -131,7 +131,7 @@ void ClusterState::ApplySpec(NodeId n, const NodeSpec& spec) {
     const ModelMask bit = ModelMask{1} << m;
     gpu_model_bit_[begin + i] = bit;
     model_mask_[n] |= bit;
-    CountModelFree(begin + i, +1);
+    ModelFreeOf(begin + i) += kWholeGpuMilli;
   }
   for (size_t m = 0; m < model_names_.size(); ++m) {
     model_nodes_[m].Set(n, model_mask_[n] & (ModelMask{1} << m));
@@ -260,7 +260,7 @@ Status ClusterState::RemoveNode(NodeId n) {
   }
   const size_t begin = gpu_begin_[n];
   const size_t gpus = size_t(gpu_count_[n]);
-  for (size_t i = begin; i < begin + gpus; ++i) CountModelFree(i, -1);
+  for (size_t i = begin; i < begin + gpus; ++i) ModelFreeOf(i) -= gpu_free_milli_[i];
   const auto erase_range = [&](auto& v) { v.erase(v.begin() + begin, v.begin() + begin + gpus); };
   erase_range(gpu_free_milli_);
   erase_range(gpu_free_mem_);
@@ -597,7 +597,7 @@ Status ClusterState::Place(PlacedTask p, ModelMask allowed) {
   for (size_t i = 0; i < slots.size(); ++i) {
     const size_t flat = gpu_begin_[n] + slots[i];
     gpu_free_milli_[flat] -= alloc.gpus[i].milli;
-    model_free_milli_[size_t(std::countr_zero(gpu_model_bit_[flat]))] -= alloc.gpus[i].milli;
+    ModelFreeOf(flat) -= alloc.gpus[i].milli;
     gpu_free_mem_[flat] -= alloc.gpus[i].memory_mib;
     gpu_milli += alloc.gpus[i].milli;
   }
@@ -668,7 +668,7 @@ Status ClusterState::Release(TaskKey key) {
   for (const GpuGrant& g : p.alloc.gpus) {
     const size_t flat = gpu_begin_[n] + GpuSlot(n, g.index);
     gpu_free_milli_[flat] += g.milli;
-    model_free_milli_[size_t(std::countr_zero(gpu_model_bit_[flat]))] += g.milli;
+    ModelFreeOf(flat) += g.milli;
     gpu_free_mem_[flat] += g.memory_mib;
     used_gpu_milli_[n] -= g.milli;
     gpu_milli += g.milli;

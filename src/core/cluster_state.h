@@ -392,9 +392,8 @@ class ClusterState {
   void RebuildIndexes();
   void NewNodesVersion();
   void RecomputeGpuSummary(NodeId n);
-  // Adds (sign +1) or takes away (-1) flat GPU `flat`'s free milli to its
-  // model's total (model_free_milli_).
-  void CountModelFree(size_t flat, int64_t sign);
+  // The total in model_free_milli_ that flat GPU `flat` counts in.
+  int64_t& ModelFreeOf(size_t flat);
   void RecomputeUtilization(NodeId n);
   void UpdateEstimates(NodeId n);
   // The maps keyed by placed task (placed_, and the name and group indexes)

@@ -183,8 +183,7 @@ void Fragment::Prepare(const ClusterState& cluster) const {
     r.gpu_models = s.gpu_models;
     r.gpu_vendors = s.gpu_vendors;
     const double share = total > 0 ? s.weight / total : 0;
-    shapes_.push_back({s.gpus, s.milli, s.cpu_milli, s.memory_mib, cluster.AllowedModels(r), share,
-                       share / s.gpus});
+    shapes_.push_back({s.gpus, s.milli, s.cpu_milli, s.memory_mib, cluster.AllowedModels(r), share});
     cpu_steps_.push_back(s.cpu_milli);
     memory_steps_.push_back(s.memory_mib);
   }
@@ -224,8 +223,8 @@ void Fragment::Prepare(const ClusterState& cluster) const {
 
 std::vector<double> Fragment::ModelPressure(const ClusterState& cluster) const {
   Prepare(cluster);
+  if (limited_.empty()) return {};
   std::vector<double> pressure(cluster.model_count(), 0.0);
-  if (limited_.empty()) return pressure;
   int64_t free_total = 0;
   for (size_t b = 0; b < pressure.size(); ++b) free_total += cluster.model_free_milli(b);
   for (const auto& [models, share] : limited_) {
@@ -314,7 +313,7 @@ double Fragment::ExpectedUncached(const Sig& sig) const {
     for (size_t s = groups_[g]; s < groups_[g + 1]; ++s) {
       const Resolved& m = shapes_[s];
       const bool fits = room >= m.gpus && cpu >= m.cpu_milli && memory >= m.memory_mib;
-      f += m.in_f * double(fits ? unusable : free_total);
+      f += m.weight / m.gpus * double(fits ? unusable : free_total);
     }
   }
   return f;
@@ -343,7 +342,7 @@ double Fragment::ExpectedUncached(const NodeState& s) const {
       }
     }
     const bool fits = room >= m.gpus && s.free_cpu >= m.cpu_milli && s.free_memory >= m.memory_mib;
-    f += m.in_f * double(fits ? unusable : free_total);
+    f += m.weight / m.gpus * double(fits ? unusable : free_total);
   }
   return f;
 }
@@ -492,13 +491,10 @@ void Fragment::Score(const Task& task, const ClusterState& cluster, std::span<co
     // free GPUs then lose their CPU (docs/PLUGINS.md).
     for (size_t i = 0; i < nodes.size(); ++i) {
       const NodeId n = nodes[i];
-      const std::optional<Choice> c = Best(task, cluster, n, 0);
-      if (!c) {
-        scores[i] = kNoScore;
-        continue;
-      }
+      // (Best always has an answer for a task without GPUs.)
+      const double delta = Best(task, cluster, n, 0).value_or(Choice{}).delta;
       const double free = double(cluster.total_gpu_milli(n) - a.used_gpu_milli[n]);
-      scores[i] = -std::round(c->delta / resolution_) - free / (free + kWholeGpuMilli) +
+      scores[i] = -std::round(delta / resolution_) - free / (free + kWholeGpuMilli) +
                   1e-6 * a.util_gpu[n];
     }
     return;
@@ -511,14 +507,15 @@ void Fragment::Score(const Task& task, const ClusterState& cluster, std::span<co
   // (those the task accepts; the most pressed of them on a node of several)
   // limited work needs.
   const ClusterState::ModelMask allowed = cluster.AllowedModels(task.requests);
-  const std::vector<double> pressure =
-      scarcity_ > 0 ? ModelPressure(cluster) : std::vector<double>(cluster.model_count(), 0.0);
+  const std::vector<double> pressure = scarcity_ > 0 ? ModelPressure(cluster) : std::vector<double>{};
   for (size_t i = 0; i < nodes.size(); ++i) {
     const NodeId n = nodes[i];
     const std::optional<Choice> c = Best(task, cluster, n, allowed);
     double pressed = 0;
-    for (ClusterState::ModelMask m = a.model_mask[n] & allowed; m != 0; m &= m - 1) {
-      pressed = std::max(pressed, pressure[size_t(std::countr_zero(m))]);
+    if (!pressure.empty()) {
+      for (ClusterState::ModelMask m = a.model_mask[n] & allowed; m != 0; m &= m - 1) {
+        pressed = std::max(pressed, pressure[size_t(std::countr_zero(m))]);
+      }
     }
     scores[i] = c ? -std::round(c->delta / resolution_) + 0.5 * a.util_gpu[n] - scarcity_ * pressed
                   : kNoScore;

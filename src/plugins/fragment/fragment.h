@@ -145,8 +145,7 @@ class Fragment final : public framework::ScorePlugin,
   // that holds the model, of S's share of the workload's GPU demand (shapes
   // weighted by GPUs x milli) over S's share of the cluster's free GPU
   // capacity (capped at kMaxPressure). A shape is limited when its models
-  // leave out some model the cluster has. 0 for every model when no shape
-  // is limited.
+  // leave out some model the cluster has. Empty when no shape is limited.
   static constexpr double kMaxPressure = 10;
   std::vector<double> ModelPressure(const ClusterState& cluster) const;
 
@@ -193,8 +192,7 @@ class Fragment final : public framework::ScorePlugin,
     int32_t gpus, milli;
     int64_t cpu_milli, memory_mib;
     ClusterState::ModelMask models;
-    double weight;  // share of the workload
-    double in_f;    // its weight in F: the share over the shape's GPUs
+    double weight;  // share of the workload (in F: over the shape's GPUs)
   };
   mutable std::vector<Resolved> shapes_;  // grouped by their GPU part (gpus, milli, models)
   // Where each GPU part's shapes start in shapes_ (and the end).
