@@ -244,6 +244,9 @@ std::vector<double> Fragment::ModelPressure(const ClusterState& cluster) const {
 
 namespace {
 
+static_assert(Fragment::kFreeTerm * double(json_fields::kMaxGpusPerNode) * kWholeGpuMilli < 1 &&
+              Fragment::kFullTerm < Fragment::kFreeTerm);
+
 constexpr uint16_t kMilliMask = 0x3ff;
 
 // The model bit index of a packed GPU entry, as a mask.
@@ -486,16 +489,17 @@ void Fragment::Score(const Task& task, const ClusterState& cluster, std::span<co
     // A task without GPUs: where its CPU and memory strand the least GPU
     // capacity. By the increase of F in steps of `resolution`; within a
     // step, on the node with the least free GPU capacity, then the fullest
-    // GPUs (the second term stays under one step). Weighing it by the exact
-    // increase of F sends it away from nodes short of CPU, onto nodes whose
-    // free GPUs then lose their CPU (docs/PLUGINS.md).
+    // GPUs. The terms stay apart: free capacity counts kFreeTerm per milli
+    // (under one step for any node's GPUs), fullness at most kFullTerm,
+    // under one milli's. Weighing it by the exact increase of F sends it
+    // away from nodes short of CPU, onto nodes whose free GPUs then lose
+    // their CPU (docs/PLUGINS.md).
     for (size_t i = 0; i < nodes.size(); ++i) {
       const NodeId n = nodes[i];
       // (Best always has an answer for a task without GPUs.)
       const double delta = Best(task, cluster, n, 0).value_or(Choice{}).delta;
       const double free = double(cluster.total_gpu_milli(n) - a.used_gpu_milli[n]);
-      scores[i] = -std::round(delta / resolution_) - free / (free + kWholeGpuMilli) +
-                  1e-6 * a.util_gpu[n];
+      scores[i] = -std::round(delta / resolution_) - kFreeTerm * free + kFullTerm * a.util_gpu[n];
     }
     return;
   }

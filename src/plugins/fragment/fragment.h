@@ -75,6 +75,10 @@ class Fragment final : public framework::ScorePlugin,
   // The raw score of a node the task does not fit after all.
   static constexpr double kNoScore = -1e300;
   static constexpr double kDrift = 0.02;
+  // A task without GPUs, within a step of F: per milli of free GPU capacity
+  // (a node's GPUs, up to kMaxGpusPerNode, stay under a step), and for
+  // fullness (0..1), which stays under one milli's term.
+  static constexpr double kFreeTerm = 1e-7, kFullTerm = 1e-9;
 
   explicit Fragment(const framework::PluginDeps&) {}
 

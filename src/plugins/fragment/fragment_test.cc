@@ -279,6 +279,28 @@ TEST(FragmentTest, TasksWithoutGpusDoNotTakeTheCpuOfFreeGpus) {
   EXPECT_GT(scores[0], scores[1]);
 }
 
+TEST(FragmentTest, TasksWithoutGpusPreferLessFreeGpuCapacityOnLargeNodesToo) {
+  // Node "fewer": 40 idle GPUs, 40,000 milli free. Node "more": 256 GPUs,
+  // all but 40,001 milli taken, so its GPUs are far fuller. F does not move
+  // on either (CPU and memory to spare), so the node with less free GPU
+  // capacity wins, by one milli, whatever the fullness of its GPUs.
+  ClusterState c;
+  ASSERT_TRUE(c.AddNode(Node("fewer", 1'000'000, 1 << 20, 40, "A100")).ok());
+  ASSERT_TRUE(c.AddNode(Node("more", 1'000'000, 1 << 20, 256, "A100")).ok());
+  Task whole = MakeTask(100, 0, 0, 215);
+  std::vector<GpuGrant> grants;
+  for (int32_t i = 0; i < 215; ++i) grants.push_back({i, 1000, 0});
+  ASSERT_TRUE(c.Bind(whole, AllocFor(whole, 1, grants)).ok());
+  Task share = MakeTask(101, 0, 0, 1, 999);
+  ASSERT_TRUE(c.Bind(share, AllocFor(share, 1, {{215, 999, 0}})).ok());
+  Fragment f = Configured(TwoShapes());
+  std::vector<NodeId> nodes = {0, 1};
+  std::vector<double> scores(2);
+  framework::CycleState state;
+  f.Score(MakeTask(1, 1000, 1024), c, nodes, scores, state);
+  EXPECT_GT(scores[0], scores[1]);
+}
+
 TEST(FragmentTest, LearnsTheWorkloadOnceATaskWithDecay) {
   Fragment f({nullptr, nullptr});
   framework::PluginArgs args;
