@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <span>
+#include <utility>
+#include <vector>
 
 #include "core/fit.h"
 #include "core/json_fields.h"
@@ -126,6 +129,7 @@ std::vector<Fragment::Shape> Fragment::Workload() const {
   if (!configured_.empty()) return configured_;
   std::vector<Shape> out;
   for (const auto& [key, w] : learned_) {
+    if (!(w > 0)) continue;  // faded to nothing (underflowed): not part of the workload
     Shape s;
     std::tie(s.gpus, s.milli, s.cpu_milli, s.memory_mib, s.gpu_models, s.gpu_vendors) = key;
     s.weight = w;
@@ -262,6 +266,17 @@ void SortGpus(Fragment::Sig& sig) {
   }
 }
 
+// The node's slots in the order F takes several GPUs: by model bit, then
+// free milli (the packed order), then slot. Bind follows it.
+std::vector<size_t> TakeOrder(std::span<const int32_t> free,
+                              std::span<const ClusterState::ModelMask> bits) {
+  std::vector<size_t> order(free.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const auto key = [&](size_t i) { return std::pair(std::countr_zero(bits[i]), free[i]); };
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return key(x) < key(y); });
+  return order;
+}
+
 }  // namespace
 
 size_t Fragment::SigHash::operator()(const Sig& s) const {
@@ -379,8 +394,29 @@ std::optional<Fragment::Choice> Fragment::Best(const Task& task, const ClusterSt
     NodeState after = s;
     after.free_cpu -= r.cpu_milli;
     after.free_memory -= r.memory_mib;
+    const std::vector<size_t> order = TakeOrder(free, bits);
+    if (r.gpu == 1) {
+      // One GPU: as Place chooses it (the least increase, the fullest of
+      // equals, GPUs alike tried once).
+      std::optional<Choice> best;
+      std::vector<std::pair<ClusterState::ModelMask, int32_t>> tried;
+      for (size_t i : order) {
+        if (!GpuSlotFits(view, i, r, allowed)) continue;
+        if (std::find(tried.begin(), tried.end(), s.gpus[i]) != tried.end()) continue;
+        tried.push_back(s.gpus[i]);
+        after.gpus[i].second -= r.gpu_milli;
+        const double delta = Expected(cluster, after) - before;
+        after.gpus[i].second += r.gpu_milli;
+        if (!best || delta < best->delta ||
+            (delta == best->delta && free[i] < free[size_t(best->slot)])) {
+          best = Choice{delta, int(i)};
+        }
+      }
+      return best;
+    }
     int left = r.gpu;
-    for (size_t i = 0; i < free.size() && left > 0; ++i) {
+    for (size_t i : order) {
+      if (left == 0) break;
       if (!GpuSlotFits(view, i, r, allowed)) continue;
       after.gpus[i].second -= r.gpu_milli;
       --left;
@@ -389,7 +425,6 @@ std::optional<Fragment::Choice> Fragment::Best(const Task& task, const ClusterSt
     return Choice{Expected(cluster, after) - before, -1};
   }
   Prepare(cluster);
-  if (shapes_.empty()) return Choice{0, -1};
   // The node before, and after the task's CPU and memory.
   Sig before = SigOf(a.free_cpu[n], a.free_memory[n]);
   std::array<uint16_t, kMaxSigGpus> packed{};
@@ -404,7 +439,7 @@ std::optional<Fragment::Choice> Fragment::Best(const Task& task, const ClusterSt
   // the node passes after, and the task's GPUs: memoised by those, working
   // on the GPUs in sorted order so that two nodes of one state choose alike.
   // GPU memory is not in the state: a request for it is worked out each
-  // time, on the node's own slots.
+  // time, on the node's own slots taken in the same order.
   std::pair<double, uint16_t> result;
   if (r.gpu_memory_mib == 0) {
     const DeltaKey key{before, after.cpu_rank, after.memory_rank, r.gpu, r.gpu_milli, allowed};
@@ -420,7 +455,11 @@ std::optional<Fragment::Choice> Fragment::Best(const Task& task, const ClusterSt
       deltas_.emplace(key, result);
     }
   } else {
-    result = Place(r, before, after, packed, [&](size_t i) { return GpuSlotFits(view, i, r, allowed); });
+    const std::vector<size_t> order = TakeOrder(free, bits);
+    std::array<uint16_t, kMaxSigGpus> in_order{};
+    for (size_t k = 0; k < order.size(); ++k) in_order[k] = packed[order[k]];
+    result = Place(r, before, after, in_order,
+                   [&](size_t k) { return GpuSlotFits(view, order[k], r, allowed); });
   }
   if (result.second == kNoFit) return std::nullopt;
   Choice c{result.first, -1};
@@ -446,9 +485,9 @@ std::pair<double, uint16_t> Fragment::Place(const Requests& r, const Sig& before
   };
   if (r.gpu == 0) return {state_with(gpus), kNoGpu};
   const auto take = [&](size_t i) { gpus[i] = uint16_t(gpus[i] - uint16_t(r.gpu_milli)); };
-  if (r.gpu_milli >= kWholeGpuMilli || r.gpu > 1) {
-    // Whole GPUs (or several shares): the first ones that fit; for whole
-    // GPUs any free one leaves the same state.
+  if (r.gpu > 1) {
+    // Several GPUs: the first ones that fit, in the packed order (Bind
+    // takes the same ones).
     int left = r.gpu;
     for (size_t i = 0; i < count && left > 0; ++i) {
       if (!fits(i)) continue;
@@ -458,8 +497,9 @@ std::pair<double, uint16_t> Fragment::Place(const Requests& r, const Sig& before
     if (left > 0) return {0, kNoFit};
     return {state_with(gpus), kNoGpu};
   }
-  // One share: each GPU it fits on, the one that fragments least (the
-  // fullest of equals, as best fit). GPUs alike (same model, same free) give
+  // One GPU, a share or whole: each GPU it fits on, the one that fragments
+  // least (the fullest of equals, as best fit; on a node of several models,
+  // the model F would rather spend). GPUs alike (same model, same free) give
   // the same state: each is tried once.
   std::optional<std::pair<double, uint16_t>> best;
   std::array<uint16_t, kMaxSigGpus> tried{};
@@ -544,10 +584,30 @@ void Fragment::NormalizeScores(std::span<double> scores) const {
 Status Fragment::Bind(const Task& task, const ClusterState& cluster, Allocation& alloc,
                       framework::CycleState&) const {
   const Requests& r = task.requests;
-  if (r.gpu != 1 || r.gpu_milli >= kWholeGpuMilli || !alloc.gpus.empty()) return Status::Ok();
-  const std::optional<Choice> c = Best(task, cluster, alloc.node, cluster.AllowedModels(r));
-  if (!c || c->slot < 0) return Status::Ok();  // left to the default choice
-  alloc.gpus.push_back({cluster.spec(alloc.node).gpus[size_t(c->slot)].index, r.gpu_milli, r.gpu_memory_mib});
+  // Several whole GPUs: Topology's choice or the default; on a node of one
+  // model every choice leaves the state F scored.
+  if (r.gpu == 0 || (r.gpu > 1 && r.gpu_milli >= kWholeGpuMilli) || !alloc.gpus.empty()) {
+    return Status::Ok();
+  }
+  const ClusterState::ModelMask allowed = cluster.AllowedModels(r);
+  const std::vector<GpuDevice>& gpus = cluster.spec(alloc.node).gpus;
+  if (r.gpu == 1) {
+    const std::optional<Choice> c = Best(task, cluster, alloc.node, allowed);
+    if (!c || c->slot < 0) return Status::Ok();  // left to the default choice
+    alloc.gpus.push_back({gpus[size_t(c->slot)].index, r.gpu_milli, r.gpu_memory_mib});
+    return Status::Ok();
+  }
+  // Several shares: the GPUs F took, in its order.
+  const std::span<const int32_t> free = cluster.gpu_free_milli(alloc.node);
+  const std::span<const ClusterState::ModelMask> bits = cluster.gpu_model_bits(alloc.node);
+  const GpuFreeView view{free, cluster.gpu_free_memory(alloc.node), bits};
+  std::vector<GpuGrant> chosen;
+  for (size_t i : TakeOrder(free, bits)) {
+    if (chosen.size() == size_t(r.gpu)) break;
+    if (!GpuSlotFits(view, i, r, allowed)) continue;
+    chosen.push_back({gpus[i].index, r.gpu_milli, r.gpu_memory_mib});
+  }
+  if (chosen.size() == size_t(r.gpu)) alloc.gpus = std::move(chosen);
   return Status::Ok();
 }
 

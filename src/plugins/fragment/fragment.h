@@ -19,7 +19,10 @@
 // share, a shape of k GPUs counting 1/k of its share. A task with GPUs
 // scores each feasible node by how little placing it
 // there increases F (the best GPU choice on that node), normalised to
-// 0..100; Bind gives a shared-GPU task that best GPU.
+// 0..100. Bind gives a one-GPU task that best GPU, and a task of several
+// shares the GPUs F took (by model bit, then free milli); several whole
+// GPUs are left to Topology or the default choice, which on a node of one
+// model leave the same state.
 //
 // Beyond FGD (each measured on the openb trace, docs/PLUGINS.md):
 //   - increases of F are compared in steps of `resolution` milli (default

@@ -301,6 +301,100 @@ TEST(FragmentTest, TasksWithoutGpusPreferLessFreeGpuCapacityOnLargeNodesToo) {
   EXPECT_GT(scores[0], scores[1]);
 }
 
+TEST(FragmentTest, SeveralSharesAreBoundWhereTheyWereScored) {
+  // Node 0: four GPUs, slots 2 and 3 half taken (F 250: the pair shape
+  // cannot use their 1,000 milli). A task of two 500-milli shares scores
+  // there as filling those two (F 250 -> 0), and is bound to them, not to
+  // the first two slots (which would leave F at 500).
+  ClusterState c;
+  ASSERT_TRUE(c.AddNode(Node("n0", 8000, 65536, 4, "A100")).ok());
+  for (int32_t slot : {2, 3}) {
+    Task half = MakeTask(100 + slot, 0, 0, 1, 500);
+    ASSERT_TRUE(c.Bind(half, AllocFor(half, 0, {{slot, 500, 0}})).ok());
+  }
+  Fragment f = Configured(TwoShapes());
+  const Task task = MakeTask(1, 2000, 2048, 2, 500);
+  std::vector<NodeId> nodes = {0};
+  std::vector<double> scores(1);
+  framework::CycleState state;
+  f.Score(task, c, nodes, scores, state);
+  EXPECT_GE(scores[0], 5);  // 250 milli of F gone: five steps
+  Allocation alloc = AllocFor(task, 0);
+  ASSERT_TRUE(f.Bind(task, c, alloc, state).ok());
+  ASSERT_EQ(alloc.gpus.size(), 2u);
+  EXPECT_EQ(alloc.gpus[0].index, 2);
+  EXPECT_EQ(alloc.gpus[1].index, 3);
+}
+
+TEST(FragmentTest, OneWholeGpuOnANodeOfTwoModelsTakesTheOneFWouldSpend) {
+  // Node "m": slot 0 a T4, slot 1 an A100. Half the workload is whole
+  // GPUs of one model only: a whole-GPU task that runs on either takes
+  // the other model, whatever the slot order.
+  for (const char* limited : {"T4", "A100"}) {
+    ClusterState c;
+    NodeSpec m = Node("m", 8000, 65536, 2, "A100");
+    m.gpus[0].model = "T4";
+    ASSERT_TRUE(c.AddNode(m).ok());
+    Fragment f = Configured(json{
+        {"workload",
+         {{{"gpu", 1}, {"gpu_models", {limited}}, {"weight", 1}}, {{"gpu", 1}, {"weight", 1}}}}});
+    const Task task = MakeTask(1, 1000, 1024, 1);
+    framework::CycleState state;
+    Allocation alloc = AllocFor(task, 0);
+    ASSERT_TRUE(f.Bind(task, c, alloc, state).ok());
+    ASSERT_EQ(alloc.gpus.size(), 1u) << limited;
+    EXPECT_EQ(alloc.gpus[0].index, std::string(limited) == "T4" ? 1 : 0) << limited;
+  }
+}
+
+TEST(FragmentTest, NodesOfManyGpusChooseTheGpuAsSmallNodesDo) {
+  // Past kMaxSigGpus GPUs a node is worked out unpacked; it must still
+  // choose as the packed path does. Node "big": 20 GPUs, the last half
+  // taken (F 125: the pair shape cannot use its 500). A share of 500 fills
+  // that GPU (F -> 0, up 2.5 steps) rather than breaking a whole one.
+  ClusterState c;
+  ASSERT_TRUE(c.AddNode(Node("big", 64000, 1 << 20, 20, "A100")).ok());
+  ASSERT_GT(c.gpu_free_milli(0).size(), Fragment::kMaxSigGpus);
+  Task half = MakeTask(100, 0, 0, 1, 500);
+  ASSERT_TRUE(c.Bind(half, AllocFor(half, 0, {{19, 500, 0}})).ok());
+  Fragment f = Configured(TwoShapes());
+  const Task task = MakeTask(1, 1000, 1024, 1, 500);
+  std::vector<NodeId> nodes = {0};
+  std::vector<double> scores(1);
+  framework::CycleState state;
+  f.Score(task, c, nodes, scores, state);
+  EXPECT_GE(scores[0], 3);
+  Allocation alloc = AllocFor(task, 0);
+  ASSERT_TRUE(f.Bind(task, c, alloc, state).ok());
+  ASSERT_EQ(alloc.gpus.size(), 1u);
+  EXPECT_EQ(alloc.gpus[0].index, 19);
+}
+
+TEST(FragmentTest, ShapesThatFadedToNothingLeaveTheWorkload) {
+  // With a half-life of one arrival, a V100-only shape seen once fades to
+  // zero weight (underflow) after a couple of thousand other arrivals. It
+  // is no longer part of the workload, and puts no pressure on the V100s,
+  // even when none is free.
+  Fragment f({nullptr, nullptr});
+  framework::PluginArgs args;
+  args.config = json::parse(R"({"half_life": 1})");
+  ASSERT_TRUE(f.Configure(args).ok());
+  Task v100 = MakeTask(1, 1000, 1024, 1);
+  v100.requests.gpu_models = {"V100"};
+  f.Observe(v100);
+  for (TaskKey k = 2; k < 2500; ++k) f.Observe(MakeTask(k, 1000, 1024, 1, 500));
+  for (const Fragment::Shape& s : f.Workload()) {
+    EXPECT_GT(s.weight, 0);
+    EXPECT_TRUE(s.gpu_models.empty());
+  }
+  ClusterState c;
+  ASSERT_TRUE(c.AddNode(Node("v", 8000, 65536, 1, "V100")).ok());
+  ASSERT_TRUE(c.AddNode(Node("a", 8000, 65536, 1, "A100")).ok());
+  Task full = MakeTask(100, 0, 0, 1);
+  ASSERT_TRUE(c.Bind(full, AllocFor(full, 0, {{0, 1000, 0}})).ok());
+  for (double p : f.ModelPressure(c)) EXPECT_EQ(p, 0);
+}
+
 TEST(FragmentTest, LearnsTheWorkloadOnceATaskWithDecay) {
   Fragment f({nullptr, nullptr});
   framework::PluginArgs args;
