@@ -272,9 +272,27 @@ std::vector<size_t> TakeOrder(std::span<const int32_t> free,
                               std::span<const ClusterState::ModelMask> bits) {
   std::vector<size_t> order(free.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  const auto key = [&](size_t i) { return std::pair(std::countr_zero(bits[i]), free[i]); };
-  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return key(x) < key(y); });
+  const auto key = [&](size_t i) { return std::tuple(std::countr_zero(bits[i]), free[i], i); };
+  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return key(x) < key(y); });
   return order;
+}
+
+// The first `count` GPUs of that order that take a share of `r`; empty when
+// fewer fit.
+std::vector<size_t> FirstToTake(const GpuFreeView& view, const Requests& r,
+                                ClusterState::ModelMask allowed, size_t count) {
+  std::vector<size_t> fit;
+  for (size_t i = 0; i < view.milli.size(); ++i) {
+    if (GpuSlotFits(view, i, r, allowed)) fit.push_back(i);
+  }
+  if (fit.size() < count) return {};
+  const auto key = [&](size_t i) {
+    return std::tuple(std::countr_zero(view.model_bit[i]), view.milli[i], i);
+  };
+  std::partial_sort(fit.begin(), fit.begin() + ptrdiff_t(count), fit.end(),
+                    [&](size_t x, size_t y) { return key(x) < key(y); });
+  fit.resize(count);
+  return fit;
 }
 
 }  // namespace
@@ -384,46 +402,7 @@ std::optional<Fragment::Choice> Fragment::Best(const Task& task, const ClusterSt
   const std::span<const int32_t> free = cluster.gpu_free_milli(n);
   const std::span<const ClusterState::ModelMask> bits = cluster.gpu_model_bits(n);
   const GpuFreeView view{free, cluster.gpu_free_memory(n), bits};
-  if (free.size() > kMaxSigGpus) {
-    // A node of many GPUs: unpacked, each state computed.
-    NodeState s;
-    s.free_cpu = a.free_cpu[n];
-    s.free_memory = a.free_memory[n];
-    for (size_t i = 0; i < free.size(); ++i) s.gpus.emplace_back(bits[i], free[i]);
-    const double before = Expected(cluster, s);
-    NodeState after = s;
-    after.free_cpu -= r.cpu_milli;
-    after.free_memory -= r.memory_mib;
-    const std::vector<size_t> order = TakeOrder(free, bits);
-    if (r.gpu == 1) {
-      // One GPU: as Place chooses it (the least increase, the fullest of
-      // equals, GPUs alike tried once).
-      std::optional<Choice> best;
-      std::vector<std::pair<ClusterState::ModelMask, int32_t>> tried;
-      for (size_t i : order) {
-        if (!GpuSlotFits(view, i, r, allowed)) continue;
-        if (std::find(tried.begin(), tried.end(), s.gpus[i]) != tried.end()) continue;
-        tried.push_back(s.gpus[i]);
-        after.gpus[i].second -= r.gpu_milli;
-        const double delta = Expected(cluster, after) - before;
-        after.gpus[i].second += r.gpu_milli;
-        if (!best || delta < best->delta ||
-            (delta == best->delta && free[i] < free[size_t(best->slot)])) {
-          best = Choice{delta, int(i)};
-        }
-      }
-      return best;
-    }
-    int left = r.gpu;
-    for (size_t i : order) {
-      if (left == 0) break;
-      if (!GpuSlotFits(view, i, r, allowed)) continue;
-      after.gpus[i].second -= r.gpu_milli;
-      --left;
-    }
-    if (left > 0) return std::nullopt;
-    return Choice{Expected(cluster, after) - before, -1};
-  }
+  if (free.size() > kMaxSigGpus) return BestUnpacked(r, cluster, n, allowed);
   Prepare(cluster);
   // The node before, and after the task's CPU and memory.
   Sig before = SigOf(a.free_cpu[n], a.free_memory[n]);
@@ -470,6 +449,79 @@ std::optional<Fragment::Choice> Fragment::Best(const Task& task, const ClusterSt
     }
   }
   return c;
+}
+
+std::optional<Fragment::Choice> Fragment::BestUnpacked(const Requests& r,
+                                                       const ClusterState& cluster, NodeId n,
+                                                       ClusterState::ModelMask allowed) const {
+  // A node of many GPUs, without the memo. A placement changes the node's
+  // CPU, memory and r.gpu of its GPUs, so F after it comes from the node's
+  // per-shape counts (GPUs with room for the shape, free milli it cannot
+  // use) adjusted for those GPUs: shapes x (GPUs + choices), not shapes x
+  // GPUs per choice. The sums are ExpectedUncached's, in its order.
+  Prepare(cluster);
+  const ClusterState::Arrays a = cluster.arrays();
+  const GpuFreeView view{cluster.gpu_free_milli(n), cluster.gpu_free_memory(n),
+                         cluster.gpu_model_bits(n)};
+  std::vector<int32_t> room(shapes_.size(), 0);
+  std::vector<int64_t> unusable(shapes_.size(), 0);
+  int64_t free_total = 0;
+  for (int32_t milli : view.milli) free_total += milli;
+  const auto usable = [](const Resolved& shape, ClusterState::ModelMask bit, int32_t milli) {
+    return (bit & shape.models) != 0 && milli >= shape.milli;
+  };
+  for (size_t m = 0; m < shapes_.size(); ++m) {
+    for (size_t i = 0; i < view.milli.size(); ++i) {
+      if (usable(shapes_[m], view.model_bit[i], view.milli[i])) {
+        ++room[m];
+      } else {
+        unusable[m] += view.milli[i];
+      }
+    }
+  }
+  // F with `taken` slots giving r.gpu_milli each, and CPU and memory left.
+  const auto f_of = [&](int64_t cpu, int64_t memory, std::span<const size_t> taken) {
+    double f = 0;
+    for (size_t m = 0; m < shapes_.size(); ++m) {
+      const Resolved& shape = shapes_[m];
+      int32_t rooms = room[m];
+      int64_t left = unusable[m];
+      for (size_t i : taken) {
+        const ClusterState::ModelMask bit = view.model_bit[i];
+        const int32_t was = view.milli[i], now = was - r.gpu_milli;
+        rooms += int32_t(usable(shape, bit, now)) - int32_t(usable(shape, bit, was));
+        left += (usable(shape, bit, now) ? 0 : now) - (usable(shape, bit, was) ? 0 : was);
+      }
+      const bool fits = rooms >= shape.gpus && cpu >= shape.cpu_milli && memory >= shape.memory_mib;
+      f += shape.weight / shape.gpus *
+           double(fits ? left : free_total - int64_t(taken.size()) * r.gpu_milli);
+    }
+    return f;
+  };
+  const double before = f_of(a.free_cpu[n], a.free_memory[n], {});
+  const int64_t cpu = a.free_cpu[n] - r.cpu_milli, memory = a.free_memory[n] - r.memory_mib;
+  if (r.gpu != 1) {
+    // No GPU, or several: the first that fit in the take order.
+    const std::vector<size_t> taken = FirstToTake(view, r, allowed, size_t(r.gpu));
+    if (taken.size() < size_t(r.gpu)) return std::nullopt;
+    return Choice{f_of(cpu, memory, taken) - before, -1};
+  }
+  // One GPU: as Place chooses it, the least increase, then the fullest,
+  // then the lowest model bit (the packed order), then the lowest slot.
+  std::optional<Choice> best;
+  for (size_t i = 0; i < view.milli.size(); ++i) {
+    if (!GpuSlotFits(view, i, r, allowed)) continue;
+    const size_t one[] = {i};
+    const double delta = f_of(cpu, memory, one) - before;
+    const auto rank = [&](size_t slot) {
+      return std::tuple(view.milli[slot], std::countr_zero(view.model_bit[slot]));
+    };
+    if (!best || delta < best->delta ||
+        (delta == best->delta && rank(i) < rank(size_t(best->slot)))) {
+      best = Choice{delta, int(i)};
+    }
+  }
+  return best;
 }
 
 std::pair<double, uint16_t> Fragment::Place(const Requests& r, const Sig& before, Sig after,
@@ -598,16 +650,11 @@ Status Fragment::Bind(const Task& task, const ClusterState& cluster, Allocation&
     return Status::Ok();
   }
   // Several shares: the GPUs F took, in its order.
-  const std::span<const int32_t> free = cluster.gpu_free_milli(alloc.node);
-  const std::span<const ClusterState::ModelMask> bits = cluster.gpu_model_bits(alloc.node);
-  const GpuFreeView view{free, cluster.gpu_free_memory(alloc.node), bits};
-  std::vector<GpuGrant> chosen;
-  for (size_t i : TakeOrder(free, bits)) {
-    if (chosen.size() == size_t(r.gpu)) break;
-    if (!GpuSlotFits(view, i, r, allowed)) continue;
-    chosen.push_back({gpus[i].index, r.gpu_milli, r.gpu_memory_mib});
+  const GpuFreeView view{cluster.gpu_free_milli(alloc.node), cluster.gpu_free_memory(alloc.node),
+                         cluster.gpu_model_bits(alloc.node)};
+  for (size_t i : FirstToTake(view, r, allowed, size_t(r.gpu))) {
+    alloc.gpus.push_back({gpus[i].index, r.gpu_milli, r.gpu_memory_mib});
   }
-  if (chosen.size() == size_t(r.gpu)) alloc.gpus = std::move(chosen);
   return Status::Ok();
 }
 

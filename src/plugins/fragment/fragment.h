@@ -166,6 +166,9 @@ class Fragment final : public framework::ScorePlugin,
   // `allowed`: ClusterState::AllowedModels of the task, worked out once.
   std::optional<Choice> Best(const Task& task, const ClusterState& cluster, NodeId n,
                              ClusterState::ModelMask allowed) const;
+  // Best on a node of more than kMaxSigGpus GPUs (not packed, not memoised).
+  std::optional<Choice> BestUnpacked(const Requests& r, const ClusterState& cluster, NodeId n,
+                                     ClusterState::ModelMask allowed) const;
   // Best's work on a node's packed GPUs (its slots' order): the increase of
   // F and the packed GPU a share takes (kNoGpu, kNoFit).
   std::pair<double, uint16_t> Place(const Requests& r, const Sig& before, Sig after,

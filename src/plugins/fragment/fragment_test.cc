@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <cmath>
+#include <random>
+#include <tuple>
 
 #include "core/testing/nodes.h"
 #include "framework/args.h"
@@ -368,6 +371,86 @@ TEST(FragmentTest, NodesOfManyGpusChooseTheGpuAsSmallNodesDo) {
   ASSERT_TRUE(f.Bind(task, c, alloc, state).ok());
   ASSERT_EQ(alloc.gpus.size(), 1u);
   EXPECT_EQ(alloc.gpus[0].index, 19);
+}
+
+TEST(FragmentTest, NodesOfManyGpusAgreeWithFComputedWhole) {
+  // Random nodes of 17-64 GPUs of two models, partly taken; tasks of one
+  // share, one whole GPU or two shares. The score and the bound GPU must be
+  // those of F computed over the whole node after each possible choice.
+  std::mt19937 rng(7);
+  const Fragment f = Configured(json::parse(R"({"workload": [
+    {"gpu": 1, "gpu_milli": 250, "cpu_milli": 1000, "memory_mib": 1024, "weight": 3},
+    {"gpu": 1, "gpu_milli": 600, "cpu_milli": 4000, "memory_mib": 1024, "weight": 2},
+    {"gpu": 1, "gpu_milli": 1000, "gpu_models": ["T4"], "weight": 1},
+    {"gpu": 4, "gpu_milli": 1000, "cpu_milli": 8000, "memory_mib": 4096, "weight": 1}],
+    "scarcity": 0})"));
+  for (int round = 0; round < 200; ++round) {
+    ClusterState c;
+    const int gpus = std::uniform_int_distribution<int>(17, 64)(rng);
+    NodeSpec spec = Node("big", std::uniform_int_distribution<int64_t>(2000, 40000)(rng), 1 << 20,
+                         gpus, "A100");
+    for (GpuDevice& g : spec.gpus) g.model = rng() % 3 == 0 ? "T4" : "A100";
+    ASSERT_TRUE(c.AddNode(spec).ok());
+    TaskKey key = 1000;
+    for (int32_t slot = 0; slot < gpus; ++slot) {
+      const int32_t milli = int32_t(rng() % 5) * 250;
+      if (milli == 0) continue;
+      Task t = MakeTask(key++, 0, 0, 1, milli);
+      ASSERT_TRUE(c.Bind(t, AllocFor(t, 0, {{slot, milli, 0}})).ok());
+    }
+    const int32_t shares[] = {250, 600, 1000};
+    const int32_t milli = shares[rng() % 3];
+    const int count = milli < 1000 && rng() % 2 == 0 ? 2 : 1;
+    const Task task = MakeTask(1, 1000 * int64_t(rng() % 4), 1024, count, milli);
+    // F after taking `slots`, computed on the whole node.
+    const std::span<const int32_t> free = c.gpu_free_milli(0);
+    const std::span<const ClusterState::ModelMask> bits = c.gpu_model_bits(0);
+    const auto state = [&](const std::vector<size_t>& slots, bool with_task) {
+      Fragment::NodeState s;
+      s.free_cpu = c.arrays().free_cpu[0] - (with_task ? task.requests.cpu_milli : 0);
+      s.free_memory = c.arrays().free_memory[0] - (with_task ? task.requests.memory_mib : 0);
+      for (size_t i = 0; i < free.size(); ++i) s.gpus.emplace_back(bits[i], free[i]);
+      for (size_t i : slots) s.gpus[i].second -= milli;
+      return f.Expected(c, s);
+    };
+    std::vector<size_t> fit;
+    for (size_t i = 0; i < free.size(); ++i) {
+      if (free[i] >= milli) fit.push_back(i);
+    }
+    if (fit.size() < size_t(count)) continue;
+    std::vector<size_t> expected;
+    double delta = 0;
+    if (count == 1) {
+      // The least increase, then the fullest GPU, then the lowest model bit.
+      std::optional<std::tuple<double, int32_t, int, size_t>> best;
+      for (size_t i : fit) {
+        const std::tuple<double, int32_t, int, size_t> k(state({i}, true) - state({}, false),
+                                                         free[i], std::countr_zero(bits[i]), i);
+        if (!best || k < *best) best = k;
+      }
+      expected = {std::get<3>(*best)};
+      delta = std::get<0>(*best);
+    } else {
+      std::sort(fit.begin(), fit.end(), [&](size_t x, size_t y) {
+        return std::tuple(std::countr_zero(bits[x]), free[x], x) <
+               std::tuple(std::countr_zero(bits[y]), free[y], y);
+      });
+      expected.assign(fit.begin(), fit.begin() + count);
+      delta = state(expected, true) - state({}, false);
+    }
+    std::vector<NodeId> nodes = {0};
+    std::vector<double> scores(1);
+    framework::CycleState cycle;
+    f.Score(task, c, nodes, scores, cycle);
+    EXPECT_DOUBLE_EQ(scores[0], -std::round(delta / 50) + 0.5 * c.arrays().util_gpu[0]) << round;
+    Allocation alloc = AllocFor(task, 0);
+    ASSERT_TRUE(f.Bind(task, c, alloc, cycle).ok());
+    if (count == 1 && milli >= 1000) continue;  // whole: bound as below only for one GPU
+    ASSERT_EQ(alloc.gpus.size(), expected.size()) << round;
+    for (size_t k = 0; k < expected.size(); ++k) {
+      EXPECT_EQ(alloc.gpus[k].index, int32_t(expected[k])) << round;
+    }
+  }
 }
 
 TEST(FragmentTest, ShapesThatFadedToNothingLeaveTheWorkload) {
