@@ -37,6 +37,25 @@ Fragment Configured(const json& config) {
   return f;
 }
 
+// The raw scores of `task` on every node of `c`, in node order.
+std::vector<double> RawScores(const Fragment& f, const Task& task, const ClusterState& c) {
+  std::vector<NodeId> nodes(c.node_count());
+  for (size_t i = 0; i < nodes.size(); ++i) nodes[i] = NodeId(i);
+  std::vector<double> scores(nodes.size());
+  framework::CycleState state;
+  f.Score(task, c, nodes, scores, state);
+  return scores;
+}
+
+// The GPUs Bind gives `task` on node `n`.
+std::vector<GpuGrant> BoundGpus(const Fragment& f, const Task& task, const ClusterState& c,
+                                NodeId n) {
+  Allocation alloc = AllocFor(task, n);
+  framework::CycleState state;
+  EXPECT_TRUE(f.Bind(task, c, alloc, state).ok());
+  return alloc.gpus;
+}
+
 TEST(FragmentTest, ExpectedFragmentationByHand) {
   ClusterState c;
   ASSERT_TRUE(c.AddNode(Node("a", 8000, 65536, 2, "A100")).ok());
@@ -252,10 +271,7 @@ TEST(FragmentTest, TasksWithoutGpusGoWhereLeastGpuCapacityIsFree) {
   Task gpu = MakeTask(100, 0, 0, 2);
   ASSERT_TRUE(c.Bind(gpu, AllocFor(gpu, 0, {{0, 1000, 0}, {1, 1000, 0}})).ok());
   Fragment f = Configured(TwoShapes());
-  std::vector<NodeId> nodes = {0, 1};
-  std::vector<double> scores(2);
-  framework::CycleState state;
-  f.Score(MakeTask(1, 4000, 1024), c, nodes, scores, state);
+  const std::vector<double> scores = RawScores(f, MakeTask(1, 4000, 1024), c);
   EXPECT_GT(scores[0], scores[1]);  // its CPU strands no GPU on the busy node
 }
 
@@ -271,14 +287,11 @@ TEST(FragmentTest, TasksWithoutGpusDoNotTakeTheCpuOfFreeGpus) {
   Task gpu = MakeTask(100, 0, 0, 1);
   ASSERT_TRUE(c.Bind(gpu, AllocFor(gpu, 0, {{0, 1000, 0}})).ok());
   Fragment f = Configured(TwoShapes());
-  std::vector<NodeId> nodes = {0, 1};
-  std::vector<double> scores(2);
-  framework::CycleState state;
-  f.Score(MakeTask(1, 2500, 1024), c, nodes, scores, state);
+  std::vector<double> scores = RawScores(f, MakeTask(1, 2500, 1024), c);
   EXPECT_LT(scores[0], scores[1]);
   // A task small enough to leave "short" its core goes there (F unchanged on
   // both; less GPU capacity free).
-  f.Score(MakeTask(2, 1500, 1024), c, nodes, scores, state);
+  scores = RawScores(f, MakeTask(2, 1500, 1024), c);
   EXPECT_GT(scores[0], scores[1]);
 }
 
@@ -297,10 +310,7 @@ TEST(FragmentTest, TasksWithoutGpusPreferLessFreeGpuCapacityOnLargeNodesToo) {
   Task share = MakeTask(101, 0, 0, 1, 999);
   ASSERT_TRUE(c.Bind(share, AllocFor(share, 1, {{215, 999, 0}})).ok());
   Fragment f = Configured(TwoShapes());
-  std::vector<NodeId> nodes = {0, 1};
-  std::vector<double> scores(2);
-  framework::CycleState state;
-  f.Score(MakeTask(1, 1000, 1024), c, nodes, scores, state);
+  const std::vector<double> scores = RawScores(f, MakeTask(1, 1000, 1024), c);
   EXPECT_GT(scores[0], scores[1]);
 }
 
@@ -317,16 +327,11 @@ TEST(FragmentTest, SeveralSharesAreBoundWhereTheyWereScored) {
   }
   Fragment f = Configured(TwoShapes());
   const Task task = MakeTask(1, 2000, 2048, 2, 500);
-  std::vector<NodeId> nodes = {0};
-  std::vector<double> scores(1);
-  framework::CycleState state;
-  f.Score(task, c, nodes, scores, state);
-  EXPECT_GE(scores[0], 5);  // 250 milli of F gone: five steps
-  Allocation alloc = AllocFor(task, 0);
-  ASSERT_TRUE(f.Bind(task, c, alloc, state).ok());
-  ASSERT_EQ(alloc.gpus.size(), 2u);
-  EXPECT_EQ(alloc.gpus[0].index, 2);
-  EXPECT_EQ(alloc.gpus[1].index, 3);
+  EXPECT_GE(RawScores(f, task, c)[0], 5);  // 250 milli of F gone: five steps
+  const std::vector<GpuGrant> gpus = BoundGpus(f, task, c, 0);
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_EQ(gpus[0].index, 2);
+  EXPECT_EQ(gpus[1].index, 3);
 }
 
 TEST(FragmentTest, OneWholeGpuOnANodeOfTwoModelsTakesTheOneFWouldSpend) {
@@ -341,12 +346,9 @@ TEST(FragmentTest, OneWholeGpuOnANodeOfTwoModelsTakesTheOneFWouldSpend) {
     Fragment f = Configured(json{
         {"workload",
          {{{"gpu", 1}, {"gpu_models", {limited}}, {"weight", 1}}, {{"gpu", 1}, {"weight", 1}}}}});
-    const Task task = MakeTask(1, 1000, 1024, 1);
-    framework::CycleState state;
-    Allocation alloc = AllocFor(task, 0);
-    ASSERT_TRUE(f.Bind(task, c, alloc, state).ok());
-    ASSERT_EQ(alloc.gpus.size(), 1u) << limited;
-    EXPECT_EQ(alloc.gpus[0].index, std::string(limited) == "T4" ? 1 : 0) << limited;
+    const std::vector<GpuGrant> gpus = BoundGpus(f, MakeTask(1, 1000, 1024, 1), c, 0);
+    ASSERT_EQ(gpus.size(), 1u) << limited;
+    EXPECT_EQ(gpus[0].index, std::string(limited) == "T4" ? 1 : 0) << limited;
   }
 }
 
@@ -362,15 +364,10 @@ TEST(FragmentTest, NodesOfManyGpusChooseTheGpuAsSmallNodesDo) {
   ASSERT_TRUE(c.Bind(half, AllocFor(half, 0, {{19, 500, 0}})).ok());
   Fragment f = Configured(TwoShapes());
   const Task task = MakeTask(1, 1000, 1024, 1, 500);
-  std::vector<NodeId> nodes = {0};
-  std::vector<double> scores(1);
-  framework::CycleState state;
-  f.Score(task, c, nodes, scores, state);
-  EXPECT_GE(scores[0], 3);
-  Allocation alloc = AllocFor(task, 0);
-  ASSERT_TRUE(f.Bind(task, c, alloc, state).ok());
-  ASSERT_EQ(alloc.gpus.size(), 1u);
-  EXPECT_EQ(alloc.gpus[0].index, 19);
+  EXPECT_GE(RawScores(f, task, c)[0], 3);
+  const std::vector<GpuGrant> gpus = BoundGpus(f, task, c, 0);
+  ASSERT_EQ(gpus.size(), 1u);
+  EXPECT_EQ(gpus[0].index, 19);
 }
 
 TEST(FragmentTest, NodesOfManyGpusAgreeWithFComputedWhole) {
@@ -438,18 +435,13 @@ TEST(FragmentTest, NodesOfManyGpusAgreeWithFComputedWhole) {
       expected.assign(fit.begin(), fit.begin() + count);
       delta = state(expected, true) - state({}, false);
     }
-    std::vector<NodeId> nodes = {0};
-    std::vector<double> scores(1);
-    framework::CycleState cycle;
-    f.Score(task, c, nodes, scores, cycle);
-    EXPECT_DOUBLE_EQ(scores[0], -std::round(delta / 50) + 0.5 * c.arrays().util_gpu[0]) << round;
-    Allocation alloc = AllocFor(task, 0);
-    ASSERT_TRUE(f.Bind(task, c, alloc, cycle).ok());
-    if (count == 1 && milli >= 1000) continue;  // whole: bound as below only for one GPU
-    ASSERT_EQ(alloc.gpus.size(), expected.size()) << round;
-    for (size_t k = 0; k < expected.size(); ++k) {
-      EXPECT_EQ(alloc.gpus[k].index, int32_t(expected[k])) << round;
-    }
+    EXPECT_DOUBLE_EQ(RawScores(f, task, c)[0],
+                     -std::round(delta / 50) + 0.5 * c.arrays().util_gpu[0])
+        << round;
+    const std::vector<GpuGrant> bound = BoundGpus(f, task, c, 0);
+    ASSERT_EQ(bound.size(), expected.size()) << round;
+    for (size_t k = 0; k < expected.size(); ++k)
+      EXPECT_EQ(bound[k].index, int32_t(expected[k])) << round;
   }
 }
 
