@@ -111,6 +111,7 @@ void Fragment::Observe(const Task& task) {
   gain_ *= std::exp2(1.0 / half_life_);
   if (gain_ > 1e100) {
     for (auto& [key, w] : learned_) w /= gain_;
+    std::erase_if(learned_, [](const auto& e) { return e.second == 0; });  // faded to nothing
     gain_ = 1;
   }
   ++arrivals_;
@@ -129,7 +130,6 @@ std::vector<Fragment::Shape> Fragment::Workload() const {
   if (!configured_.empty()) return configured_;
   std::vector<Shape> out;
   for (const auto& [key, w] : learned_) {
-    if (!(w > 0)) continue;  // faded to nothing (underflowed): not part of the workload
     Shape s;
     std::tie(s.gpus, s.milli, s.cpu_milli, s.memory_mib, s.gpu_models, s.gpu_vendors) = key;
     s.weight = w;
@@ -266,31 +266,35 @@ void SortGpus(Fragment::Sig& sig) {
   }
 }
 
-// The node's slots in the order F takes several GPUs: by model bit, then
-// free milli (the packed order), then slot. Bind follows it.
-std::vector<size_t> TakeOrder(std::span<const int32_t> free,
-                              std::span<const ClusterState::ModelMask> bits) {
-  std::vector<size_t> order(free.size());
+// The order in which F takes a node's GPUs: by model bit, then free milli
+// (the packed order), then slot. Bind follows it.
+struct TakesBefore {
+  const GpuFreeView& view;
+  bool operator()(size_t x, size_t y) const {
+    return std::tuple(std::countr_zero(view.model_bit[x]), view.milli[x], x) <
+           std::tuple(std::countr_zero(view.model_bit[y]), view.milli[y], y);
+  }
+};
+
+// All the node's slots in that order.
+std::vector<size_t> TakeOrder(const GpuFreeView& view) {
+  std::vector<size_t> order(view.milli.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  const auto key = [&](size_t i) { return std::tuple(std::countr_zero(bits[i]), free[i], i); };
-  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return key(x) < key(y); });
+  std::sort(order.begin(), order.end(), TakesBefore{view});
   return order;
 }
 
-// The first `count` GPUs of that order that take a share of `r`; empty when
-// fewer fit.
+// The first `count` slots of that order that take a share of `r`; empty
+// when fewer fit.
 std::vector<size_t> FirstToTake(const GpuFreeView& view, const Requests& r,
                                 ClusterState::ModelMask allowed, size_t count) {
+  if (count == 0) return {};
   std::vector<size_t> fit;
   for (size_t i = 0; i < view.milli.size(); ++i) {
     if (GpuSlotFits(view, i, r, allowed)) fit.push_back(i);
   }
   if (fit.size() < count) return {};
-  const auto key = [&](size_t i) {
-    return std::tuple(std::countr_zero(view.model_bit[i]), view.milli[i], i);
-  };
-  std::partial_sort(fit.begin(), fit.begin() + ptrdiff_t(count), fit.end(),
-                    [&](size_t x, size_t y) { return key(x) < key(y); });
+  std::partial_sort(fit.begin(), fit.begin() + ptrdiff_t(count), fit.end(), TakesBefore{view});
   fit.resize(count);
   return fit;
 }
@@ -363,24 +367,50 @@ double Fragment::ExpectedOf(const Sig& sig) const {
   return f;
 }
 
-double Fragment::ExpectedUncached(const NodeState& s) const {
-  int64_t free_total = 0;
-  for (const auto& [bit, milli] : s.gpus) free_total += milli;
-  double f = 0;
-  for (const Resolved& m : shapes_) {
-    int32_t room = 0;
-    int64_t unusable = 0;
-    for (const auto& [bit, milli] : s.gpus) {
-      if ((bit & m.models) != 0 && milli >= m.milli) {
-        ++room;
+Fragment::Counts Fragment::CountsOf(const GpuFreeView& view) const {
+  Counts c{std::vector<int32_t>(shapes_.size(), 0), std::vector<int64_t>(shapes_.size(), 0), 0};
+  for (int32_t milli : view.milli) c.free_total += milli;
+  for (size_t m = 0; m < shapes_.size(); ++m) {
+    for (size_t i = 0; i < view.milli.size(); ++i) {
+      if (Usable(shapes_[m], view.model_bit[i], view.milli[i])) {
+        ++c.room[m];
       } else {
-        unusable += milli;
+        c.unusable[m] += view.milli[i];
       }
     }
-    const bool fits = room >= m.gpus && s.free_cpu >= m.cpu_milli && s.free_memory >= m.memory_mib;
-    f += m.weight / m.gpus * double(fits ? unusable : free_total);
+  }
+  return c;
+}
+
+double Fragment::FOf(const Counts& c, const GpuFreeView& view, std::span<const size_t> taken,
+                     int32_t milli, int64_t cpu, int64_t memory) const {
+  double f = 0;
+  for (size_t m = 0; m < shapes_.size(); ++m) {
+    const Resolved& shape = shapes_[m];
+    int32_t room = c.room[m];
+    int64_t unusable = c.unusable[m];
+    for (size_t i : taken) {
+      const ClusterState::ModelMask bit = view.model_bit[i];
+      const int32_t was = view.milli[i], now = was - milli;
+      room += int32_t(Usable(shape, bit, now)) - int32_t(Usable(shape, bit, was));
+      unusable += (Usable(shape, bit, now) ? 0 : now) - (Usable(shape, bit, was) ? 0 : was);
+    }
+    const bool fits = room >= shape.gpus && cpu >= shape.cpu_milli && memory >= shape.memory_mib;
+    f += shape.weight / shape.gpus *
+         double(fits ? unusable : c.free_total - int64_t(taken.size()) * milli);
   }
   return f;
+}
+
+double Fragment::ExpectedUncached(const NodeState& s) const {
+  std::vector<ClusterState::ModelMask> bits;
+  std::vector<int32_t> milli;
+  for (const auto& [bit, free] : s.gpus) {
+    bits.push_back(bit);
+    milli.push_back(free);
+  }
+  const GpuFreeView view{milli, {}, bits};
+  return FOf(CountsOf(view), view, {}, 0, s.free_cpu, s.free_memory);
 }
 
 double Fragment::Expected(const ClusterState& cluster, const NodeState& s) const {
@@ -434,7 +464,7 @@ std::optional<Fragment::Choice> Fragment::Best(const Task& task, const ClusterSt
       deltas_.emplace(key, result);
     }
   } else {
-    const std::vector<size_t> order = TakeOrder(free, bits);
+    const std::vector<size_t> order = TakeOrder(view);
     std::array<uint16_t, kMaxSigGpus> in_order{};
     for (size_t k = 0; k < order.size(); ++k) in_order[k] = packed[order[k]];
     result = Place(r, before, after, in_order,
@@ -456,55 +486,23 @@ std::optional<Fragment::Choice> Fragment::BestUnpacked(const Requests& r,
                                                        ClusterState::ModelMask allowed) const {
   // A node of many GPUs, without the memo. A placement changes the node's
   // CPU, memory and r.gpu of its GPUs, so F after it comes from the node's
-  // per-shape counts (GPUs with room for the shape, free milli it cannot
-  // use) adjusted for those GPUs: shapes x (GPUs + choices), not shapes x
-  // GPUs per choice. The sums are ExpectedUncached's, in its order.
+  // per-shape counts adjusted for those GPUs (FOf): shapes x (GPUs +
+  // choices), not shapes x GPUs per choice.
   Prepare(cluster);
   const ClusterState::Arrays a = cluster.arrays();
   const GpuFreeView view{cluster.gpu_free_milli(n), cluster.gpu_free_memory(n),
                          cluster.gpu_model_bits(n)};
-  std::vector<int32_t> room(shapes_.size(), 0);
-  std::vector<int64_t> unusable(shapes_.size(), 0);
-  int64_t free_total = 0;
-  for (int32_t milli : view.milli) free_total += milli;
-  const auto usable = [](const Resolved& shape, ClusterState::ModelMask bit, int32_t milli) {
-    return (bit & shape.models) != 0 && milli >= shape.milli;
-  };
-  for (size_t m = 0; m < shapes_.size(); ++m) {
-    for (size_t i = 0; i < view.milli.size(); ++i) {
-      if (usable(shapes_[m], view.model_bit[i], view.milli[i])) {
-        ++room[m];
-      } else {
-        unusable[m] += view.milli[i];
-      }
-    }
-  }
-  // F with `taken` slots giving r.gpu_milli each, and CPU and memory left.
-  const auto f_of = [&](int64_t cpu, int64_t memory, std::span<const size_t> taken) {
-    double f = 0;
-    for (size_t m = 0; m < shapes_.size(); ++m) {
-      const Resolved& shape = shapes_[m];
-      int32_t rooms = room[m];
-      int64_t left = unusable[m];
-      for (size_t i : taken) {
-        const ClusterState::ModelMask bit = view.model_bit[i];
-        const int32_t was = view.milli[i], now = was - r.gpu_milli;
-        rooms += int32_t(usable(shape, bit, now)) - int32_t(usable(shape, bit, was));
-        left += (usable(shape, bit, now) ? 0 : now) - (usable(shape, bit, was) ? 0 : was);
-      }
-      const bool fits = rooms >= shape.gpus && cpu >= shape.cpu_milli && memory >= shape.memory_mib;
-      f += shape.weight / shape.gpus *
-           double(fits ? left : free_total - int64_t(taken.size()) * r.gpu_milli);
-    }
-    return f;
-  };
-  const double before = f_of(a.free_cpu[n], a.free_memory[n], {});
+  const Counts counts = CountsOf(view);
+  const double before = FOf(counts, view, {}, 0, a.free_cpu[n], a.free_memory[n]);
   const int64_t cpu = a.free_cpu[n] - r.cpu_milli, memory = a.free_memory[n] - r.memory_mib;
+  const auto f_of = [&](std::span<const size_t> taken) {
+    return FOf(counts, view, taken, r.gpu_milli, cpu, memory);
+  };
   if (r.gpu != 1) {
     // No GPU, or several: the first that fit in the take order.
     const std::vector<size_t> taken = FirstToTake(view, r, allowed, size_t(r.gpu));
     if (taken.size() < size_t(r.gpu)) return std::nullopt;
-    return Choice{f_of(cpu, memory, taken) - before, -1};
+    return Choice{f_of(taken) - before, -1};
   }
   // One GPU: as Place chooses it, the least increase, then the fullest,
   // then the lowest model bit (the packed order), then the lowest slot.
@@ -512,7 +510,7 @@ std::optional<Fragment::Choice> Fragment::BestUnpacked(const Requests& r,
   for (size_t i = 0; i < view.milli.size(); ++i) {
     if (!GpuSlotFits(view, i, r, allowed)) continue;
     const size_t one[] = {i};
-    const double delta = f_of(cpu, memory, one) - before;
+    const double delta = f_of(one) - before;
     const auto rank = [&](size_t slot) {
       return std::tuple(view.milli[slot], std::countr_zero(view.model_bit[slot]));
     };

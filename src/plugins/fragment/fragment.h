@@ -50,11 +50,12 @@
 #ifndef HF_PLUGINS_FRAGMENT_FRAGMENT_H_
 #define HF_PLUGINS_FRAGMENT_FRAGMENT_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
-#include <array>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -178,6 +179,18 @@ class Fragment final : public framework::ScorePlugin,
   // workload, the cluster's nodes or its exclusive vendors change.
   void Prepare(const ClusterState& cluster) const;
   double ExpectedUncached(const NodeState& s) const;
+  // A node of many GPUs: per shape, its GPUs with room for the shape and
+  // the free milli the shape cannot use, counted once (CountsOf); F of the
+  // node with `taken` slots giving `milli` each and `cpu`, `memory` free,
+  // from those counts (FOf: ExpectedUncached's sum, in its order).
+  struct Counts {
+    std::vector<int32_t> room;
+    std::vector<int64_t> unusable;
+    int64_t free_total = 0;
+  };
+  Counts CountsOf(const GpuFreeView& view) const;
+  double FOf(const Counts& c, const GpuFreeView& view, std::span<const size_t> taken, int32_t milli,
+             int64_t cpu, int64_t memory) const;
   // F of a packed state (memoised).
   double ExpectedOf(const Sig& sig) const;
   double ExpectedUncached(const Sig& sig) const;
@@ -204,6 +217,9 @@ class Fragment final : public framework::ScorePlugin,
     ClusterState::ModelMask models;
     double weight;  // share of the workload (in F: over the shape's GPUs)
   };
+  static bool Usable(const Resolved& shape, ClusterState::ModelMask bit, int32_t milli) {
+    return (bit & shape.models) != 0 && milli >= shape.milli;
+  }
   mutable std::vector<Resolved> shapes_;  // grouped by their GPU part (gpus, milli, models)
   // Where each GPU part's shapes start in shapes_ (and the end).
   mutable std::vector<size_t> groups_;

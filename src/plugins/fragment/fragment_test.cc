@@ -381,6 +381,7 @@ TEST(FragmentTest, NodesOfManyGpusAgreeWithFComputedWhole) {
     {"gpu": 1, "gpu_milli": 1000, "gpu_models": ["T4"], "weight": 1},
     {"gpu": 4, "gpu_milli": 1000, "cpu_milli": 8000, "memory_mib": 4096, "weight": 1}],
     "scarcity": 0})"));
+  int checked = 0;
   for (int round = 0; round < 200; ++round) {
     ClusterState c;
     const int gpus = std::uniform_int_distribution<int>(17, 64)(rng);
@@ -415,6 +416,7 @@ TEST(FragmentTest, NodesOfManyGpusAgreeWithFComputedWhole) {
       if (free[i] >= milli) fit.push_back(i);
     }
     if (fit.size() < size_t(count)) continue;
+    ++checked;
     std::vector<size_t> expected;
     double delta = 0;
     if (count == 1) {
@@ -440,9 +442,11 @@ TEST(FragmentTest, NodesOfManyGpusAgreeWithFComputedWhole) {
         << round;
     const std::vector<GpuGrant> bound = BoundGpus(f, task, c, 0);
     ASSERT_EQ(bound.size(), expected.size()) << round;
-    for (size_t k = 0; k < expected.size(); ++k)
+    for (size_t k = 0; k < expected.size(); ++k) {
       EXPECT_EQ(bound[k].index, int32_t(expected[k])) << round;
+    }
   }
+  EXPECT_GT(checked, 150);  // most rounds have room for the task
 }
 
 TEST(FragmentTest, ShapesThatFadedToNothingLeaveTheWorkload) {
@@ -458,7 +462,9 @@ TEST(FragmentTest, ShapesThatFadedToNothingLeaveTheWorkload) {
   v100.requests.gpu_models = {"V100"};
   f.Observe(v100);
   for (TaskKey k = 2; k < 2500; ++k) f.Observe(MakeTask(k, 1000, 1024, 1, 500));
-  for (const Fragment::Shape& s : f.Workload()) {
+  const std::vector<Fragment::Shape> workload = f.Workload();
+  ASSERT_FALSE(workload.empty());
+  for (const Fragment::Shape& s : workload) {
     EXPECT_GT(s.weight, 0);
     EXPECT_TRUE(s.gpu_models.empty());
   }
@@ -467,7 +473,7 @@ TEST(FragmentTest, ShapesThatFadedToNothingLeaveTheWorkload) {
   ASSERT_TRUE(c.AddNode(Node("a", 8000, 65536, 1, "A100")).ok());
   Task full = MakeTask(100, 0, 0, 1);
   ASSERT_TRUE(c.Bind(full, AllocFor(full, 0, {{0, 1000, 0}})).ok());
-  for (double p : f.ModelPressure(c)) EXPECT_EQ(p, 0);
+  EXPECT_TRUE(f.ModelPressure(c).empty());  // no shape is model-limited
 }
 
 TEST(FragmentTest, LearnsTheWorkloadOnceATaskWithDecay) {
