@@ -235,6 +235,15 @@ TEST_F(SupervisorTest, StartsTheTaskSupervisorThroughItsForkServer) {
   ASSERT_TRUE(e.has_value());
   EXPECT_TRUE(e->stopped);
 
+  // A command that cannot be executed: the supervisor says why in the log
+  // and ends with 127, as a shell does.
+  std::filesystem::remove(dir_ / "output.log");
+  ASSERT_TRUE(s.Launch(supervised(6, {"no-such-program-hf"})).ok());
+  e = WaitExit(s, 6, milliseconds(5000));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->exit_code, 127);
+  EXPECT_EQ(Log(), "heteroflow: cannot execute no-such-program-hf: No such file or directory\n");
+
   LaunchSpec no_dir = supervised(4, {"true"});
   no_dir.cwd = (dir_ / "missing").string();
   Result<pid_t> r = s.Launch(no_dir);

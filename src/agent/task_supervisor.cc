@@ -112,13 +112,13 @@ int RunTaskSupervisor(int argc, char** argv) {
   sigprocmask(SIG_BLOCK, &chld, nullptr);
 
   const int64_t started = MonotonicMs();
-  int err_pipe[2];
-  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
-    std::fprintf(stderr, "heteroflow: cannot start the task: %s\n", std::strerror(errno));
-    return 127;
-  }
   const pid_t self = getpid();
-  const pid_t child = fork();
+  // vfork: this process waits until the task has exec'd (or given up), and
+  // the child runs in its memory, so nothing of it is copied for a process
+  // that is about to replace itself. What the child writes lands here: exec's
+  // error, and the stop signal our handler notes before the task's exec.
+  volatile int exec_errno = 0;
+  const pid_t child = vfork();
   if (child == 0) {
     // Dies with the supervisor, whatever ends it.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -127,23 +127,14 @@ int RunTaskSupervisor(int argc, char** argv) {
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     execvp(argv[i], argv + i);
-    const int e = errno;
-    ssize_t ignored = write(err_pipe[1], &e, sizeof e);
-    (void)ignored;
+    exec_errno = errno;
     _exit(127);
   }
-  close(err_pipe[1]);
   if (child < 0) {
     std::fprintf(stderr, "heteroflow: cannot fork the task: %s\n", std::strerror(errno));
     return 127;
   }
-  int exec_errno = 0;
-  ssize_t n;
-  do {
-    n = read(err_pipe[0], &exec_errno, sizeof exec_errno);
-  } while (n < 0 && errno == EINTR);
-  close(err_pipe[0]);
-  if (n == sizeof exec_errno) {
+  if (exec_errno != 0) {
     std::fprintf(stderr, "heteroflow: cannot execute %s: %s\n", argv[i], std::strerror(exec_errno));
     int status = 0;
     waitpid(child, &status, 0);

@@ -62,9 +62,9 @@ bool CommitsWithoutMutex(const Task& task, TaskState placed, const TaskExit& exi
 
 }  // namespace
 
-Result<store::TaskRecord> Scheduler::ReportTask(const std::string& node, TaskKey id,
-                                                const TaskExit& exit) {
+Result<TaskState> Scheduler::ReportTask(const std::string& node, TaskKey id, const TaskExit& exit) {
   std::shared_ptr<InFlightReport> report;
+  std::string name;
   {
     MutexLock lock(mu_);
     // One report of a task at a time: an agent's retry may overlap its try.
@@ -72,32 +72,32 @@ Result<store::TaskRecord> Scheduler::ReportTask(const std::string& node, TaskKey
     const PlacedTask* p = cluster_.FindPlaced(id);
     if (p == nullptr || cluster_.spec(p->alloc.node).name != node) return NotAssigned(id, node);
     if (CommitsWithoutMutex(tasks_.at(id), p->state, exit)) {
+      name = tasks_.at(id).name;
       report = std::make_shared<InFlightReport>();
       report->node = node;
       report->state = exit.state;
       reporting_[id] = report;
     }
   }
-  if (report) return ReportWithoutMutex(node, id, exit, std::move(report));
+  if (report) return ReportWithoutMutex(node, id, exit, name, std::move(report));
   return ReportWithMutex(node, id, exit);
 }
 
-Result<store::TaskRecord> Scheduler::ReportWithoutMutex(const std::string& node, TaskKey id,
-                                                        const TaskExit& exit,
-                                                        std::shared_ptr<InFlightReport> report) {
+Result<TaskState> Scheduler::ReportWithoutMutex(const std::string& node, TaskKey id,
+                                                const TaskExit& exit, const std::string& name,
+                                                std::shared_ptr<InFlightReport> report) {
   const bool ends = Ends(exit);
   const std::string how = ends ? HowItEnded(exit) : "";
   const std::string reason = exit.timed_out ? kTimedOutReason + exit.message : "";
-  store::TaskRecord rec;
   Status s = store_->Write([&](store::Tx& tx) -> Status {
     // The fencing check, where it is decided: the store holds the task's
-    // placement as of this transaction, whatever memory showed before.
-    Result<store::StoredAllocation> alloc = tx.GetAllocation(id);
-    if (!alloc.ok() && alloc.status().code() != StatusCode::kNotFound) return alloc.status();
-    if (!alloc.ok() || alloc->node != node) return NotAssigned(id, node);
-    HF_ASSIGN_OR_RETURN(store::TaskRecord stored, tx.GetTask(id));
-    const bool placed = stored.state == TaskState::kScheduled ||
-                        (ends && stored.state == TaskState::kRunning);
+    // placement as of this transaction, whatever memory showed before. One
+    // row (state and allocation's node); the spec is not read.
+    Result<store::TaskPlacementRecord> stored = tx.GetTaskPlacement(id);
+    if (!stored.ok() && stored.status().code() != StatusCode::kNotFound) return stored.status();
+    if (!stored.ok() || stored->node != node) return NotAssigned(id, node);
+    const bool placed =
+        stored->state == TaskState::kScheduled || (ends && stored->state == TaskState::kRunning);
     if (!placed) return NotAssigned(id, node);
     if (!ends) {
       HF_RETURN_IF_ERROR(tx.UpdateTaskState(id, TaskState::kRunning, ""));
@@ -108,7 +108,6 @@ Result<store::TaskRecord> Scheduler::ReportWithoutMutex(const std::string& node,
       HF_RETURN_IF_ERROR(tx.AppendTaskEvent(id, exit.timed_out ? "timed_out" : TaskStateName(exit.state),
                                             how + " on node " + node));
     }
-    HF_ASSIGN_OR_RETURN(rec, tx.GetTask(id));
     return Status::Ok();
   });
   {
@@ -128,9 +127,9 @@ Result<store::TaskRecord> Scheduler::ReportWithoutMutex(const std::string& node,
                            {"node", node},
                            {"detail", how}}
                     : json{{"action", "running"}, {"id", id}, {"node", node}};
-  event["name"] = rec.task.name;
+  event["name"] = name;
   Publish("task", std::move(event));
-  return rec;
+  return exit.state;
 }
 
 void Scheduler::ApplyReportLocked(TaskKey id, InFlightReport& report) {
@@ -189,15 +188,17 @@ void Scheduler::ApplyCommittedReportsLocked() {
   }
 }
 
-Result<store::TaskRecord> Scheduler::ReportWithMutex(const std::string& node, TaskKey id,
-                                                     const TaskExit& exit) {
-  store::TaskRecord rec;
+Result<TaskState> Scheduler::ReportWithMutex(const std::string& node, TaskKey id,
+                                             const TaskExit& exit) {
+  TaskState state = TaskState::kPending;
+  std::string name;
   json event;
   {
     MutexLock lock(mu_);
     SettleReportLocked(id);
     const PlacedTask* p = cluster_.FindPlaced(id);
     if (p == nullptr || cluster_.spec(p->alloc.node).name != node) return NotAssigned(id, node);
+    name = tasks_.at(id).name;
     TouchJobLocked(id);
     if (exit.state == TaskState::kScheduled) {
       // Only a task not started yet waits; the reason is stored when new.
@@ -284,16 +285,17 @@ Result<store::TaskRecord> Scheduler::ReportWithMutex(const std::string& node, Ta
       event = {{"action", TaskStateName(exit.state)}, {"id", id}, {"node", node}, {"detail", how}};
     }
     HF_RETURN_IF_ERROR(store_->Read([&](const store::ReadTx& tx) -> Status {
-      HF_ASSIGN_OR_RETURN(rec, tx.GetTask(id));
+      HF_ASSIGN_OR_RETURN(store::TaskPlacementRecord r, tx.GetTaskPlacement(id));
+      state = r.state;
       return Status::Ok();
     }));
   }
   WakeLoop();
   if (!event.is_null()) {
-    event["name"] = rec.task.name;
+    event["name"] = name;
     Publish("task", std::move(event));
   }
-  return rec;
+  return state;
 }
 
 }  // namespace hf::scheduler

@@ -152,9 +152,9 @@ TEST_F(ReportTest, AReportWaitingForItsCommitDoesNotHoldTheMutex) {
   EXPECT_EQ(report.wait_for(milliseconds(0)), std::future_status::timeout)
       << "answered before its commit";
   hold.Release();
-  Result<store::TaskRecord> rec = report.get();
+  Result<TaskState> rec = report.get();
   ASSERT_TRUE(rec.ok()) << rec.status().ToString();
-  EXPECT_EQ(rec->state, TaskState::kRunning);
+  EXPECT_EQ(*rec, TaskState::kRunning);
   EXPECT_EQ(Get(t).state, TaskState::kRunning);
   EXPECT_EQ(Placed(t), TaskState::kRunning);
   EXPECT_EQ(count.get(), 0u);
@@ -163,7 +163,7 @@ TEST_F(ReportTest, AReportWaitingForItsCommitDoesNotHoldTheMutex) {
 TEST_F(ReportTest, ConcurrentReportsShareCommits) {
   const std::vector<TaskKey> keys = Place(8);
   const uint64_t commits_before = store_->commits();
-  std::vector<std::future<Result<store::TaskRecord>>> reports;
+  std::vector<std::future<Result<TaskState>>> reports;
   {
     StoreHold hold(*store_);
     for (TaskKey k : keys) {
@@ -192,9 +192,9 @@ TEST_F(ReportTest, ACancelRacingAnEndReportFindsTheTaskEnded) {
   auto cancel = std::async(std::launch::async, [&] { return sched_->Cancel(t, "bob"); });
   std::this_thread::sleep_for(milliseconds(100));
   hold.Release();
-  Result<store::TaskRecord> ended = report.get();
+  Result<TaskState> ended = report.get();
   ASSERT_TRUE(ended.ok()) << ended.status().ToString();
-  EXPECT_EQ(ended->state, TaskState::kSucceeded);
+  EXPECT_EQ(*ended, TaskState::kSucceeded);
   // The cancel waited for the report: it sees the task ended, and refuses.
   Result<store::TaskRecord> cancelled = cancel.get();
   ASSERT_FALSE(cancelled.ok());
@@ -212,7 +212,7 @@ TEST_F(ReportTest, AReportForAPlacementTheStoreNoLongerHoldsIsRefused) {
   // The store moves on without the memory (as another writer would between
   // the report's look at the memory and its commit): the store decides.
   ASSERT_TRUE(store_->Write([&](store::Tx& tx) { return tx.DeleteAllocation(t); }).ok());
-  Result<store::TaskRecord> r = sched_->ReportTask("n1", t, Exit(TaskState::kRunning));
+  Result<TaskState> r = sched_->ReportTask("n1", t, Exit(TaskState::kRunning));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kConflict) << r.status().ToString();
   EXPECT_EQ(Get(t).state, TaskState::kScheduled);
@@ -222,7 +222,7 @@ TEST_F(ReportTest, AReportForAPlacementTheStoreNoLongerHoldsIsRefused) {
 
 TEST_F(ReportTest, AReportFromAnotherNodeIsRefusedAndEndReportsFreeTheGpu) {
   const std::vector<TaskKey> keys = Place(2);
-  Result<store::TaskRecord> stale = sched_->ReportTask("n2", keys[0], Exit(TaskState::kRunning));
+  Result<TaskState> stale = sched_->ReportTask("n2", keys[0], Exit(TaskState::kRunning));
   EXPECT_EQ(stale.status().code(), StatusCode::kConflict);
   ASSERT_TRUE(sched_->ReportTask("n1", keys[0], Exit(TaskState::kRunning)).ok());
   TaskExit failed = Exit(TaskState::kFailed);
@@ -250,9 +250,9 @@ TEST_F(ReportTest, AFencedStopOfAnEarlierPlacementLeavesTheNewOneAlone) {
   fenced.signal = 15;
   fenced.fenced = true;
   // Taken (the agent then starts the new placement), and nothing changes.
-  Result<store::TaskRecord> stale = sched_->ReportTask("n1", t, fenced);
+  Result<TaskState> stale = sched_->ReportTask("n1", t, fenced);
   ASSERT_TRUE(stale.ok()) << stale.status().ToString();
-  EXPECT_EQ(stale->state, TaskState::kScheduled);
+  EXPECT_EQ(*stale, TaskState::kScheduled);
   EXPECT_EQ(Get(t).state, TaskState::kScheduled);
   EXPECT_EQ(Kinds(t), (std::vector<std::string>{"submitted", "scheduled"}));
   EXPECT_EQ(Placed(t), TaskState::kScheduled);

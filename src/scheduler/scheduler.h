@@ -249,7 +249,8 @@ class Scheduler {
   // as memory shows it or as the store does when the report commits. A plain
   // task's start and end commit without the mutex (reports.cc): they join
   // the store's group commits and do not wait for a scheduling cycle.
-  Result<store::TaskRecord> ReportTask(const std::string& node, TaskKey id, const TaskExit& exit)
+  // Returns the task's state once the report is in.
+  Result<TaskState> ReportTask(const std::string& node, TaskKey id, const TaskExit& exit)
       HF_EXCLUDES(mu_);
   // The version of the node's assignments (0 before any); it only grows,
   // across restarts too (wall-clock microseconds at least).
@@ -473,12 +474,12 @@ class Scheduler {
     Status status HF_GUARDED_BY(mu);  // the commit's
     bool applied = false;  // memory took it (or it was refused); under the scheduler's mu_
   };
-  Result<store::TaskRecord> ReportWithoutMutex(const std::string& node, TaskKey id,
-                                               const TaskExit& exit,
-                                               std::shared_ptr<InFlightReport> report)
+  // `name`: the task's, for its event.
+  Result<TaskState> ReportWithoutMutex(const std::string& node, TaskKey id, const TaskExit& exit,
+                                       const std::string& name,
+                                       std::shared_ptr<InFlightReport> report) HF_EXCLUDES(mu_);
+  Result<TaskState> ReportWithMutex(const std::string& node, TaskKey id, const TaskExit& exit)
       HF_EXCLUDES(mu_);
-  Result<store::TaskRecord> ReportWithMutex(const std::string& node, TaskKey id,
-                                            const TaskExit& exit) HF_EXCLUDES(mu_);
   // Memory takes a committed report (nothing when it was refused, or when a
   // rebuild shows it already). Removes it from reporting_.
   void ApplyReportLocked(TaskKey id, InFlightReport& report) HF_REQUIRES(mu_);

@@ -146,6 +146,13 @@ struct StoredAllocation {
   std::string rdma_device;
 };
 
+// A task's state and the node of its allocation, without its spec: what an
+// agent's report about it is checked against.
+struct TaskPlacementRecord {
+  TaskState state = TaskState::kPending;
+  std::string node;  // "" when the task holds no allocation
+};
+
 // An API token. Only the SHA-256 of the secret is stored (64 lowercase hex
 // characters); the secret itself never reaches the store.
 struct TokenRecord {
@@ -190,6 +197,8 @@ class ReadTx {
   Result<std::vector<NodeRecord>> ListNodes() const;
 
   Result<TaskRecord> GetTask(TaskKey id) const;
+  // One row, the spec left unread. NotFound when the task does not exist.
+  Result<TaskPlacementRecord> GetTaskPlacement(TaskKey id) const;
   Result<std::vector<TaskRecord>> ListTasks(const TaskFilter& filter) const;
   // Oldest first. NotFound when the task does not exist.
   Result<std::vector<TaskEvent>> ListTaskEvents(TaskKey id) const;

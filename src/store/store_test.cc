@@ -777,6 +777,9 @@ TEST_P(StoreGpuTest, PlacingATaskWritesAllocationStateAndEventUnderTheSameGuards
     HF_ASSIGN_OR_RETURN(TaskRecord t, tx.GetTask(a));
     EXPECT_EQ(t.state, TaskState::kScheduled);
     EXPECT_EQ(t.node, "n1");
+    HF_ASSIGN_OR_RETURN(TaskPlacementRecord p, tx.GetTaskPlacement(a));
+    EXPECT_EQ(p.state, TaskState::kScheduled);
+    EXPECT_EQ(p.node, "n1");
     HF_ASSIGN_OR_RETURN(std::vector<TaskEvent> ev, tx.ListTaskEvents(a));
     EXPECT_TRUE(!ev.empty() && ev.back().kind == "scheduled" && ev.back().message == "scheduled to n1");
     return Status::Ok();
@@ -793,6 +796,10 @@ TEST_P(StoreGpuTest, PlacingATaskWritesAllocationStateAndEventUnderTheSameGuards
     EXPECT_EQ(tx.GetAllocation(b).status().code(), StatusCode::kNotFound);
     HF_ASSIGN_OR_RETURN(TaskRecord t, tx.GetTask(b));
     EXPECT_EQ(t.state, TaskState::kPending);
+    HF_ASSIGN_OR_RETURN(TaskPlacementRecord p, tx.GetTaskPlacement(b));
+    EXPECT_EQ(p.state, TaskState::kPending);
+    EXPECT_EQ(p.node, "");
+    EXPECT_EQ(tx.GetTaskPlacement(9999).status().code(), StatusCode::kNotFound);
     return Status::Ok();
   }).ok());
   // Placing again replaces the task's own grants instead of adding to them.

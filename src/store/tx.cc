@@ -258,6 +258,18 @@ Result<TaskRecord> ReadTx::GetTask(TaskKey id) const {
   return ReadTask(stmt);
 }
 
+Result<TaskPlacementRecord> ReadTx::GetTaskPlacement(TaskKey id) const {
+  HF_ASSIGN_STMT(stmt, db_->Prepare("SELECT t.state, COALESCE(a.node, '') FROM tasks t LEFT JOIN "
+                                    "allocations a ON a.task_id = t.id WHERE t.id = ?"));
+  stmt.Bind(1, static_cast<int64_t>(id));
+  Result<bool> row = stmt.Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return NotFound("task " + std::to_string(id) + " not found");
+  std::optional<TaskState> state = ParseTaskState(stmt.Text(0));
+  if (!state) return Internal("corrupt state of task " + std::to_string(id) + ": " + stmt.Text(0));
+  return TaskPlacementRecord{.state = *state, .node = stmt.Text(1)};
+}
+
 Result<std::vector<TaskRecord>> ReadTx::ListTasks(const TaskFilter& f) const {
   std::string sql = std::string(kTaskColumns) + " WHERE t.id > ?1";
   if (f.state) sql += " AND t.state = ?2";

@@ -302,14 +302,14 @@ Response AgentsApi::Report(const Request& req, const Caller& caller) {
   if (exit.state == TaskState::kSucceeded && exit.exit_code.value_or(0) != 0) {
     return StatusError(InvalidArgument("a succeeded task has exit code 0"));
   }
-  Result<store::TaskRecord> rec = scheduler_.ReportTask(*node, static_cast<TaskKey>(id), exit);
-  if (!rec.ok()) return StatusError(rec.status());
+  Result<TaskState> now = scheduler_.ReportTask(*node, static_cast<TaskKey>(id), exit);
+  if (!now.ok()) return StatusError(now.status());
   if (exit.port) inference_.ReplicaStarted(static_cast<TaskKey>(id), exit.host, *exit.port);
   // The node's assignments version once the report is in: a list at this
   // version or later reflects it (docs/AGENT.md, "Reports").
-  return JsonResponse(200, json{{"id", id},
-                                {"state", TaskStateName(rec->state)},
-                                {"version", scheduler_.NodeVersion(*node)}});
+  return JsonResponse(
+      200,
+      json{{"id", id}, {"state", TaskStateName(*now)}, {"version", scheduler_.NodeVersion(*node)}});
 }
 
 }  // namespace hf::server::api
