@@ -619,6 +619,7 @@ class SseStreamImpl : public SseStream {
 
   bool Send(std::string_view event, std::string_view data) override {
     std::string framed = FormatEvent(event, data);
+    bool post = false;
     {
       MutexLock lock(mu_);
       if (closed_) return false;
@@ -627,7 +628,11 @@ class SseStreamImpl : public SseStream {
         queue_.clear();
       } else {
         backlog_ += framed.size();
-        queue_.push_back(std::move(framed));
+        queue_.append(framed);
+        // One flush at a time is posted: it writes whatever queued before
+        // it runs, so a burst of events leaves in one write.
+        post = !flush_posted_;
+        flush_posted_ = true;
       }
     }
     auto conn = conn_.lock();
@@ -639,7 +644,7 @@ class SseStreamImpl : public SseStream {
       conn->PostClose();
       return false;
     }
-    conn->PostFlush();
+    if (post) conn->PostFlush();
     return true;
   }
 
@@ -659,12 +664,15 @@ class SseStreamImpl : public SseStream {
     queue_.clear();
   }
 
-  // Moves the next queued event into `out`; false when none is waiting.
+  // Moves every queued event, in order, into `out`; false when none is
+  // waiting. Called by the connection's flush (on its strand): a Send after
+  // it posts the next one.
   bool Pop(std::string& out) {
     MutexLock lock(mu_);
+    flush_posted_ = false;
     if (closed_ || queue_.empty()) return false;
-    out = std::move(queue_.front());
-    queue_.pop_front();
+    out.swap(queue_);
+    queue_.clear();
     return true;
   }
 
@@ -678,7 +686,8 @@ class SseStreamImpl : public SseStream {
   const size_t max_backlog_;
   mutable Mutex mu_;
   bool closed_ HF_GUARDED_BY(mu_) = false;
-  std::deque<std::string> queue_ HF_GUARDED_BY(mu_);
+  std::string queue_ HF_GUARDED_BY(mu_);   // framed events not yet written
+  bool flush_posted_ HF_GUARDED_BY(mu_) = false;  // a flush that will take queue_
   size_t backlog_ HF_GUARDED_BY(mu_) = 0;  // bytes queued or being written
 };
 

@@ -120,7 +120,9 @@ Result<TaskState> Scheduler::ReportWithoutMutex(const std::string& node, TaskKey
     MutexLock lock(mu_);
     ApplyReportLocked(id, *report);
   }
-  WakeLoop();
+  // An end frees the task's room for the waiting tasks; a start changes
+  // nothing a cycle looks at, and wakes nobody.
+  if (ends) WakeLoop();
   if (!s.ok()) return s;
   json event = ends ? json{{"action", TaskStateName(exit.state)},
                            {"id", id},
