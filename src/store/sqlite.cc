@@ -108,9 +108,22 @@ SqliteDb::~SqliteDb() {
 }
 
 Status SqliteDb::Exec(const std::string& sql) {
+  // One statement (BEGIN, SAVEPOINT, RELEASE and COMMIT run several times
+  // per commit) is prepared once and kept in the cache; a script of several
+  // (a migration) goes through sqlite3_exec.
+  if (sql.find(';') == std::string::npos) {
+    Result<Stmt> stmt = Prepare(sql);
+    if (!stmt.ok()) return stmt.status();
+    for (;;) {
+      Result<bool> row = stmt->Step();
+      if (!row.ok()) return row.status();
+      if (!*row) return Status::Ok();
+    }
+  }
   char* err = nullptr;
   int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
   sqlite3_free(err);
+  if (rc == SQLITE_OK) return Status::Ok();
   return SqliteStatus(db_, rc, "execute \"" + sql.substr(0, 60) + "\"");
 }
 
