@@ -1,5 +1,6 @@
 #include "server/control_plane.h"
 
+#include <sched.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
@@ -40,6 +41,15 @@ using scheduler::Scheduler;
 using scheduler::SchedulerOptions;
 
 namespace {
+
+// The CPUs this process may run on (its affinity: taskset, a cgroup's
+// cpuset), at least 1.
+int UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
 
 using nlohmann::json;
 
@@ -721,11 +731,13 @@ Status ControlPlane::Start() {
   o.address = options_.address;
   o.port = options_.port;
   // Three sets of threads, so that one kind of traffic never waits behind
-  // another: I/O for every connection; the API's handlers, which block on
-  // the store's fsync (enough of them that reads and health checks are not
+  // another: I/O for every connection, one per usable CPU up to 4 (never
+  // blocking, more would only take turns on the same CPUs, each turn a
+  // thread woken and switched to); the API's handlers, which block on the
+  // store's fsync (enough of them that reads and health checks are not
   // stuck behind a burst of writes); and the gateway's, which never block
   // (they pick a replica and hand the call to the upstream client).
-  o.worker_threads = 4;
+  o.worker_threads = std::min(4, UsableCpus());
   o.handler_threads = 16;
   o.handler_pools.push_back(
       {{std::begin(InferenceService::kGatewayPrefixes), std::end(InferenceService::kGatewayPrefixes)}, 4});
