@@ -686,7 +686,7 @@ class SseStreamImpl : public SseStream {
   const size_t max_backlog_;
   mutable Mutex mu_;
   bool closed_ HF_GUARDED_BY(mu_) = false;
-  std::string queue_ HF_GUARDED_BY(mu_);   // framed events not yet written
+  std::string queue_ HF_GUARDED_BY(mu_);          // framed events not yet written
   bool flush_posted_ HF_GUARDED_BY(mu_) = false;  // a flush that will take queue_
   size_t backlog_ HF_GUARDED_BY(mu_) = 0;  // bytes queued or being written
 };
